@@ -1,0 +1,1 @@
+"""In-network coflow scheduling: scheduler core, simulator and control plane."""
