@@ -1,0 +1,547 @@
+"""A thin P4Runtime client for the coflow pipeline on BMv2 (simple_switch_grpc).
+
+Connect, become master (arbitration with an election id), push the pipeline
+(SetForwardingPipelineConfig), write/read/delete table entries (exact, LPM, ternary, range,
+optional), action-profile members and groups, read/write indirect counters and meter configs.
+Names are resolved to ids from the P4Info text that p4c wrote next to the BMv2 JSON.
+
+Uses the PyPI ``p4runtime`` + ``grpcio`` packages. Their generated modules predate current
+protobuf, so the pure-Python protobuf implementation is selected before they are imported
+(docs: p4-notes "Python P4Runtime packages"). Import this module before anything that imports
+protobuf, or export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python yourself.
+
+The client can keep an undo journal (``start_journal`` / ``undo``): every INSERT is undone by a
+DELETE, every MODIFY of a default action or a meter config by writing back what was read before.
+The PTF tests' ``autocleanup`` decorator is built on it.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+
+from google.protobuf import text_format  # noqa: E402
+
+try:  # the P4Info helper works without grpc / p4runtime stubs for offline tools and unit tests
+    from p4.config.v1 import p4info_pb2  # noqa: E402
+except ImportError:  # pragma: no cover
+    p4info_pb2 = None
+
+
+class P4RuntimeError(Exception):
+    """A P4Runtime call failed; ``details`` lists the per-update errors when the server sent them."""
+
+    def __init__(self, message: str, details: list[str] | None = None):
+        super().__init__(message + ("".join("\n  " + d for d in details) if details else ""))
+        self.details = details or []
+
+
+# --- value encoding ----------------------------------------------------------------------
+
+def encode_value(value: Any, bitwidth: int) -> bytes:
+    """Canonical P4Runtime bytestring: big-endian, no leading zero bytes (at least one byte).
+
+    ``value`` may be an int, bytes, a dotted IPv4 address or a colon-separated MAC address.
+    """
+    if isinstance(value, bytes):
+        value = int.from_bytes(value, "big")
+    elif isinstance(value, str):
+        if value.count(":") == 5:
+            value = int(value.replace(":", ""), 16)
+        elif value.count(".") == 3:
+            value = int(ipaddress.IPv4Address(value))
+        else:
+            value = int(value, 0)
+    if not isinstance(value, int) or value < 0:
+        raise ValueError(f"cannot encode {value!r}")
+    if value >> bitwidth:
+        raise ValueError(f"value {value:#x} does not fit in {bitwidth} bits")
+    nbytes = max(1, (value.bit_length() + 7) // 8)
+    return value.to_bytes(nbytes, "big")
+
+
+def decode_value(data: bytes) -> int:
+    return int.from_bytes(data, "big")
+
+
+# --- P4Info name lookup --------------------------------------------------------------------
+
+@dataclass
+class _Entity:
+    id: int
+    name: str
+    alias: str
+    extra: Any = None
+
+
+class P4InfoHelper:
+    """Name -> id lookups from a P4Info (text or message).
+
+    A name may be the fully qualified one ("CoflowIngress.routing.routing_v4"), the alias p4c
+    chose, or any unique dotted suffix ("routing_v4", "routing.routing_v4").
+    """
+
+    KINDS = ("tables", "actions", "counters", "meters", "action_profiles", "registers",
+             "direct_counters", "direct_meters")
+
+    def __init__(self, p4info):
+        self.p4info = p4info
+        self._by_kind: dict[str, list[_Entity]] = {}
+        for kind in self.KINDS:
+            ents = []
+            for obj in getattr(p4info, kind, []):
+                pre = obj.preamble
+                ents.append(_Entity(pre.id, pre.name, pre.alias, obj))
+            self._by_kind[kind] = ents
+
+    @classmethod
+    def from_text(cls, text: str) -> "P4InfoHelper":
+        if p4info_pb2 is None:
+            raise RuntimeError("the p4runtime package is not installed (pip install .[p4])")
+        msg = p4info_pb2.P4Info()
+        text_format.Merge(text, msg)
+        return cls(msg)
+
+    @classmethod
+    def from_file(cls, path: str) -> "P4InfoHelper":
+        with open(path) as f:
+            return cls.from_text(f.read())
+
+    def _find(self, kind: str, name: str) -> _Entity:
+        ents = self._by_kind[kind]
+        for e in ents:
+            if name in (e.name, e.alias):
+                return e
+        hits = [e for e in ents if e.name.endswith("." + name)]
+        if len(hits) == 1:
+            return hits[0]
+        if not hits:
+            raise KeyError(f"no {kind[:-1]} named {name!r}")
+        raise KeyError(f"{kind[:-1]} name {name!r} is ambiguous: {[e.name for e in hits]}")
+
+    def get(self, kind: str, name: str):
+        return self._find(kind, name).extra
+
+    def get_id(self, kind: str, name: str) -> int:
+        return self._find(kind, name).id
+
+    def name_of(self, kind: str, ident: int) -> str:
+        for e in self._by_kind[kind]:
+            if e.id == ident:
+                return e.name
+        raise KeyError(f"no {kind[:-1]} with id {ident}")
+
+    def names(self, kind: str) -> list[str]:
+        return [e.name for e in self._by_kind[kind]]
+
+    # convenience
+    def table_id(self, name: str) -> int:
+        return self.get_id("tables", name)
+
+    def action_id(self, name: str) -> int:
+        return self.get_id("actions", name)
+
+    def match_field(self, table: str, field_name: str):
+        for mf in self.get("tables", table).match_fields:
+            if field_name in (mf.name, mf.name.split(".")[-1]):
+                return mf
+        raise KeyError(f"table {table!r} has no match field {field_name!r}")
+
+    def action_param(self, action: str, param: str):
+        for p in self.get("actions", action).params:
+            if p.name == param:
+                return p
+        raise KeyError(f"action {action!r} has no parameter {param!r}")
+
+    def size(self, kind: str, name: str) -> int:
+        return self.get(kind, name).size
+
+
+# --- the client ---------------------------------------------------------------------------
+
+def _pb():
+    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+    return p4runtime_pb2, p4runtime_pb2_grpc
+
+
+@dataclass
+class _Journal:
+    undo: list = field(default_factory=list)  # (update_type, entity), applied in reverse
+
+
+class P4RuntimeClient:
+    """Synchronous P4Runtime client bound to one device."""
+
+    def __init__(self, address: str = "127.0.0.1:9559", device_id: int = 0,
+                 election_id: int = 1, p4info: P4InfoHelper | None = None):
+        self.address = address
+        self.device_id = device_id
+        self.election_id = election_id
+        self.p4info = p4info
+        self.channel = None
+        self.stub = None
+        self._requests: queue.Queue = queue.Queue()
+        self._responses: queue.Queue = queue.Queue()
+        self._stream_thread = None
+        self._journal: _Journal | None = None
+
+    # connection and arbitration ------------------------------------------------------------
+    def connect(self, timeout: float = 10.0) -> None:
+        import grpc
+        pb, pb_grpc = _pb()
+        self.channel = grpc.insecure_channel(self.address)
+        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        self.stub = pb_grpc.P4RuntimeStub(self.channel)
+        stream = self.stub.StreamChannel(iter(self._requests.get, None))
+
+        def pump():
+            try:
+                for resp in stream:
+                    self._responses.put(resp)
+            except Exception as exc:  # stream closed (switch gone or close())
+                self._responses.put(exc)
+
+        self._stream_thread = threading.Thread(target=pump, daemon=True, name="p4rt-stream")
+        self._stream_thread.start()
+        req = pb.StreamMessageRequest()
+        req.arbitration.device_id = self.device_id
+        req.arbitration.election_id.high = self.election_id >> 64
+        req.arbitration.election_id.low = self.election_id & ((1 << 64) - 1)
+        self._requests.put(req)
+        try:
+            resp = self._responses.get(timeout=timeout)
+        except queue.Empty:
+            raise P4RuntimeError("no arbitration response") from None
+        if isinstance(resp, Exception):
+            raise P4RuntimeError(f"stream failed: {resp}")
+        if not resp.HasField("arbitration") or resp.arbitration.status.code != 0:
+            raise P4RuntimeError(f"not master: {resp}")
+
+    def close(self) -> None:
+        self._requests.put(None)
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+
+    def __enter__(self):
+        self.connect()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _election(self, msg) -> None:
+        msg.election_id.high = self.election_id >> 64
+        msg.election_id.low = self.election_id & ((1 << 64) - 1)
+
+    # pipeline -------------------------------------------------------------------------------
+    def set_pipeline(self, p4info_path: str, bmv2_json_path: str) -> None:
+        pb, _ = _pb()
+        helper = P4InfoHelper.from_file(p4info_path)
+        self.p4info = helper
+        req = pb.SetForwardingPipelineConfigRequest()
+        req.device_id = self.device_id
+        self._election(req)
+        req.action = pb.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT
+        req.config.p4info.CopyFrom(helper.p4info)
+        with open(bmv2_json_path, "rb") as f:
+            req.config.p4_device_config = f.read()
+        self._call(self.stub.SetForwardingPipelineConfig, req)
+
+    def load_p4info(self, p4info_path: str) -> None:
+        self.p4info = P4InfoHelper.from_file(p4info_path)
+
+    # error handling -------------------------------------------------------------------------
+    @staticmethod
+    def _details(err) -> list[str]:
+        try:
+            from google.rpc import status_pb2
+            from p4.v1 import p4runtime_pb2
+        except ImportError:  # pragma: no cover
+            return []
+        out = []
+        for key, value in (err.trailing_metadata() or ()):
+            if key != "grpc-status-details-bin":
+                continue
+            st = status_pb2.Status()
+            st.ParseFromString(value)
+            for i, detail in enumerate(st.details):
+                e = p4runtime_pb2.Error()
+                if detail.Unpack(e) and e.canonical_code != 0:
+                    out.append(f"update {i}: code {e.canonical_code}: {e.message}")
+        return out
+
+    def _call(self, method, req):
+        import grpc
+        try:
+            return method(req)
+        except grpc.RpcError as err:
+            raise P4RuntimeError(f"{method._method.decode() if hasattr(method, '_method') else 'rpc'}"
+                                 f" failed: {err.code().name}: {err.details()}",
+                                 self._details(err)) from None
+
+    # write / read ---------------------------------------------------------------------------
+    def write(self, updates: Iterable[tuple[str, Any]]) -> None:
+        """Write (type, entity) pairs atomically-ish in one request; type is INSERT/MODIFY/DELETE."""
+        pb, _ = _pb()
+        req = pb.WriteRequest()
+        req.device_id = self.device_id
+        self._election(req)
+        ups = list(updates)
+        inverse = []
+        for typ, entity in ups:
+            u = req.updates.add()
+            u.type = getattr(pb.Update, typ)
+            u.entity.CopyFrom(entity)
+            if self._journal is not None:
+                inverse.append(self._inverse(typ, entity))
+        if not ups:
+            return
+        self._call(self.stub.Write, req)
+        if self._journal is not None:
+            self._journal.undo.extend(i for i in inverse if i is not None)
+
+    def _inverse(self, typ: str, entity):
+        kind = entity.WhichOneof("entity")
+        if typ == "INSERT":
+            return ("DELETE", entity)
+        if typ == "MODIFY":
+            if kind == "table_entry" and entity.table_entry.is_default_action:
+                return ("MODIFY", self.read_default_entity(entity.table_entry.table_id))
+            if kind == "meter_entry":
+                prev = self.read_one(self._meter_key(entity.meter_entry))
+                return ("MODIFY", prev) if prev is not None else None
+            if kind == "table_entry":
+                prev = self.read_one(self._table_key(entity.table_entry))
+                return ("MODIFY", prev) if prev is not None else None
+        return None  # DELETE and counter writes are not undone
+
+    def _table_key(self, te):
+        pb, _ = _pb()
+        ent = pb.Entity()
+        ent.table_entry.table_id = te.table_id
+        ent.table_entry.match.extend(te.match)
+        ent.table_entry.priority = te.priority
+        return ent
+
+    def _meter_key(self, me):
+        pb, _ = _pb()
+        ent = pb.Entity()
+        ent.meter_entry.meter_id = me.meter_id
+        ent.meter_entry.index.index = me.index.index
+        return ent
+
+    def insert(self, *entities) -> None:
+        self.write(("INSERT", e) for e in entities)
+
+    def modify(self, *entities) -> None:
+        self.write(("MODIFY", e) for e in entities)
+
+    def delete(self, *entities) -> None:
+        self.write(("DELETE", e) for e in entities)
+
+    def read(self, entity) -> list:
+        pb, _ = _pb()
+        req = pb.ReadRequest()
+        req.device_id = self.device_id
+        req.entities.add().CopyFrom(entity)
+        import grpc
+        try:
+            return [e for resp in self.stub.Read(req) for e in resp.entities]
+        except grpc.RpcError as err:
+            raise P4RuntimeError(f"Read failed: {err.code().name}: {err.details()}") from None
+
+    def read_one(self, entity):
+        got = self.read(entity)
+        return got[0] if got else None
+
+    # undo journal ---------------------------------------------------------------------------
+    def start_journal(self) -> None:
+        self._journal = _Journal()
+
+    def undo(self) -> list[str]:
+        """Undo every journaled write in reverse order; returns the errors (best effort)."""
+        journal, self._journal = self._journal, None
+        errors = []
+        if journal is None:
+            return errors
+        for typ, entity in reversed(journal.undo):
+            try:
+                self.write([(typ, entity)])
+            except P4RuntimeError as exc:
+                errors.append(str(exc))
+        return errors
+
+    # entity builders ------------------------------------------------------------------------
+    def _helper(self) -> P4InfoHelper:
+        if self.p4info is None:
+            raise RuntimeError("no P4Info loaded")
+        return self.p4info
+
+    def action(self, name: str, params: dict[str, Any] | None = None):
+        pb, _ = _pb()
+        h = self._helper()
+        act = pb.Action()
+        act.action_id = h.action_id(name)
+        for pname, value in (params or {}).items():
+            p = h.action_param(name, pname)
+            ap = act.params.add()
+            ap.param_id = p.id
+            ap.value = encode_value(value, p.bitwidth)
+        return act
+
+    def _field_matches(self, table: str, match: dict[str, Any]) -> list:
+        pb, _ = _pb()
+        from p4.config.v1 import p4info_pb2 as info
+        h = self._helper()
+        out = []
+        for fname, value in (match or {}).items():
+            mf = h.match_field(table, fname)
+            bw = mf.bitwidth
+            fm = pb.FieldMatch()
+            fm.field_id = mf.id
+            mt = mf.match_type
+            if mt == info.MatchField.EXACT:
+                fm.exact.value = encode_value(value, bw)
+            elif mt == info.MatchField.LPM:
+                addr, plen = value
+                if plen == 0:
+                    continue  # don't-care: omitted
+                fm.lpm.value = encode_value(addr, bw)
+                fm.lpm.prefix_len = plen
+            elif mt == info.MatchField.TERNARY:
+                val, mask = value
+                if encode_value(mask, bw) == b"\x00":
+                    continue  # don't-care: omitted
+                fm.ternary.value = encode_value(val, bw)
+                fm.ternary.mask = encode_value(mask, bw)
+            elif mt == info.MatchField.RANGE:
+                lo, hi = value
+                if lo == 0 and hi == (1 << bw) - 1:
+                    continue  # full range = don't-care: omitted
+                fm.range.low = encode_value(lo, bw)
+                fm.range.high = encode_value(hi, bw)
+            elif mt == info.MatchField.OPTIONAL:
+                if value is None:
+                    continue
+                fm.optional.value = encode_value(value, bw)
+            else:
+                raise ValueError(f"unsupported match type {mt} for {fname}")
+            out.append(fm)
+        return out
+
+    def table_entry(self, table: str, match: dict[str, Any] | None = None,
+                    action: str | None = None, params: dict[str, Any] | None = None,
+                    priority: int = 0, member_id: int | None = None,
+                    group_id: int | None = None, default: bool = False):
+        """An Entity holding a TableEntry. Use ``default=True`` (and no match) for the default
+        action; ``member_id`` / ``group_id`` for tables with an action profile / selector."""
+        pb, _ = _pb()
+        h = self._helper()
+        ent = pb.Entity()
+        te = ent.table_entry
+        te.table_id = h.table_id(table)
+        if default:
+            te.is_default_action = True
+        te.match.extend(self._field_matches(table, match or {}))
+        if priority:
+            te.priority = priority
+        if action is not None:
+            te.action.action.CopyFrom(self.action(action, params))
+        elif member_id is not None:
+            te.action.action_profile_member_id = member_id
+        elif group_id is not None:
+            te.action.action_profile_group_id = group_id
+        return ent
+
+    def member(self, profile: str, member_id: int, action: str, params: dict[str, Any] | None = None):
+        pb, _ = _pb()
+        ent = pb.Entity()
+        m = ent.action_profile_member
+        m.action_profile_id = self._helper().get_id("action_profiles", profile)
+        m.member_id = member_id
+        m.action.CopyFrom(self.action(action, params))
+        return ent
+
+    def group(self, profile: str, group_id: int, member_ids: Iterable[int], max_size: int = 0):
+        pb, _ = _pb()
+        ent = pb.Entity()
+        g = ent.action_profile_group
+        g.action_profile_id = self._helper().get_id("action_profiles", profile)
+        g.group_id = group_id
+        for mid in member_ids:
+            mm = g.members.add()
+            mm.member_id = mid
+            mm.weight = 1
+        if max_size:
+            g.max_size = max_size
+        return ent
+
+    def counter_entity(self, counter: str, index: int | None = None):
+        pb, _ = _pb()
+        ent = pb.Entity()
+        ent.counter_entry.counter_id = self._helper().get_id("counters", counter)
+        if index is not None:
+            ent.counter_entry.index.index = index
+        return ent
+
+    def meter_entity(self, meter: str, index: int, cir: int | None = None, cburst: int = 0,
+                     pir: int | None = None, pburst: int = 0):
+        """MeterEntry; rates in units per **second** (bytes/s for a bytes meter), bursts in
+        units. ``cir=None`` leaves the config unset (reset to all-GREEN where supported)."""
+        pb, _ = _pb()
+        ent = pb.Entity()
+        me = ent.meter_entry
+        me.meter_id = self._helper().get_id("meters", meter)
+        me.index.index = index
+        if cir is not None:
+            me.config.cir = cir
+            me.config.cburst = cburst
+            me.config.pir = cir if pir is None else pir
+            me.config.pburst = pburst or cburst
+        return ent
+
+    # high-level helpers ---------------------------------------------------------------------
+    def read_default_entity(self, table_id: int):
+        pb, _ = _pb()
+        ent = pb.Entity()
+        ent.table_entry.table_id = table_id
+        ent.table_entry.is_default_action = True
+        got = self.read_one(ent)
+        if got is None:
+            raise P4RuntimeError(f"no default entry read for table {table_id}")
+        return got
+
+    def read_counter(self, counter: str, index: int) -> tuple[int, int]:
+        """(bytes, packets) of one index of an indirect counter."""
+        got = self.read_one(self.counter_entity(counter, index))
+        if got is None:
+            return 0, 0
+        return got.counter_entry.data.byte_count, got.counter_entry.data.packet_count
+
+    def write_counter(self, counter: str, index: int, byte_count: int = 0, packet_count: int = 0):
+        ent = self.counter_entity(counter, index)
+        ent.counter_entry.data.byte_count = byte_count
+        ent.counter_entry.data.packet_count = packet_count
+        self.modify(ent)
+
+    def set_meter(self, meter: str, index: int, cir: int, cburst: int,
+                  pir: int | None = None, pburst: int | None = None) -> None:
+        self.modify(self.meter_entity(meter, index, cir, cburst,
+                                      cir if pir is None else pir,
+                                      cburst if pburst is None else pburst))
+
+    def read_meter(self, meter: str, index: int):
+        got = self.read_one(self.meter_entity(meter, index))
+        return None if got is None else got.meter_entry.config
+
+    def read_table(self, table: str) -> list:
+        pb, _ = _pb()
+        ent = pb.Entity()
+        ent.table_entry.table_id = self._helper().table_id(table)
+        return self.read(ent)

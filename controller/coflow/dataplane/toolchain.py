@@ -1,0 +1,98 @@
+"""Find the P4 toolchain: p4c-bm2-ss and simple_switch_grpc (and simple_switch_CLI).
+
+Order: the environment variable (P4C, SIMPLE_SWITCH_GRPC, SIMPLE_SWITCH_CLI), then PATH,
+then /opt/p4/bin. ``python -m coflow.dataplane.toolchain --check`` exits 0 when both required
+tools are found and otherwise prints one line saying what is missing (the Makefile's skip line).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+
+DEFAULT_DIRS = ("/opt/p4/bin",)
+
+TOOLS = {
+    # name: environment variable
+    "p4c-bm2-ss": "P4C",
+    "simple_switch_grpc": "SIMPLE_SWITCH_GRPC",
+    "simple_switch_CLI": "SIMPLE_SWITCH_CLI",
+}
+REQUIRED = ("p4c-bm2-ss", "simple_switch_grpc")
+
+
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def find_tool(name: str, env: dict[str, str] | None = None,
+              dirs: tuple[str, ...] = DEFAULT_DIRS) -> str | None:
+    """Absolute path of ``name`` or None."""
+    env = os.environ if env is None else env
+    var = TOOLS.get(name)
+    if var and env.get(var):
+        cand = env[var]
+        if os.sep not in cand:
+            cand = shutil.which(cand, path=env.get("PATH", "")) or cand
+        return os.path.abspath(cand) if _executable(cand) else None
+    found = shutil.which(name, path=env.get("PATH", os.defpath))
+    if found:
+        return os.path.abspath(found)
+    for d in dirs:
+        cand = os.path.join(d, name)
+        if _executable(cand):
+            return cand
+    return None
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    p4c: str | None
+    simple_switch_grpc: str | None
+    simple_switch_cli: str | None
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.p4c and self.simple_switch_grpc)
+
+    def missing(self) -> list[str]:
+        return [n for n, p in (("p4c-bm2-ss", self.p4c),
+                               ("simple_switch_grpc", self.simple_switch_grpc)) if not p]
+
+
+def discover(env: dict[str, str] | None = None, dirs: tuple[str, ...] = DEFAULT_DIRS) -> Toolchain:
+    return Toolchain(find_tool("p4c-bm2-ss", env, dirs),
+                     find_tool("simple_switch_grpc", env, dirs),
+                     find_tool("simple_switch_CLI", env, dirs))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true",
+                    help="exit 0 if p4c-bm2-ss and simple_switch_grpc are found, else print why")
+    ap.add_argument("--print", dest="tool", choices=sorted(TOOLS),
+                    help="print the path of one tool (exit 1 if absent)")
+    args = ap.parse_args(argv)
+    tc = discover()
+    if args.tool:
+        path = find_tool(args.tool)
+        if not path:
+            return 1
+        print(path)
+        return 0
+    if args.check:
+        if tc.complete:
+            return 0
+        print("P4 toolchain not found: missing " + ", ".join(tc.missing())
+              + " (looked in $P4C/$SIMPLE_SWITCH_GRPC, PATH, " + ", ".join(DEFAULT_DIRS) + ")")
+        return 1
+    for name, path in (("p4c-bm2-ss", tc.p4c), ("simple_switch_grpc", tc.simple_switch_grpc),
+                       ("simple_switch_CLI", tc.simple_switch_cli)):
+        print(f"{name}: {path or 'not found'}")
+    return 0 if tc.complete else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+/*
+ * coflow.p4 -- in-network coflow scheduling for BMv2 simple_switch_grpc
+ * (v1model, started with --priority-queues 8).
+ *
+ * Ingress: sanity -> config (port role, mode) -> routing (LPM + ECMP) ->
+ *   tagged:   [edge] coflow byte counter -> mode decision (fair/dclas/fifo-lm/rate)
+ *             [fabric, stamped] the stamp's priority
+ *             -> override -> [edge] flow meter
+ *   untagged: [edge] default class   [fabric] trust DSCP
+ *   -> stamp (option + DSCP + TTL + checksum) -> queue stats / drops.
+ * Egress: per-queue dequeue counter.
+ * See README.md for the packet encoding and the queue mapping.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+#include "include/define.p4"
+#include "include/size.p4"
+#include "include/header.p4"
+#include "include/parser.p4"
+#include "include/control/sanity.p4"
+#include "include/control/config.p4"
+#include "include/control/routing.p4"
+#include "include/control/coflow_counter.p4"
+#include "include/control/dclas.p4"
+#include "include/control/fifo_lm.p4"
+#include "include/control/override.p4"
+#include "include/control/default_class.p4"
+#include "include/control/flow_meter.p4"
+#include "include/control/stamp.p4"
+#include "include/control/queue_stats.p4"
+
+control CoflowIngress(inout headers_t hdr,
+                      inout local_metadata_t meta,
+                      inout standard_metadata_t std_meta) {
+    Sanity() sanity;
+    PipelineConfig() config;
+    Routing() routing;
+    CoflowCounter() coflow_counter;
+    Dclas() dclas;
+    FifoLm() fifo_lm;
+    Override() override;
+    DefaultClass() default_class;
+    FlowMeter() flow_meter;
+    Stamp() stamp;
+    IngressQueueStats() queue_stats;
+
+    apply {
+        meta.prio = PRIO_LOWEST;
+        sanity.apply(hdr, meta, std_meta);
+        if (meta.drop_reason == DROP_NONE) {
+            config.apply(hdr, meta, std_meta);
+            routing.apply(hdr, meta, std_meta);
+        }
+        if (meta.drop_reason == DROP_NONE) {
+            if (hdr.coflow_opt.isValid()) {
+                /* Decide here at an edge port, or if no edge has decided yet. */
+                if (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0) {
+                    coflow_counter.apply(hdr, meta, std_meta);
+                    if (meta.mode == MODE_DCLAS) {
+                        dclas.apply(hdr, meta, std_meta);
+                    } else if (meta.mode == MODE_FIFO_LM) {
+                        fifo_lm.apply(hdr, meta, std_meta);
+                    } else {
+                        meta.prio = meta.fair_prio;   /* MODE_FAIR, MODE_RATE */
+                    }
+                } else {
+                    meta.prio = hdr.coflow_opt.prio;  /* trust the edge's stamp */
+                }
+                override.apply(hdr, meta, std_meta);
+                if (meta.role == ROLE_EDGE) {
+                    flow_meter.apply(hdr, meta, std_meta);
+                }
+            } else if (meta.role == ROLE_EDGE) {
+                default_class.apply(hdr, meta, std_meta);
+            } else {
+                meta.prio = hdr.ipv4.dscp[5:3];       /* an edge stamped it */
+            }
+        }
+        if (meta.drop_reason == DROP_NONE) {
+            stamp.apply(hdr, meta, std_meta);
+            std_meta.priority = meta.prio;
+        }
+        queue_stats.apply(hdr, meta, std_meta);
+    }
+}
+
+control CoflowEgress(inout headers_t hdr,
+                     inout local_metadata_t meta,
+                     inout standard_metadata_t std_meta) {
+    EgressQueueStats() queue_stats;
+
+    apply {
+        queue_stats.apply(hdr, meta, std_meta);
+    }
+}
+
+V1Switch(CoflowParser(),
+         CoflowVerifyChecksum(),
+         CoflowIngress(),
+         CoflowEgress(),
+         CoflowComputeChecksum(),
+         CoflowDeparser()) main;

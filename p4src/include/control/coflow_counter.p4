@@ -1,0 +1,76 @@
+/*
+ * coflow_counter.p4 -- per-coflow byte counters at the edge.
+ *
+ * A CoflowId maps to a slot: the controller assigns slots 0..ASSIGNED_SLOTS-1
+ * through the exact table coflow_slot; an unknown coflow falls back to
+ * HASH_SLOT_BASE + the top HASH_SLOT_BITS bits of ext*0x9E3779B1 + int*0x85EBCA77
+ * (Fibonacci hashing; a CRC is linear over GF(2) and maps grids of
+ * consecutive ids onto few slots). packet.hash_slot() computes the same.
+ *
+ * Bytes live in a register (the data plane compares them with thresholds) and
+ * are mirrored into the indexed counter coflow_bytes, which P4Runtime reads
+ * (BMv2/PI does not serve register reads, PI#376).
+ *
+ * Each slot remembers its owner tag {1, ext, int}:
+ *  - an assigned slot whose owner differs is taken over and its bytes restart
+ *    at 0 (the controller re-assigned it to a new coflow; it also zeroes the
+ *    mirror counter over P4Runtime);
+ *  - a hashed slot whose owner differs is a collision: the packet is counted
+ *    in slot_collisions[slot] and the two coflows share the slot's bytes.
+ */
+#ifndef __COFLOW_COUNTER__
+#define __COFLOW_COUNTER__
+
+control CoflowCounter(inout headers_t hdr,
+                      inout local_metadata_t meta,
+                      inout standard_metadata_t std_meta) {
+
+    register<bytes_t>(COFLOW_SLOTS) coflow_bytes_reg;
+    register<coflow_tag_t>(COFLOW_SLOTS) coflow_owner_reg;
+    counter(COFLOW_SLOTS, CounterType.packets_and_bytes) coflow_bytes;
+    counter(COFLOW_SLOTS, CounterType.packets) slot_collisions;
+
+    action set_slot(bit<32> slot) {
+        meta.slot = slot;
+        meta.slot_assigned = 1;
+    }
+
+    action hash_slot() {
+        bit<32> mix = hdr.coflow_opt.external_id * 32w0x9E3779B1
+                      + ((bit<32>)hdr.coflow_opt.internal_id) * 32w0x85EBCA77;
+        meta.slot = HASH_SLOT_BASE + (mix >> (32 - HASH_SLOT_BITS));
+        meta.slot_assigned = 0;
+    }
+
+    table coflow_slot {
+        key = {
+            hdr.coflow_opt.external_id: exact @name("external_id");
+            hdr.coflow_opt.internal_id: exact @name("internal_id");
+        }
+        actions = { set_slot; @defaultonly hash_slot; }
+        const default_action = hash_slot();
+        size = COFLOW_SLOT_TABLE_SIZE;
+    }
+
+    apply {
+        coflow_slot.apply();
+        coflow_tag_t me = 8w1 ++ hdr.coflow_opt.external_id ++ hdr.coflow_opt.internal_id;
+        coflow_tag_t owner;
+        bytes_t bytes;
+        coflow_owner_reg.read(owner, meta.slot);
+        coflow_bytes_reg.read(bytes, meta.slot);
+        if (owner != me) {
+            if (meta.slot_assigned == 1 || owner == 0) {
+                coflow_owner_reg.write(meta.slot, me);
+                bytes = 0;
+            } else {
+                slot_collisions.count(meta.slot);
+            }
+        }
+        meta.bytes_before = bytes;
+        coflow_bytes_reg.write(meta.slot, bytes + (bytes_t)std_meta.packet_length);
+        coflow_bytes.count(meta.slot);
+    }
+}
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * config.p4 -- what the controller configures without recompiling:
+ * the role of each ingress port and the scheduling mode with its parameters.
+ */
+#ifndef __CONFIG__
+#define __CONFIG__
+
+control PipelineConfig(inout headers_t hdr,
+                       inout local_metadata_t meta,
+                       inout standard_metadata_t std_meta) {
+
+    action set_role(bit<1> role) {
+        meta.role = role;
+    }
+
+    /* Host-facing ports are edges (count, decide, meter, stamp); ports that
+     * face other switches are fabric ports (trust the stamp). Unlisted ports
+     * are edges, so a single switch works with no entry at all. */
+    table port_role {
+        key = { std_meta.ingress_port: exact @name("ingress_port"); }
+        actions = { set_role; }
+        const default_action = set_role(ROLE_EDGE);
+        size = PORT_ROLE_TABLE_SIZE;
+    }
+
+    /* The controller rewrites the default action of this keyless table:
+     * mode (MODE_*), the class of FAIR/RATE mode, FIFO-LM's heavy threshold
+     * in bytes, and FIFO-LM's base external id (the oldest active coflow). */
+    action set_config(bit<8> mode, prio_t fair_prio, bytes_t heavy_bytes,
+                      coflow_ext_t fifo_base) {
+        meta.mode = mode;
+        meta.fair_prio = fair_prio;
+        meta.heavy_bytes = heavy_bytes;
+        meta.fifo_base = fifo_base;
+    }
+
+    table pipeline_config {
+        key = { }
+        actions = { set_config; }
+        default_action = set_config(MODE_DCLAS, 4, 0xffffffffffffffff, 0);
+        size = 1;
+    }
+
+    apply {
+        port_role.apply();
+        pipeline_config.apply();
+    }
+}
+
+#endif

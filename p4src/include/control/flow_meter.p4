@@ -1,0 +1,45 @@
+/*
+ * flow_meter.p4 -- indirect meters per (coflow, flow slot) at the sender's
+ * edge. The controller maps (CoflowId, src, dst) to a meter index
+ * (coflow slot * FLOW_SLOTS_PER_COFLOW + flow slot) and pushes a MeterConfig
+ * (bytes per second, P4Runtime units) computed by MADD or HUG. A meter only
+ * colours: RED packets are dropped here and counted per meter and per queue.
+ */
+#ifndef __FLOW_METER__
+#define __FLOW_METER__
+
+control FlowMeter(inout headers_t hdr,
+                  inout local_metadata_t meta,
+                  inout standard_metadata_t std_meta) {
+
+    meter(FLOW_METERS, MeterType.bytes) flow_meters;
+    counter(FLOW_METERS, CounterType.packets_and_bytes) meter_red_drops;
+
+    action set_meter(bit<32> index) {
+        meta.meter_idx = index;
+    }
+
+    table flow_meter {
+        key = {
+            hdr.coflow_opt.external_id: exact @name("external_id");
+            hdr.coflow_opt.internal_id: exact @name("internal_id");
+            hdr.ipv4.src_addr: exact @name("ipv4_src");
+            hdr.ipv4.dst_addr: exact @name("ipv4_dst");
+        }
+        actions = { set_meter; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = FLOW_METER_TABLE_SIZE;
+    }
+
+    apply {
+        if (flow_meter.apply().hit) {
+            flow_meters.execute_meter(meta.meter_idx, meta.color);
+            if (meta.color == METER_RED) {
+                meter_red_drops.count(meta.meter_idx);
+                meta.drop_reason = DROP_METER_RED;
+            }
+        }
+    }
+}
+
+#endif

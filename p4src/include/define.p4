@@ -1,0 +1,61 @@
+/*
+ * define.p4 -- types, constants and encodings shared by every control.
+ *
+ * The CoflowId IPv4 option, the queue <-> priority mapping and the DSCP
+ * stamp are documented in p4src/README.md; the scapy layer in
+ * controller/coflow/dataplane/packet.py mirrors the constants below.
+ */
+#ifndef __DEFINE__
+#define __DEFINE__
+
+typedef bit<9>  port_t;
+typedef bit<48> mac_addr_t;
+typedef bit<32> ipv4_addr_t;
+typedef bit<3>  prio_t;        /* standard_metadata.priority: 7 is served first */
+typedef bit<32> coflow_ext_t;  /* Aalo external id (job / DAG) */
+typedef bit<8>  coflow_int_t;  /* Aalo internal id (stage in the DAG) */
+typedef bit<48> coflow_tag_t;  /* {8w1, ext, int}: slot-owner tag, 0 = free */
+typedef bit<64> bytes_t;
+
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8>  IP_PROTO_TCP = 6;
+const bit<8>  IP_PROTO_UDP = 17;
+
+/* CoflowId option: copied=1, class=0, number=30 (RFC 4727 experimental). */
+const bit<8>  IPOPT_COFLOW_TYPE = 0x9e;
+const bit<8>  IPOPT_COFLOW_LEN  = 8;
+
+/* Scheduling modes, written by the controller into pipeline_config. */
+const bit<8> MODE_FAIR     = 0;  /* every tagged coflow in one class (fair_prio)   */
+const bit<8> MODE_DCLAS    = 1;  /* Aalo D-CLAS: bytes sent -> queue (range table) */
+const bit<8> MODE_FIFO_LM  = 2;  /* Baraat FIFO-LM: FIFO by external id, heavy ones multiplexed */
+const bit<8> MODE_RATE     = 3;  /* Varys: meters enforce MADD/HUG rates, fair_prio class */
+
+/* Port roles: an edge port faces a host (traffic enters the fabric there). */
+const bit<1> ROLE_FABRIC = 0;
+const bit<1> ROLE_EDGE   = 1;
+
+const prio_t PRIO_HIGHEST = 7;   /* Aalo queue 1 */
+const prio_t PRIO_LOWEST  = 0;   /* Aalo queue 8 */
+const prio_t FIFO_LM_MAX_RANK = 6; /* FIFO-LM uses priorities 7..1 (ranks 0..6) */
+
+/* v1model meter colours */
+const bit<2> METER_GREEN  = 0;
+const bit<2> METER_YELLOW = 1;
+const bit<2> METER_RED    = 2;
+
+/* Drop reasons: index of the drop_reasons counter. */
+const bit<8> DROP_NONE          = 0;
+const bit<8> DROP_NOT_IPV4      = 1;  /* EtherType is not IPv4 */
+const bit<8> DROP_BAD_VERSION   = 2;  /* EtherType IPv4 but version != 4 */
+const bit<8> DROP_BAD_IHL       = 3;  /* IHL < 5 */
+const bit<8> DROP_TRUNCATED     = 4;  /* parser ran out of bytes (truncated header/option) */
+const bit<8> DROP_OPT_LEN       = 5;  /* CoflowId option with length != 8 (0, 255, ...) */
+const bit<8> DROP_OPT_OVERFLOW  = 6;  /* option does not fit inside IHL */
+const bit<8> DROP_TOTAL_LEN     = 7;  /* totalLen < IHL*4 or frame shorter than totalLen */
+const bit<8> DROP_TTL           = 8;  /* TTL <= 1 */
+const bit<8> DROP_NO_ROUTE      = 9;  /* LPM miss */
+const bit<8> DROP_METER_RED     = 10; /* flow meter coloured the packet RED */
+const bit<8> DROP_PARSER_OTHER  = 11; /* any other parser error */
+
+#endif

@@ -1,0 +1,96 @@
+/*
+ * header.p4 -- packet headers and the metadata carried through the pipeline.
+ */
+#ifndef __HEADER__
+#define __HEADER__
+
+#include "define.p4"
+
+header ethernet_t {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+header ipv4_t {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<6>      dscp;
+    bit<2>      ecn;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<1>      flag_rsvd;
+    bit<1>      flag_df;
+    bit<1>      flag_mf;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+/* The CoflowId option (8 bytes, so IHL = 7 when it is the only option):
+ *   byte 0   type 0x9e
+ *   byte 1   length 8
+ *   byte 2   stamp: S (1 bit: an edge switch decided) | 4 reserved bits | priority (3 bits)
+ *   byte 3   internal id (Aalo stage)
+ *   byte 4-7 external id (Aalo job / DAG), big-endian
+ */
+header coflow_opt_t {
+    bit<8>       opt_type;
+    bit<8>       opt_len;
+    bit<1>       stamped;
+    bit<4>       rsvd;
+    prio_t       prio;
+    coflow_int_t internal_id;
+    coflow_ext_t external_id;
+}
+
+/* Any other option bytes, kept opaque and deparsed unchanged (max 40 bytes). */
+header ipv4_opts_t {
+    varbit<320> data;
+}
+
+/* First four bytes of TCP and UDP: all the pipeline reads of L4. */
+header l4_ports_t {
+    bit<16> sport;
+    bit<16> dport;
+}
+
+struct headers_t {
+    ethernet_t   ethernet;
+    ipv4_t       ipv4;
+    coflow_opt_t coflow_opt;
+    ipv4_opts_t  ipv4_opts;
+    l4_ports_t   l4;
+}
+
+struct local_metadata_t {
+    bit<8>       parse_drop;     /* DROP_* set by the parser for malformed headers */
+    bit<8>       drop_reason;
+    bit<1>       role;           /* ROLE_EDGE / ROLE_FABRIC of the ingress port */
+    /* pipeline_config */
+    bit<8>       mode;
+    prio_t       fair_prio;
+    bytes_t      heavy_bytes;
+    coflow_ext_t fifo_base;
+    /* flow identity */
+    bit<16>      l4_sport;
+    bit<16>      l4_dport;
+    /* coflow state */
+    bit<1>       tagged;
+    bit<1>       decide_here;    /* count + decide (edge, or unstamped packet) */
+    bit<32>      slot;
+    bit<1>       slot_assigned;
+    bytes_t      bytes_before;   /* the coflow's bytes before this packet */
+    prio_t       prio;
+    bit<32>      meter_idx;
+    bit<2>       color;
+    /* words covered by the IPv4 checksum that the pipeline may rewrite */
+    bit<16>      old_w0;         /* version, ihl, dscp, ecn */
+    bit<16>      old_ttl_proto;
+    bit<16>      old_opt_w1;     /* stamp, internal id */
+}
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * parser.p4 -- robust parser and deparser.
+ *
+ * Every malformed case ends in `accept` with meta.parse_drop set, or in a
+ * parser error (BMv2 then runs ingress with standard_metadata.parser_error
+ * set); the sanity control drops and counts both. Nothing loops, so no
+ * input can make the parser run away.
+ */
+#ifndef __PARSER__
+#define __PARSER__
+
+#include "header.p4"
+
+parser CoflowParser(packet_in packet,
+                    out headers_t hdr,
+                    inout local_metadata_t meta,
+                    inout standard_metadata_t std_meta) {
+
+    state start {
+        meta.parse_drop = DROP_NONE;
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
+        packet.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: not_ipv4;
+        }
+    }
+
+    state not_ipv4 {
+        meta.parse_drop = DROP_NOT_IPV4;
+        transition accept;
+    }
+
+    state parse_ipv4 {
+        packet.extract(hdr.ipv4);
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl) {
+            (4, 5): parse_l4_check;            /* no options: untagged */
+            (4, 0 &&& 0xC): bad_ihl;           /* IHL 0..3 */
+            (4, 4): bad_ihl;
+            (4, _): parse_ipv4_options;        /* IHL 6..15 */
+            default: bad_version;
+        }
+    }
+
+    state bad_ihl {
+        meta.parse_drop = DROP_BAD_IHL;
+        transition accept;
+    }
+
+    state bad_version {
+        meta.parse_drop = DROP_BAD_VERSION;
+        transition accept;
+    }
+
+    /* The CoflowId option must be the first option (the sender sets only it). */
+    state parse_ipv4_options {
+        transition select(packet.lookahead<bit<16>>()) {
+            0x9e08: parse_coflow_opt;
+            0x9e00 &&& 0xff00: bad_opt_len;    /* our type, length 0, 255, ... */
+            default: parse_other_opts;         /* someone else's options: untagged */
+        }
+    }
+
+    state bad_opt_len {
+        meta.parse_drop = DROP_OPT_LEN;
+        transition accept;
+    }
+
+    state parse_coflow_opt {
+        packet.extract(hdr.coflow_opt);
+        transition select(hdr.ipv4.ihl) {
+            6: opt_overflow;                   /* 8-byte option in a 4-byte options area */
+            7: parse_l4_check;
+            default: parse_rest_opts;          /* IHL 8..15: more options follow */
+        }
+    }
+
+    state opt_overflow {
+        meta.parse_drop = DROP_OPT_OVERFLOW;
+        transition accept;
+    }
+
+    state parse_rest_opts {
+        packet.extract(hdr.ipv4_opts, (((bit<32>)hdr.ipv4.ihl) - 7) << 5);
+        transition parse_l4_check;
+    }
+
+    state parse_other_opts {
+        packet.extract(hdr.ipv4_opts, (((bit<32>)hdr.ipv4.ihl) - 5) << 5);
+        transition parse_l4_check;
+    }
+
+    /* Only unfragmented TCP/UDP datagrams have their ports parsed. Every
+     * fragment (MF set or offset != 0) hashes on the 3-tuple, so all the
+     * fragments of one datagram take the same ECMP path. */
+    state parse_l4_check {
+        transition select(hdr.ipv4.flag_mf, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (0, 0, IP_PROTO_TCP): parse_l4;
+            (0, 0, IP_PROTO_UDP): parse_l4;
+            default: accept;
+        }
+    }
+
+    state parse_l4 {
+        packet.extract(hdr.l4);
+        transition accept;
+    }
+}
+
+control CoflowDeparser(packet_out packet, in headers_t hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.coflow_opt);
+        packet.emit(hdr.ipv4_opts);
+        packet.emit(hdr.l4);
+    }
+}
+
+control CoflowVerifyChecksum(inout headers_t hdr, inout local_metadata_t meta) {
+    apply { }
+}
+
+/* The IPv4 checksum is updated incrementally in the stamp control (RFC 1624),
+ * because it must cover the options, which include a varbit. */
+control CoflowComputeChecksum(inout headers_t hdr, inout local_metadata_t meta) {
+    apply { }
+}
+
+#endif

@@ -1,0 +1,54 @@
+"""Toolchain discovery: env var, PATH, /opt/p4/bin."""
+import os
+import stat
+
+from coflow.dataplane import toolchain
+
+
+def _exe(path):
+    path.write_text("#!/bin/sh\nexit 0\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def test_env_var_wins(tmp_path):
+    a = _exe(tmp_path / "my-p4c")
+    env = {"P4C": a, "PATH": ""}
+    assert toolchain.find_tool("p4c-bm2-ss", env, dirs=()) == a
+
+
+def test_env_var_pointing_nowhere_is_missing(tmp_path):
+    env = {"SIMPLE_SWITCH_GRPC": str(tmp_path / "absent"), "PATH": ""}
+    assert toolchain.find_tool("simple_switch_grpc", env, dirs=()) is None
+
+
+def test_path_then_default_dir(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    optdir = tmp_path / "opt"
+    optdir.mkdir()
+    p = _exe(bindir / "p4c-bm2-ss")
+    o = _exe(optdir / "simple_switch_grpc")
+    env = {"PATH": str(bindir)}
+    tc = toolchain.discover(env, dirs=(str(optdir),))
+    assert tc.p4c == p and tc.simple_switch_grpc == o and tc.complete
+    assert tc.simple_switch_cli is None
+
+
+def test_non_executable_ignored(tmp_path):
+    f = tmp_path / "p4c-bm2-ss"
+    f.write_text("x")
+    os.chmod(f, 0o644)
+    assert toolchain.find_tool("p4c-bm2-ss", {"PATH": str(tmp_path)}, dirs=()) is None
+
+
+def test_check_reports_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(toolchain, "DEFAULT_DIRS", (str(tmp_path),))
+    monkeypatch.delenv("P4C", raising=False)
+    monkeypatch.delenv("SIMPLE_SWITCH_GRPC", raising=False)
+    # main() uses discover() with the module default dirs, patched above
+    monkeypatch.setattr(toolchain, "discover", lambda: toolchain.Toolchain(None, None, None))
+    assert toolchain.main(["--check"]) == 1
+    out = capsys.readouterr().out
+    assert "p4c-bm2-ss" in out and "simple_switch_grpc" in out and out.count("\n") == 1
