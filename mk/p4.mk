@@ -1,0 +1,54 @@
+# P4 data plane (issue 7), included by the top-level Makefile.
+#   make p4        compile p4src/coflow.p4 with p4c-bm2-ss -> build/coflow.json + build/coflow.p4info.txt
+#   make ptf       PTF tests against simple_switch_grpc --priority-queues 8 in a namespace it owns
+#                  (PTF_TESTS="test_dclas" to select; PTF_SWITCH_LOG=trace for a per-packet log)
+#   make bench-p4  packets/s of coflow.p4 vs a minimal L3 program on the same BMv2, as a ratio
+#   make p4-tests-count   how many PTF tests exist
+# The toolchain is found by controller/coflow/dataplane/toolchain.py: $P4C / $SIMPLE_SWITCH_GRPC,
+# PATH, then /opt/p4/bin.
+
+P4_BUILD := build
+P4_MAIN := p4src/coflow.p4
+P4_JSON := $(P4_BUILD)/coflow.json
+P4_INFO := $(P4_BUILD)/coflow.p4info.txt
+P4_BENCH_JSON := $(P4_BUILD)/l3fwd.json
+P4_BENCH_INFO := $(P4_BUILD)/l3fwd.p4info.txt
+P4_SOURCES := $(shell find p4src -name '*.p4' -not -path 'p4src/bench/*' 2>/dev/null)
+# toolchain lookup needs only the standard library: usable before the venv exists
+P4_TOOL_PY := $(shell command -v python3)
+P4_TOOLCHAIN := PYTHONPATH=controller $(P4_TOOL_PY) -m coflow.dataplane.toolchain
+P4C_BIN = $(shell $(P4_TOOLCHAIN) --print p4c-bm2-ss)
+PTF_TESTS ?=
+
+.PHONY: p4 ptf bench-p4 p4-tests-count p4-toolchain-check
+
+p4-toolchain-check:
+	@$(P4_TOOLCHAIN) --check
+
+p4: $(P4_JSON)
+
+$(P4_JSON): $(P4_SOURCES) | p4-toolchain-check
+	@mkdir -p $(P4_BUILD)
+	$(P4C_BIN) --target bmv2 --arch v1model --std p4-16 \
+	  --p4runtime-files $(P4_INFO) -o $(P4_JSON) $(P4_MAIN)
+
+$(P4_BENCH_JSON): p4src/bench/l3fwd.p4 | p4-toolchain-check
+	@mkdir -p $(P4_BUILD)
+	$(P4C_BIN) --target bmv2 --arch v1model --std p4-16 \
+	  --p4runtime-files $(P4_BENCH_INFO) -o $(P4_BENCH_JSON) $<
+
+ptf: $(VENV)/.installed $(P4_JSON)
+	$(PY) ptf-tests/runner.py --p4info $(P4_INFO) --json $(P4_JSON) $(PTF_TESTS)
+
+bench-p4: $(VENV)/.installed $(P4_JSON) $(P4_BENCH_JSON)
+	$(PY) p4src/bench/bench_p4.py --coflow $(P4_JSON) --coflow-p4info $(P4_INFO) \
+	  --l3fwd $(P4_BENCH_JSON) --l3fwd-p4info $(P4_BENCH_INFO)
+
+p4-tests-count:
+	@$(P4_TOOL_PY) ptf-tests/count_tests.py
+
+# `make test` calls this: the PTF tests when the toolchain is present, else one skip line.
+p4-tests-or-skip::
+	@reason=$$($(P4_TOOLCHAIN) --check); \
+	if [ $$? -eq 0 ]; then $(MAKE) --no-print-directory ptf; \
+	else echo "p4: skipped $$($(P4_TOOL_PY) ptf-tests/count_tests.py) PTF tests: $$reason"; fi

@@ -1,0 +1,63 @@
+"""Indirect flow meters at the sender's edge: RED packets are dropped and counted.
+
+Rates are P4Runtime units: bytes per second. The offered load is ~1000-byte frames every
+~1.2 ms (~800 kB/s); the limits below leave wide margins on both sides.
+"""
+import time
+
+from base_test import P4RuntimeTest, autocleanup, frame, pk
+
+
+class MeterTest(P4RuntimeTest):
+    N = 100
+    SIZE = 1000
+
+    def _flow(self, cid, src, idx):
+        self.p4rt.insert(self.p4rt.table_entry(
+            "flow_meter", {"external_id": cid.external, "internal_id": cid.internal,
+                           "ipv4_src": src, "ipv4_dst": "10.0.1.1"},
+            "set_meter", {"index": idx}))
+
+    def _blast(self, cid, src):
+        t0 = time.time()
+        for i in range(self.N):
+            self.send(0, frame(cid, self.SIZE, src=src, ident=i))
+        elapsed = time.time() - t0
+        got = self.recv_n(1, self.N, timeout=2.0)
+        return len(got), elapsed
+
+    @autocleanup
+    def runTest(self):
+        self.add_route("10.0.1.0", 24, 1)
+        cid = self.fresh_coflow()
+        slow_idx, fast_idx = 800, 801
+        rate, burst = 20_000, 3_000                     # 20 kB/s, 3 frames of burst
+        self.p4rt.set_meter("flow_meters", slow_idx, cir=rate, cburst=burst)
+        self.p4rt.set_meter("flow_meters", fast_idx, cir=50_000_000, cburst=200_000)
+        cfg = self.p4rt.read_meter("flow_meters", slow_idx)
+        self.assertEqual((cfg.cir, cfg.cburst, cfg.pir, cfg.pburst), (rate, burst, rate, burst))
+        self._flow(cid, "10.0.0.1", slow_idx)
+        self._flow(cid, "10.0.0.2", fast_idx)
+        red0 = self.drops(pk.DROP_METER_RED)
+        slot_red0 = self.counter("meter_red_drops", slow_idx)[1]
+        qdrop0 = self.counter("queue_drop", 1 * 8 + 7)[1]
+
+        # above its rate: at most burst + rate * elapsed bytes pass (+2 frames of slack)
+        passed, elapsed = self._blast(cid, "10.0.0.1")
+        allowed = (burst + rate * elapsed) / self.SIZE + 2
+        print(f"meter above rate: {passed}/{self.N} passed in {elapsed:.3f}s (allowed {allowed:.1f})")
+        self.assertGreaterEqual(passed, 1)
+        self.assertLessEqual(passed, allowed)
+        dropped = self.N - passed
+        self.assertEqual(self.counter("meter_red_drops", slow_idx)[1], slot_red0 + dropped)
+        self.assertEqual(self.drops(pk.DROP_METER_RED), red0 + dropped)
+        self.assertEqual(self.counter("queue_drop", 1 * 8 + 7)[1], qdrop0 + dropped)
+
+        # below its rate: every packet passes
+        passed, _ = self._blast(cid, "10.0.0.2")
+        self.assertEqual(passed, self.N)
+        self.assertEqual(self.drops(pk.DROP_METER_RED), red0 + dropped)
+
+        # unmetered flow of the same coflow: no meter, no drop
+        passed, _ = self._blast(cid, "10.0.0.3")
+        self.assertEqual(passed, self.N)

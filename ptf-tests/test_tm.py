@@ -1,0 +1,97 @@
+"""The emulated traffic manager at a congested port (controller/coflow/dataplane/tm.py).
+
+The egress veth of port 3 is shaped by an HTB tree; the pipeline picks the class through DSCP.
+Traffic is paced into BMv2 (1.2 ms) faster than the shaped port drains it, so the backlog
+builds in HTB, where the discipline decides the departure order.
+"""
+import collections
+import time
+
+from scapy.all import IP
+
+from base_test import P4RuntimeTest, autocleanup, frame, pk, test_param
+from coflow.dataplane import tm
+
+PORT = 3
+
+
+class _TmTest(P4RuntimeTest):
+
+    def setUp(self):
+        super().setUp()
+        self.dev = test_param("swports").split(",")[PORT]
+
+    def tearDown(self):
+        tm.clear(self.dev)
+        super().tearDown()
+
+    def _coflows(self, prios):
+        """One coflow per priority, pinned there by an override."""
+        out = {}
+        for p in prios:
+            cid = self.fresh_coflow()
+            self.set_override(cid, p)
+            out[p] = cid
+        return out
+
+
+class StrictPriorityTest(_TmTest):
+    """40 low-priority (0) then 10 high-priority (7) packets into a 1 Mbit/s port: the high ones
+    overtake the queued low ones. Nominally ~5 low leave while the burst is being sent, then the
+    10 high, then ~35 low; the test asks for >= 20 low after the last high."""
+
+    @autocleanup
+    def runTest(self):
+        tm.apply(self.dev, tm.TmConfig(rate_kbit=1000, discipline=tm.STRICT))
+        self.add_route("10.0.1.0", 24, PORT)
+        cids = self._coflows([0, 7])
+        for i in range(40):
+            self.send(0, frame(cids[0], 1000, ident=i))
+        for i in range(10):
+            self.send(0, frame(cids[7], 1000, ident=100 + i))
+        got = self.recv_n(PORT, 50, timeout=5.0)
+        order = [pk.prio_of_tos(p[IP].tos) for p in got]
+        print("strict departures: " + "".join(str(p) for p in order))
+        self.assertEqual(len(got), 50)
+        last_high = max(i for i, p in enumerate(order) if p == 7)
+        low_after = sum(1 for p in order[last_high + 1:] if p == 0)
+        self.assertGreaterEqual(low_after, 20)
+        # the 10 high ones leave back to back
+        first_high = order.index(7)
+        self.assertEqual(order[first_high:first_high + 10], [7] * 10)
+
+
+class WeightedSharingTest(_TmTest):
+    """Three backlogged queues with weights 3:2:1 at a 4 Mbit/s port: over the departures while
+    all three are backlogged each gets its weight's share within 10% (relative)."""
+
+    WEIGHTS = (3, 2, 1)
+    PER_QUEUE = 100
+    SIZE = 1500
+
+    @autocleanup
+    def runTest(self):
+        cfg = tm.TmConfig(rate_kbit=4000, discipline=tm.WEIGHTED, weights=self.WEIGHTS, queues=3)
+        tm.apply(self.dev, cfg)
+        self.add_route("10.0.1.0", 24, PORT)
+        prios = cfg.prios()                               # [7, 6, 5]
+        cids = self._coflows(prios)
+        for i in range(self.PER_QUEUE):
+            for p in prios:
+                self.send(0, frame(cids[p], self.SIZE, ident=i))
+        got = self.recv_n(PORT, 3 * self.PER_QUEUE, timeout=8.0)
+        order = [pk.prio_of_tos(p[IP].tos) for p in got]
+        self.assertEqual(len(got), 3 * self.PER_QUEUE)
+        # all three are backlogged until the first queue has sent everything it got
+        end = max(i for i, q in enumerate(order) if q == prios[0])
+        window = order[10:end - 5]
+        share = collections.Counter(window)
+        total = len(window)
+        print(f"weighted window {total} departures: "
+              + ", ".join(f"prio {p}: {share[p] / total:.3f}" for p in prios))
+        self.assertGreaterEqual(total, 100)
+        wsum = sum(self.WEIGHTS)
+        for p, w in zip(prios, self.WEIGHTS):
+            want = w / wsum
+            self.assertAlmostEqual(share[p] / total, want, delta=0.1 * want,
+                                   msg=f"prio {p}: {share[p]}/{total} vs {want:.3f}")
