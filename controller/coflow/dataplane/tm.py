@@ -50,7 +50,8 @@ class TmConfig:
     discipline: str = STRICT
     weights: tuple[float, ...] | None = None
     queues: int = NUM_PRIOS
-    mtu: int = 1514
+    mtu: int = 1514                 # quantum unit (bytes): weighted quanta are mtu * w / min(w);
+                                    # equal to the frame size, each DRR turn sends exactly w frames
     min_rate_kbit: int = 1          # strict: guaranteed rate of each child
     limit_pkts: int = 1000          # pfifo limit of each leaf
 
