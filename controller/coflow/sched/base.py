@@ -1,0 +1,156 @@
+"""Model types shared by every driver (simulator, controller, tests) and the scheduler registry.
+
+A scheduler is called with a :class:`View` (the active coflows and their flows, what each has
+sent, what remains where the scheduler may know it, the fabric's port capacities and the time)
+and returns an :class:`Allocation` (a rate per flow, a queue per coflow for queue-based
+policies, and the next time it wants to be asked again).
+
+Fabric model ([DISS] section 2.2.3, [VARYS] section 2.2): one non-blocking switch whose only
+contended links are port i's uplink (link i) and downlink (link P + i).
+
+Schedulers that keep memory between calls (Varys's starvation clock, Utopia's virtual time,
+D-CLAS's last coordinated sizes) keep it in ``view.memory``, a dict owned by the driver, so the
+scheduler object itself stays a pure function of its inputs.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+INF = float("inf")
+
+
+@dataclass
+class View:
+    now: float
+    ports: int
+    cap_up: np.ndarray  # bytes/s per port uplink
+    cap_down: np.ndarray  # bytes/s per port downlink
+    # active flows, grouped contiguously by coflow; coflows in arrival order
+    src: np.ndarray
+    dst: np.ndarray
+    sent: np.ndarray  # bytes sent per flow
+    cf: np.ndarray  # coflow position (0..C-1) per flow
+    reducer: np.ndarray  # reducer-group id per flow (CoflowSim's concurrency cap)
+    # active coflows
+    cf_id: np.ndarray
+    cf_arrival: np.ndarray
+    cf_sent: np.ndarray  # bytes sent by the whole coflow (global, as coordinated)
+    cf_lo: np.ndarray  # CSR offsets into the flow arrays, len C+1
+    remaining: np.ndarray | None = None  # bytes per flow; None for non-clairvoyant schedulers
+    cf_deadline: np.ndarray | None = None  # absolute seconds, inf where none
+    cf_total: np.ndarray | None = None  # total bytes per coflow (clairvoyant only)
+    memory: dict = field(default_factory=dict)
+
+    @property
+    def nflows(self) -> int:
+        return len(self.src)
+
+    @property
+    def ncoflows(self) -> int:
+        return len(self.cf_id)
+
+    @property
+    def caps(self) -> np.ndarray:
+        """Capacity per link: uplinks 0..P-1, downlinks P..2P-1."""
+        return np.concatenate([self.cap_up, self.cap_down])
+
+    def flows_of(self, k: int) -> slice:
+        return slice(int(self.cf_lo[k]), int(self.cf_lo[k + 1]))
+
+    def link_demand(self, per_flow: np.ndarray) -> np.ndarray:
+        """(C x 2P) matrix: ``per_flow`` summed per coflow and link."""
+        P, C = self.ports, self.ncoflows
+        m = np.bincount(self.cf * (2 * P) + self.src, weights=per_flow, minlength=C * 2 * P)
+        m += np.bincount(self.cf * (2 * P) + P + self.dst, weights=per_flow, minlength=C * 2 * P)
+        return m.reshape(C, 2 * P)
+
+
+@dataclass
+class Allocation:
+    rates: np.ndarray  # bytes/s per active flow
+    queue: np.ndarray | None = None  # 1-based queue per active coflow (1 = highest priority)
+    next_event: float = INF  # absolute time at which the scheduler wants to be called again
+    admitted: np.ndarray | None = None  # per coflow, for admission-controlled schedulers
+
+
+# Registry --------------------------------------------------------------------------------------
+
+@dataclass
+class SchedulerInfo:
+    name: str
+    factory: Callable[..., "Scheduler"]
+    params_cls: type
+    clairvoyant: bool
+    doc: str
+
+
+REGISTRY: dict[str, SchedulerInfo] = {}
+
+
+class Scheduler:
+    name = "?"
+    clairvoyant = False
+    Params: type = type(None)
+
+    def __init__(self, params=None):
+        self.params = params if params is not None else self.Params()
+
+    def allocate(self, v: View) -> Allocation:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def register(name: str):
+    def deco(cls):
+        cls.name = name
+        REGISTRY[name] = SchedulerInfo(name, cls, cls.Params, cls.clairvoyant, (cls.__doc__ or "").strip().split("\n")[0])
+        return cls
+    return deco
+
+
+def _coerce(value: str, typ: Any, name: str):
+    t = typ if isinstance(typ, type) else None
+    s = str(typ)
+    try:
+        if t is bool or s == "bool":
+            if value.lower() in ("1", "true", "yes", "on"):
+                return True
+            if value.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if t is int or s == "int":
+            return int(value)
+        if t is float or s == "float" or "float" in s:
+            if "None" in s and value.lower() == "none":
+                return None
+            return float(value)
+        if "tuple" in s:
+            return tuple(float(x) for x in value.split(","))
+        return value
+    except ValueError:
+        raise ValueError(f"parameter {name}: cannot read {value!r} as {s}") from None
+
+
+def make_scheduler(name: str, settings: dict[str, str] | None = None) -> Scheduler:
+    """Build a scheduler by CLI name with ``key=value`` overrides of its paper-default params."""
+    if name not in REGISTRY:
+        raise ValueError(f"unknown scheduler {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    info = REGISTRY[name]
+    params = info.params_cls()
+    if settings:
+        fields = {f.name: f for f in dataclasses.fields(params)}
+        kw = {}
+        for k, v in settings.items():
+            if k not in fields:
+                raise ValueError(f"scheduler {name}: unknown parameter {k!r}; known: {', '.join(fields)}")
+            kw[k] = _coerce(v, fields[k].type, k)
+        params = dataclasses.replace(params, **kw)
+    return info.factory(params)
+
+
+def params_dict(s: Scheduler) -> dict:
+    p = s.params
+    return dataclasses.asdict(p) if dataclasses.is_dataclass(p) else {}

@@ -1,0 +1,166 @@
+"""Isolation-oriented schedulers: DRF, HUG ([DISS] Ch. 7, Algorithm 6) and Utopia ([UTOPIA]).
+
+Correlation vector of coflow k: d_k^i = (bytes coflow k still has on link i / capacity of link
+i), normalised so that its largest component is 1 ([DISS] section 7.2).  DRF/HUG's optimal
+isolation is P* = 1 / max_i sum_k d_k^i (Eq. 7.2) and coflow k is guaranteed a_k^i = P* d_k^i.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .base import Allocation, INF, Scheduler, View, register
+from .primitives import REL_TOL, ordered_waterfill, waterfill
+
+
+def correlation(D: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(C x L) demand in bytes -> (correlation vectors, bottleneck time d̄_k in seconds)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(D > 0, D / caps, 0.0)
+    dbar = t.max(axis=1) if t.size else np.zeros(0)
+    c = np.where(dbar[:, None] > 0, t / np.where(dbar[:, None] > 0, dbar[:, None], 1), 0.0)
+    return c, dbar
+
+
+def drf_progress(c: np.ndarray) -> float:
+    """P* = 1 / max_i sum_k c_k^i."""
+    s = c.sum(axis=0).max() if c.size else 0.0
+    return 1.0 / s if s > 0 else INF
+
+
+def drf_rates(v: View) -> tuple[np.ndarray, float, np.ndarray]:
+    """DRF rates: flow (i, j) of coflow k gets P* * d_ij / d̄_k (bytes/s), so every link of the
+    coflow gets a_k^i = P* c_k^i of its capacity.  Returns (rates, P*, d̄)."""
+    D = v.link_demand(v.remaining)
+    c, dbar = correlation(D, v.caps)
+    Pstar = drf_progress(c)
+    if not np.isfinite(Pstar):
+        return np.zeros(v.nflows), Pstar, dbar
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(dbar[v.cf] > 0, Pstar * v.remaining / dbar[v.cf], 0.0)
+    return r, Pstar, dbar
+
+
+@register("drf")
+class Drf(Scheduler):
+    """DRF over coflows' correlation vectors (elastic demands): optimal isolation, not work-conserving."""
+
+    clairvoyant = True
+
+    @dataclass(frozen=True)
+    class Params:
+        pass
+
+    def allocate(self, v: View) -> Allocation:
+        return Allocation(drf_rates(v)[0])
+
+
+@register("hug")
+class Hug(Scheduler):
+    """HUG: DRF stage, then spare capacity shared by max-min with every coflow's use of a link
+    capped at P* (strategy-proof); ``work_conserving=true`` drops the caps (cooperative setting)."""
+
+    clairvoyant = True
+
+    @dataclass(frozen=True)
+    class Params:
+        work_conserving: bool = False
+
+    def allocate(self, v: View) -> Allocation:
+        rates, Pstar, _ = drf_rates(v)
+        if not np.isfinite(Pstar):
+            return Allocation(rates)
+        P, C = v.ports, v.ncoflows
+        caps = v.caps
+        used = np.concatenate([np.bincount(v.src, rates, P), np.bincount(v.dst, rates, P)])
+        rem = np.maximum(caps - used, 0.0)
+        if self.params.work_conserving:
+            order = np.arange(C)
+            # cooperative: hand out leftovers max-min over all flows
+            add = waterfill([v.src, v.dst + P], rem)
+            return Allocation(rates + add)
+        # per-(coflow, link) virtual links with capacity P* * cap - what DRF already gave
+        k_up = v.cf * (2 * P) + v.src
+        k_dn = v.cf * (2 * P) + P + v.dst
+        usage = np.bincount(k_up, rates, C * 2 * P) + np.bincount(k_dn, rates, C * 2 * P)
+        vcap = np.tile(Pstar * caps, C) - usage
+        vcap = np.maximum(vcap, 0.0)
+        all_rem = np.concatenate([rem, vcap])
+        off = 2 * P
+        add = waterfill([v.src, v.dst + P, k_up + off, k_dn + off], all_rem,
+                        cap0=np.concatenate([caps, np.tile(caps, C)]))
+        return Allocation(rates + add)
+
+
+def utopia_min_alloc(v: View, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Utopia Algorithm 1, ``allocBandwidth``: for coflow k in order, super-coflow S_k = sum of
+    the first k coflows; pair (i, j) of S_k needs D_k^ij / D̄_k; coflow k gets what earlier
+    coflows have not already given that pair, capped by the residuals R_i, R_j (Eq. 7).
+    Returns (rates, residual capacity per link)."""
+    P = v.ports
+    caps = v.caps
+    rem = caps.copy()
+    rates = np.zeros(v.nflows)
+    pair_dem = np.zeros(P * P)
+    pair_rate = np.zeros(P * P)
+    link_dem = np.zeros(2 * P)
+    key = v.src.astype(np.int64) * P + v.dst
+    for k in order.tolist():
+        s = v.flows_of(k)
+        if s.stop == s.start:
+            continue
+        ks, d = key[s], v.remaining[s]
+        np.add.at(pair_dem, ks, d)
+        np.add.at(link_dem, v.src[s], d)
+        np.add.at(link_dem, P + v.dst[s], d)
+        Dbar = (link_dem / caps).max()
+        if Dbar <= 0:
+            continue
+        want = np.maximum(pair_dem[ks] / Dbar - pair_rate[ks], 0.0)
+        # share a pair's increment among coflow k's flows on that pair by size
+        pd_k = np.bincount(ks - ks.min(), weights=d)[ks - ks.min()]
+        want = want * np.where(pd_k > 0, d / pd_k, 0)
+        up, dn = v.src[s], P + v.dst[s]
+        lu = np.bincount(up, want, 2 * P)
+        ld = np.bincount(dn, want, 2 * P)
+        tot = lu + ld
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(tot > 0, np.minimum(1.0, rem / tot), 1.0)
+        scale = np.minimum(f[up], f[dn])
+        r = want * scale
+        rates[s] = r
+        np.add.at(pair_rate, ks, r)
+        rem -= np.bincount(up, r, 2 * P) + np.bincount(dn, r, 2 * P)
+        np.maximum(rem, 0, out=rem)
+    return rates, rem
+
+
+@register("utopia")
+class Utopia(Scheduler):
+    """Utopia: order by virtual finish time under HUG/DRF progress (dV/dt = P*, V_k^F = V(t_A) +
+    d̄_k), super-coflow minimum allocation (Eq. 7), then Varys-style backfill."""
+
+    clairvoyant = True
+
+    @dataclass(frozen=True)
+    class Params:
+        backfill: bool = True
+
+    def allocate(self, v: View) -> Allocation:
+        m = v.memory
+        D = v.link_demand(v.remaining)
+        c, dbar = correlation(D, v.caps)
+        Pstar = drf_progress(c)
+        Vt = m.get("V", 0.0) + m.get("Pstar", 0.0) * (v.now - m.get("t", v.now))
+        VF = m.setdefault("VF", {})
+        for k, i in enumerate(v.cf_id.tolist()):
+            if i not in VF:
+                VF[i] = Vt + float(dbar[k])
+        m["V"], m["t"], m["Pstar"] = Vt, v.now, (Pstar if np.isfinite(Pstar) else 0.0)
+        vf = np.array([VF[i] for i in v.cf_id.tolist()])
+        order = np.lexsort((v.cf_id, v.cf_arrival, vf))
+        rates, rem = utopia_min_alloc(v, order)
+        if self.params.backfill:
+            ordered_waterfill(v, order, rem, weights=v.remaining, rates=rates)
+        return Allocation(rates)

@@ -1,0 +1,225 @@
+"""Rate-allocation building blocks shared by all schedulers. Vectorised with numpy.
+
+Links are numbered 0..L-1; in the big-switch fabric, port i's uplink is link i and its downlink
+is link P + i (see :mod:`coflow.sched.base`).  Capacities and rates are bytes per second.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+INF = float("inf")
+REL_TOL = 1e-9  # a link whose residual falls below REL_TOL * capacity is saturated
+
+
+def waterfill(links: list[np.ndarray], rem: np.ndarray, w: np.ndarray | None = None,
+              demand: np.ndarray | None = None, cap0: np.ndarray | None = None) -> np.ndarray:
+    """Weighted max-min fair rates by progressive filling.
+
+    ``links``: for every flow, the link it crosses, one array per hop (all of the same length).
+    ``rem``: residual capacity per link; **updated in place** with what the flows take.
+    ``w``: weights (rate of flow f is w_f * level while it is unfrozen); default 1.
+    ``demand``: optional per-flow rate caps.
+    Flows crossing a link with no residual get rate 0.
+    """
+    n = len(links[0]) if links else 0
+    rate = np.zeros(n)
+    if n == 0:
+        return rate
+    L = len(rem)
+    if cap0 is None:
+        cap0 = rem.copy()
+    tol = np.maximum(cap0, 1.0) * REL_TOL
+    w = np.ones(n) if w is None else np.asarray(w, dtype=float)
+    active = np.flatnonzero(w > 0)
+    lam = 0.0
+    while active.size:
+        la = [l[active] for l in links]
+        wa = w[active]
+        W = np.zeros(L)
+        for l in la:
+            W += np.bincount(l, weights=wa, minlength=L)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inc = np.where(W > 0, np.maximum(rem, 0.0) / W, INF)
+        step = inc.min()
+        dstep = INF
+        if demand is not None:
+            dl = demand[active] / wa - lam
+            dstep = dl.min()
+        step = min(step, max(dstep, 0.0))
+        if step == INF:
+            raise ValueError("waterfill: flows with no constraining link and no demand cap")
+        lam += step
+        rem -= W * step
+        sat = rem <= tol
+        freeze = np.zeros(active.size, dtype=bool)
+        for l in la:
+            freeze |= sat[l]
+        if demand is not None:
+            freeze |= dl <= step + 1e-12 * max(1.0, abs(lam))
+        rate[active[freeze]] = wa[freeze] * lam
+        active = active[~freeze]
+    np.maximum(rem, 0.0, out=rem)
+    return rate
+
+
+def fabric_links(v) -> list[np.ndarray]:
+    return [v.src, v.dst + v.ports]
+
+
+def pair_waterfill(v, rem: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+    """Per-flow max-min over the flows ``idx`` (all active flows by default).
+
+    In progressive filling a flow freezes when the first of its two links saturates, so its
+    max-min rate is min(level(uplink), level(downlink)): only the 2P link levels need computing.
+    They are found by water-filling the (src, dst) pair counts, so the cost per call is
+    O(#flows) for the counting plus O(#pairs) per round, however many flows share a pair."""
+    P = v.ports
+    src = v.src if idx is None else v.src[idx]
+    dst = v.dst if idx is None else v.dst[idx]
+    if len(src) == 0:
+        return np.zeros(0)
+    key = src.astype(np.int64) * P + dst
+    cnt = np.bincount(key, minlength=P * P)
+    cls = np.flatnonzero(cnt)
+    level = link_levels(cls // P, cls % P + P, cnt[cls].astype(float), rem)
+    return np.minimum(level[src], level[dst + P])
+
+
+def link_levels(l1: np.ndarray, l2: np.ndarray, w: np.ndarray, rem: np.ndarray) -> np.ndarray:
+    """Max-min water-filling of classes (weight ``w`` = number of flows) over two links each.
+    Returns the per-flow level at which each link saturated (inf if never); ``rem`` is updated
+    in place with what the flows take."""
+    L = len(rem)
+    tol = np.maximum(rem, 1.0) * REL_TOL
+    level = np.full(L, INF)
+    lam = 0.0
+    a1, a2, wa = l1, l2, w
+    while wa.size:
+        W = np.bincount(a1, weights=wa, minlength=L) + np.bincount(a2, weights=wa, minlength=L)
+        used = W > 0
+        inc = np.full(L, INF)
+        inc[used] = np.maximum(rem[used], 0.0) / W[used]
+        step = inc.min()
+        lam += step
+        rem -= W * step
+        sat = used & (rem <= tol)
+        level[sat & (level == INF)] = lam
+        keep = ~(sat[a1] | sat[a2])
+        a1, a2, wa = a1[keep], a2[keep], wa[keep]
+    np.maximum(rem, 0.0, out=rem)
+    return level
+
+
+def gamma(demand_links: np.ndarray, rem: np.ndarray) -> np.ndarray:
+    """MADD bottleneck time Γ ([VARYS] Eq. 1 / [DISS] Eq. 4.1) of each row of a (C x L) demand
+    matrix on residual link capacity ``rem``: max over links of demand / Rem.  inf where a link
+    with demand has no residual."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(demand_links > 0, demand_links / rem, 0.0)
+    return t.max(axis=1) if t.ndim == 2 else t.max()
+
+
+def madd_ordered(v, order: np.ndarray, remaining: np.ndarray, rem: np.ndarray,
+                 tau: np.ndarray | None = None) -> np.ndarray:
+    """Varys Pseudocode 1 ``allocBandwidth``: for each coflow in ``order``, τ = Γ on the residual
+    capacity (or the given ``tau``, e.g. a deadline), r_ij = d_ij / τ, then update Rem.
+    ``rem`` is updated in place.  Returns per-flow rates."""
+    D = v.link_demand(remaining)
+    rates_cf = np.zeros(v.ncoflows)  # 1/τ per coflow
+    tol = np.maximum(rem, 1.0) * REL_TOL
+    for k in order:
+        d = D[k]
+        nz = d > 0
+        if not nz.any():
+            continue
+        r = rem[nz]
+        if (r <= tol[nz]).any():
+            continue
+        g = (d[nz] / r).max()
+        if tau is not None and np.isfinite(tau[k]):
+            if tau[k] < g * (1 - 1e-9):
+                continue  # cannot meet: no minimum allocation (admission control prevents this)
+            g = tau[k]
+        rates_cf[k] = 1.0 / g
+        rem[nz] -= d[nz] / g
+    np.maximum(rem, 0.0, out=rem)
+    return remaining * rates_cf[v.cf]
+
+
+def ordered_waterfill(v, order: np.ndarray, rem: np.ndarray, weights: np.ndarray | None = None,
+                      rates: np.ndarray | None = None, eligible: np.ndarray | None = None) -> np.ndarray:
+    """Strict priority across coflows in ``order``; inside a coflow, (weighted) max-min over its
+    flows on what is left.  Adds to ``rates`` (created if None); ``rem`` updated in place.
+
+    This is both Varys's backfill (weights = the flows' MADD rates / sizes, "flows share it in
+    their current r_ij ratios, subject to egress capacity") and the FIFO-within-queue service of
+    D-CLAS and FIFO-LM (weights 1 = max-min within a coflow)."""
+    P = v.ports
+    if rates is None:
+        rates = np.zeros(v.nflows)
+    up, down = rem[:P], rem[P:]
+    tol = np.maximum(rem, 1.0) * REL_TOL
+    for k in order:
+        if not (up > tol[:P]).any() or not (down > tol[P:]).any():
+            break
+        s = v.flows_of(k)
+        src, dst = v.src[s], v.dst[s]
+        ok = (up[src] > tol[:P][src]) & (down[dst] > tol[P:][dst])
+        if eligible is not None:
+            ok &= eligible[s]
+        if weights is not None:
+            ok &= weights[s] > 0
+        if not ok.any():
+            continue
+        idx = np.flatnonzero(ok)
+        w = None if weights is None else weights[s][idx]
+        if w is None and idx.size > 64:
+            # unit weights: aggregate by (src, dst) pair
+            sub = np.arange(s.start, s.stop)[idx]
+            add = pair_waterfill(v, rem, sub)
+        else:
+            add = waterfill([src[idx], dst[idx] + P], rem, w=w)
+        rates[s.start + idx] += add
+    return rates
+
+
+def greedy(v, order_flows: np.ndarray, rem: np.ndarray, rates: np.ndarray | None = None,
+           chunk: int = 4096) -> np.ndarray:
+    """Strict per-flow priority: each flow in ``order_flows`` takes min(Rem(up), Rem(down)).
+    Each grant saturates a link, so at most 2P flows get a rate; the scan stops early."""
+    P = v.ports
+    if rates is None:
+        rates = np.zeros(v.nflows)
+    up, down = rem[:P], rem[P:]
+    tol_u = np.maximum(up, 1.0) * REL_TOL
+    tol_d = np.maximum(down, 1.0) * REL_TOL
+    for c0 in range(0, len(order_flows), chunk):
+        if not (up > tol_u).any() or not (down > tol_d).any():
+            break
+        ch = order_flows[c0:c0 + chunk]
+        cand = ch[(up[v.src[ch]] > tol_u[v.src[ch]]) & (down[v.dst[ch]] > tol_d[v.dst[ch]])]
+        for f in cand.tolist():
+            s, d = v.src[f], v.dst[f]
+            r = min(up[s], down[d])
+            if r <= tol_u[s] or r <= tol_d[d]:
+                continue
+            rates[f] += r
+            up[s] -= r
+            down[d] -= r
+    np.maximum(rem, 0.0, out=rem)
+    return rates
+
+
+def concurrency_mask(v, limit: int) -> np.ndarray:
+    """CoflowSim's MAX_CONCURRENT_FLOWS: per reducer, only the first ``limit`` unfinished flows
+    (in flow order) may send.  Flows of a reducer are contiguous, so rank = position - group start."""
+    if limit <= 0 or v.nflows == 0:
+        return np.ones(v.nflows, dtype=bool)
+    r = v.reducer
+    start = np.r_[True, r[1:] != r[:-1]]
+    gstart = np.maximum.accumulate(np.where(start, np.arange(len(r)), 0))
+    return (np.arange(len(r)) - gstart) < limit
+
+
+def coflow_rates(v, rates: np.ndarray) -> np.ndarray:
+    return np.bincount(v.cf, weights=rates, minlength=v.ncoflows)

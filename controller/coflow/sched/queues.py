@@ -1,0 +1,259 @@
+"""Non-clairvoyant, queue-based schedulers: Aalo's D-CLAS (weighted and strict), Baraat's FIFO-LM
+and Fai's bottleneck-aware reallocation.  None of them reads flow sizes or remaining bytes.
+
+D-CLAS ([AALO] section 4.2-4.4, Pseudocode 1; [DISS] section 6.5): K queues, coflow in queue i
+while its bytes sent across the cluster are in [Q_i^lo, Q_i^hi), Q_{i+1}^hi = E * Q_i^hi, new
+coflows in queue 1; FIFO by CoflowId within a queue; max-min across a coflow's flows; weighted
+sharing across queues with weight K - i + 1, excess to unsaturated queues in proportion to
+weight.  Sizes are coordinated every Δ: a demotion takes effect at the first coordination tick
+(a multiple of Δ) after the coflow's global bytes cross the threshold.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..params import DclasParams, FifoLmParams, MB
+from .base import Allocation, INF, Scheduler, View, register
+from .primitives import REL_TOL, coflow_rates, ordered_waterfill, waterfill
+from .ordered import fifo_order
+
+
+def _tick_after(t: float, delta: float) -> float:
+    if delta <= 0:
+        return t
+    return math.ceil(t / delta - 1e-9) * delta
+
+
+def dclas_queues(v: View, p: DclasParams) -> np.ndarray:
+    """Current 1-based queue of every active coflow, as coordinated (see module doc)."""
+    mem = v.memory
+    Q = mem.setdefault("queue", {})
+    due = mem.setdefault("due", {})
+    thr = np.array(p.thresholds())
+    out = np.empty(v.ncoflows, dtype=np.int64)
+    for k, i in enumerate(v.cf_id.tolist()):
+        q = Q.get(i, 1)
+        d = due.get(i)
+        if d is not None and d <= v.now + 1e-9:
+            q = max(q, 1 + int(np.searchsorted(thr, v.cf_sent[k] * (1 + 1e-12), side="right")))
+            q = min(q, p.K)
+            Q[i] = q
+            del due[i]
+        out[k] = q
+    return out
+
+
+def dclas_next_demotion(v: View, p: DclasParams, queues: np.ndarray, rates: np.ndarray) -> float:
+    """Schedule the coordination tick at which each coflow's next demotion is seen."""
+    mem = v.memory
+    due = mem["due"]
+    R = coflow_rates(v, rates)
+    nxt = INF
+    for k, i in enumerate(v.cf_id.tolist()):
+        q = int(queues[k])
+        if q >= p.K:
+            due.pop(i, None)
+            continue
+        hi = p.Q1 * p.E ** (q - 1)
+        if v.cf_sent[k] >= hi * (1 - 1e-12):
+            t = due.get(i, _tick_after(v.now, p.delta))
+        elif R[k] > 0:
+            t = _tick_after(v.now + (hi - v.cf_sent[k]) / R[k], p.delta)
+        else:
+            due.pop(i, None)
+            continue
+        due[i] = t
+        nxt = min(nxt, t)
+    return nxt
+
+
+def queue_order(v: View, queues: np.ndarray) -> np.ndarray:
+    """Queue first (1 = highest), then FIFO by arrival and CoflowId."""
+    return np.lexsort((v.cf_id, v.cf_arrival, queues))
+
+
+def weighted_queues(v: View, queues: np.ndarray, weights: list[float], rounds: int = 4) -> np.ndarray:
+    """Weighted sharing across queues, FIFO inside a queue, max-min inside a coflow.
+
+    Each link's residual capacity is split among the queues that still have a flow able to use
+    it, in proportion to the queue weights; each queue serves its coflows FIFO on its share.
+    What a queue cannot use is split again among the others (``rounds`` times), and a final
+    strict-priority pass hands out anything left, so the allocation is work-conserving."""
+    P = v.ports
+    rem = v.caps.copy()
+    cap0 = v.caps
+    rates = np.zeros(v.nflows)
+    order = queue_order(v, queues)
+    fq = queues[v.cf]
+    present = np.unique(queues)
+    wq = {int(q): float(weights[int(q) - 1]) for q in present}
+    tol = np.maximum(cap0, 1.0) * REL_TOL
+    for _ in range(rounds):
+        # which queues can still use which link
+        usable = (rem[v.src] > tol[v.src]) & (rem[P + v.dst] > tol[P + v.dst])
+        if not usable.any():
+            break
+        Wlink = np.zeros(2 * P)
+        on_link = {}
+        for q in present.tolist():
+            sel = usable & (fq == q)
+            if not sel.any():
+                continue
+            m = np.zeros(2 * P, dtype=bool)
+            m[v.src[sel]] = True
+            m[P + v.dst[sel]] = True
+            on_link[q] = m
+            Wlink += m * wq[q]
+        if not on_link:
+            break
+        total_used = np.zeros(2 * P)
+        for q, m in on_link.items():
+            share = np.where(m, rem * wq[q] / np.where(Wlink > 0, Wlink, 1.0), 0.0)
+            before = share.copy()
+            ordq = order[queues[order] == q]
+            ordered_waterfill(v, ordq, share, rates=rates)
+            total_used += before - share
+        rem -= total_used
+        np.maximum(rem, 0, out=rem)
+        if total_used.sum() <= tol.sum():
+            break
+    ordered_waterfill(v, order, rem, rates=rates)
+    return rates
+
+
+@register("dclas")
+class Dclas(Scheduler):
+    """Aalo D-CLAS: K queues, exponentially spaced thresholds, weighted sharing across queues."""
+
+    Params = DclasParams
+
+    def rates_for(self, v: View, queues: np.ndarray) -> np.ndarray:
+        if self.params.strict:
+            return ordered_waterfill(v, queue_order(v, queues), v.caps.copy())
+        return weighted_queues(v, queues, self.params.queue_weights())
+
+    def allocate(self, v: View) -> Allocation:
+        q = dclas_queues(v, self.params)
+        rates = self.rates_for(v, q)
+        nxt = dclas_next_demotion(v, self.params, q, rates)
+        return Allocation(rates, queue=q, next_event=nxt)
+
+
+@register("dclas-strict")
+class DclasStrict(Dclas):
+    """D-CLAS with strict priority across queues, as CoflowSim's DARK."""
+
+    @dataclass(frozen=True)
+    class Params(DclasParams):
+        strict: bool = True
+
+
+@register("fifo-lm")
+class FifoLm(Scheduler):
+    """Baraat FIFO-LM: FIFO by CoflowId; a coflow whose bytes sent exceed the heavy threshold is
+    multiplexed: it shares (max-min) with the next light coflow instead of blocking it."""
+
+    Params = FifoLmParams
+
+    def configure(self, coflow_bytes: np.ndarray) -> None:
+        if self.params.heavy_bytes is None and len(coflow_bytes):
+            self.heavy = float(np.percentile(coflow_bytes, self.params.heavy_percentile))
+        else:
+            self.heavy = self.params.heavy_bytes if self.params.heavy_bytes is not None else 10 * MB
+
+    def groups(self, v: View) -> np.ndarray:
+        """Priority group per coflow: light coflows close a group; heavies join the next one."""
+        if not hasattr(self, "heavy"):
+            self.configure(np.zeros(0))
+        order = fifo_order(v)
+        heavy = v.cf_sent >= self.heavy
+        g = np.empty(v.ncoflows, dtype=np.int64)
+        cur = 0
+        pending = []
+        for k in order.tolist():
+            if heavy[k]:
+                pending.append(k)
+            else:
+                for h in pending:
+                    g[h] = cur
+                pending = []
+                g[k] = cur
+                cur += 1
+        for h in pending:
+            g[h] = cur
+        return g
+
+    def allocate(self, v: View) -> Allocation:
+        g = self.groups(v)
+        P = v.ports
+        rem = v.caps.copy()
+        rates = np.zeros(v.nflows)
+        fg = g[v.cf]
+        order_g = np.argsort(fg, kind="stable")
+        bounds = np.flatnonzero(np.r_[True, fg[order_g][1:] != fg[order_g][:-1], True])
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            idx = order_g[a:b]
+            ok = (rem[v.src[idx]] > 0) & (rem[P + v.dst[idx]] > 0)
+            idx = idx[ok]
+            if idx.size:
+                rates[idx] += waterfill([v.src[idx], v.dst[idx] + P], rem)
+            if not (rem[:P] > 0).any() or not (rem[P:] > 0).any():
+                break
+        # Map groups onto 8 hardware queues for reporting: group 0 -> queue 1, ..., capped at 8.
+        return Allocation(rates, queue=np.minimum(g + 1, 8))
+
+
+@register("fai")
+class Fai(Scheduler):
+    """Fai: Aalo-like queues, then MBAB bottleneck detection (rate deallocation) and strict-
+    priority reallocation of what is left ([FAI] Algorithms 1-3)."""
+
+    @dataclass(frozen=True)
+    class Params(DclasParams):
+        pass
+
+    def allocate(self, v: View) -> Allocation:
+        p = self.params
+        q = dclas_queues(v, p)
+        # Alg. 1: initial allocation, weighted queues as in Aalo
+        rates = weighted_queues(v, q, p.queue_weights())
+        P = v.ports
+        order = queue_order(v, q)
+        # Alg. 2: MBAB.  Per coflow: F_min = flows with the fewest bytes sent; if one of them
+        # also has the coflow's minimum rate, that flow is the bottleneck: every flow of the
+        # coflow is cut to that rate (it cannot finish earlier anyway).
+        for k in order.tolist():
+            s = v.flows_of(k)
+            r = rates[s]
+            if r.size == 0:
+                continue
+            sent = v.sent[s]
+            fmin = sent <= sent.min() * (1 + 1e-12) + 1e-9
+            mbw = r.min()
+            if (r[fmin] <= mbw * (1 + 1e-12)).any():
+                rates[s] = mbw
+        used = np.concatenate([np.bincount(v.src, rates, P), np.bincount(v.dst, rates, P)])
+        rem = np.maximum(v.caps - used, 0.0)
+        # Alg. 3: reallocation in strict priority.  Each coflow adds the same amount to all its
+        # flows: the least residual any of its links can give per flow crossing it.
+        tol = np.maximum(v.caps, 1.0) * REL_TOL
+        for k in order.tolist():
+            s = v.flows_of(k)
+            src, dst = v.src[s], v.dst[s] + P
+            if src.size == 0:
+                continue
+            nu = np.bincount(src, minlength=2 * P)
+            nd = np.bincount(dst, minlength=2 * P)
+            n = nu + nd
+            links = np.flatnonzero(n)
+            per = rem[links] / n[links]
+            add = per.min()
+            if add <= tol[links].min():
+                continue
+            rates[s] += add
+            rem -= n * add
+            np.maximum(rem, 0, out=rem)
+        return Allocation(rates, queue=q, next_event=dclas_next_demotion(v, p, q, rates))
