@@ -35,7 +35,6 @@ control PipelineConfig(inout headers_t hdr,
     }
 
     table pipeline_config {
-        key = { }
         actions = { set_config; }
         default_action = set_config(MODE_DCLAS, 4, 0xffffffffffffffff, 0);
         size = 1;

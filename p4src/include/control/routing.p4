@@ -29,8 +29,7 @@ control Routing(inout headers_t hdr,
             meta.l4_sport: selector;
             meta.l4_dport: selector;
         }
-        actions = { set_next_hop; @defaultonly NoAction; }
-        const default_action = NoAction();
+        actions = { set_next_hop; }
         implementation = ecmp_selector;
         size = ROUTING_TABLE_SIZE;
     }
