@@ -1,0 +1,130 @@
+"""Property tests on random small instances, for every scheduler:
+capacity never exceeded, every byte delivered, no coflow faster than its isolation time,
+work conservation where promised, starvation freedom where promised."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from coflow.sched import NAMES, make_scheduler
+from coflow.sched.base import View
+from coflow.sim import isolation_times, simulate
+
+from helpers import workload
+
+WORK_CONSERVING = ["fair", "pfp", "fifo", "scf", "ncf", "tcf", "sebf", "dclas", "dclas-strict", "fifo-lm",
+                   "utopia", "sincronia"]
+
+
+@st.composite
+def instances(draw, max_ports=5, max_coflows=5, max_flows=5):
+    P = draw(st.integers(2, max_ports))
+    C = draw(st.integers(1, max_coflows))
+    coflows, arrivals = [], []
+    t = 0.0
+    for _ in range(C):
+        n = draw(st.integers(1, max_flows))
+        pairs = draw(st.lists(st.tuples(st.integers(0, P - 1), st.integers(0, P - 1)), min_size=n, max_size=n, unique=True))
+        coflows.append([(s, d, draw(st.floats(0.05, 20.0))) for s, d in pairs])
+        t += draw(st.sampled_from([0.0, 0.0, 0.3, 1.0, 2.5]))
+        arrivals.append(t)
+    caps = draw(st.lists(st.sampled_from([1.0, 2.0, 0.5]), min_size=2 * P, max_size=2 * P))
+    return workload(P, coflows, arrivals), np.array(caps)
+
+
+FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.parametrize("name", NAMES)
+@FAST
+@given(inst=instances())
+def test_capacity_bytes_isolation(name, inst):
+    wl, caps = inst
+    P = wl.ports
+    r = simulate(wl, make_scheduler(name, {"Q1": "2.0", "delta": "0.1"} if "dclas" in name or name == "fai" else None),
+                 caps, check=True)
+    assert r.max_overload <= 1e-6, "a link was loaded above its capacity"
+    iso = isolation_times(wl, caps[:P], caps[P:])
+    done = r.admitted
+    assert np.all(np.isfinite(r.finish[done])), "an admitted coflow never finished (bytes not delivered)"
+    cct = r.finish - wl.arrival
+    assert np.all(cct[done] >= iso[done] * (1 - 1e-6) - 1e-9), "a coflow beat its isolation time"
+
+
+class Recorder:
+    """Wraps a scheduler and checks work conservation at every call."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name, self.clairvoyant = inner.name, inner.clairvoyant
+        self.violations = []
+        self.calls = []
+
+    def configure(self, b):
+        if hasattr(self.inner, "configure"):
+            self.inner.configure(b)
+
+    def allocate(self, v: View):
+        a = self.inner.allocate(v)
+        P = v.ports
+        load = np.concatenate([np.bincount(v.src, a.rates, P), np.bincount(v.dst, a.rates, P)])
+        free = v.caps - load > 1e-6 * v.caps
+        # work conservation: no flow may have spare capacity on both of its links
+        bad = free[v.src] & free[P + v.dst]
+        if bad.any():
+            self.violations.append(v.now)
+        served = np.bincount(v.cf, a.rates, v.ncoflows) > 0
+        self.calls.append((v.now, v.cf_id.copy(), served))
+        return a
+
+
+@pytest.mark.parametrize("name", WORK_CONSERVING)
+@FAST
+@given(inst=instances())
+def test_work_conservation(name, inst):
+    wl, caps = inst
+    rec = Recorder(make_scheduler(name))
+    simulate(wl, rec, caps)
+    assert not rec.violations, f"idle capacity usable by a waiting flow at t={rec.violations[:3]}"
+
+
+@FAST
+@given(inst=instances(max_coflows=6), T=st.sampled_from([0.5, 1.0]), delta=st.sampled_from([0.1, 0.2]))
+def test_sebf_starvation_freedom(inst, T, delta):
+    """Varys: every coflow active through a whole (T + δ) window gets service in it."""
+    wl, caps = inst
+    rec = Recorder(make_scheduler("sebf", {"T": str(T), "delta": str(delta)}))
+    r = simulate(wl, rec, caps)
+    calls = rec.calls
+    for k, cid in enumerate(wl.ids.tolist()):
+        a, f = wl.arrival[k], r.finish[k]
+        served_at = [t for t, ids, srv in calls if cid in ids and srv[list(ids).index(cid)]]
+        # allocations hold until the next call: check gaps between service starts
+        times = [a] + served_at + [f]
+        assert max(np.diff(times)) <= T + delta + 1e-6 + T, f"coflow {cid} starved"
+
+
+def test_sebf_without_starvation_freedom_can_starve():
+    """The property above can fail: a long coflow behind a stream of small ones starves
+    without the (T, δ) mechanism, and is served within T + δ with it."""
+    flows = [[(0, 1, 50.0)]] + [[(0, 1, 0.9)] for _ in range(40)]
+    arrivals = [0.0] + [0.001 + 0.9 * i for i in range(40)]
+    wl = workload(2, flows, arrivals)
+    off = Recorder(make_scheduler("sebf", {"starvation": "false"}))
+    simulate(wl, off, 1.0)
+    first_off = min(t for t, ids, srv in off.calls if 1 in ids and srv[list(ids).index(1)] and t > 0)
+    on = Recorder(make_scheduler("sebf", {"T": "2", "delta": "0.2"}))
+    simulate(wl, on, 1.0)
+    first_on = min(t for t, ids, srv in on.calls if 1 in ids and srv[list(ids).index(1)] and t > 0)
+    assert first_off > 30 and first_on <= 2.0 + 1e-6
+
+
+@pytest.mark.parametrize("name", ["dclas", "fai"])
+def test_weighted_queues_never_starve(name):
+    """Aalo: every queue has a non-zero weight, so a demoted coflow keeps progressing while new
+    small coflows keep arriving in queue 1."""
+    flows = [[(0, 1, 50.0)]] + [[(0, 1, 0.5)] for _ in range(30)]
+    arrivals = [0.0] + [0.5 * i + 0.25 for i in range(30)]
+    wl = workload(2, flows, arrivals)
+    rec = Recorder(make_scheduler(name, {"Q1": "1.0", "delta": "0"}))
+    simulate(wl, rec, 1.0)
+    assert all(srv[list(ids).index(1)] for t, ids, srv in rec.calls if 1 in ids)
