@@ -31,8 +31,12 @@ def _settings(items: list[str] | None) -> dict[str, dict[str, str]]:
     return out
 
 
-def _for(settings: dict, name: str) -> dict[str, str]:
+def _for(settings: dict, name: str, strict: bool = False) -> dict[str, str]:
+    """The settings for scheduler ``name``.  Unscoped keys apply where the scheduler has that
+    parameter (all of them when ``strict``, so that an unknown key is reported)."""
     from .sched import REGISTRY
+    if strict:
+        return {**settings.get("*", {}), **settings.get(name, {})}
     d = {}
     fields = {f.name for f in dataclasses.fields(REGISTRY[name].params_cls)}
     for k, v in settings.get("*", {}).items():
@@ -117,7 +121,7 @@ def cmd_sim(args):
     from .report import plot_reports, write_json
     wl = _load(args)
     settings = _settings(args.set)
-    rep = run_one(wl, args.scheduler, _for(settings, args.scheduler), _capacity(args), not args.quiet, args.rtol)
+    rep = run_one(wl, args.scheduler, _for(settings, args.scheduler, strict=True), _capacity(args), not args.quiet, args.rtol)
     rep["trace"] = args.trace
     if args.json:
         write_json(rep, args.json)
@@ -141,6 +145,13 @@ def cmd_compare(args):
         if n not in REGISTRY:
             raise UsageError(f"unknown scheduler {n!r}; known: {', '.join(sorted(REGISTRY))}")
     settings = _settings(args.set)
+    known = {f.name for n in names for f in dataclasses.fields(REGISTRY[n].params_cls)}
+    for k in settings.get("*", {}):
+        if k not in known:
+            raise UsageError(f"--set {k}: no parameter of that name in {', '.join(names)}")
+    for sc in settings:
+        if sc != "*" and sc not in names:
+            raise UsageError(f"--set {sc}.*: {sc} is not among the compared schedulers")
     cap = _capacity(args)
     reports = {}
     for i, n in enumerate(names, 1):
@@ -149,6 +160,9 @@ def cmd_compare(args):
         reports[n] = run_one(wl, n, _for(settings, n), cap, not args.quiet, args.rtol)
     table = compare_table(reports, args.baseline)
     print(format_table(table))
+    if getattr(args, "markdown", False):
+        from .report import markdown_table
+        print(markdown_table(table))
     out = {"trace": args.trace, "convention": wl.convention, "capacity_Bps": cap, "table": table,
            "reports": reports}
     if args.json:
@@ -178,7 +192,8 @@ def cmd_run(args):
           f"the bundled FB-like trace {os.path.relpath(args.trace)}", file=sys.stderr)
     ns = argparse.Namespace(trace=args.trace, convention=T.SPLIT, first=None, allow_unsorted=False,
                             schedulers=args.schedulers, baseline="fair", set=None, link_gbps=1.0,
-                            coflowsim_rate=False, json=args.json, plots=args.plots, quiet=False, rtol=0.0)
+                            coflowsim_rate=False, json=args.json, plots=args.plots, quiet=False, rtol=0.0,
+                            markdown=args.markdown)
     return cmd_compare(ns)
 
 
@@ -243,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     _sim_common(p)
     p.add_argument("--baseline", default="fair")
     p.add_argument("--schedulers", default=DEFAULT_SCHEDULERS)
+    p.add_argument("--markdown", action="store_true", help="also print the table in Markdown")
     p.set_defaults(fn=cmd_compare)
 
     p = sub.add_parser("schedulers", help="list schedulers and their parameters")
@@ -253,6 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--schedulers", default=DEFAULT_SCHEDULERS)
     p.add_argument("--json", default="out/run/compare.json")
     p.add_argument("--plots", default="out/run")
+    p.add_argument("--markdown", action="store_true")
     p.set_defaults(fn=cmd_run)
     return ap
 

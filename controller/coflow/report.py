@@ -148,3 +148,14 @@ def plot_reports(reports: dict[str, dict], outdir: str, baseline: str | None = N
         plt.close(fig)
         paths.append(p)
     return paths
+
+
+def markdown_table(table: dict) -> str:
+    """The comparison table in Markdown (for README.md)."""
+    cols = ["avg", "p95"] + [f"{b}_avg" for b in BINS]
+    f = lambda x: f"{x:.2f}" if x is not None else "-"
+    out = ["| scheduler | avg CCT (s) | " + " | ".join(c.replace("_avg", " avg") for c in cols) + " | wall (s) |",
+           "|---|---:|" + "---:|" * len(cols) + "---:|"]
+    for name, r in table["rows"].items():
+        out.append(f"| {name} | {r['avg_cct_s']:.3f} | " + " | ".join(f(r[c]) for c in cols) + f" | {r['wall_s']:.1f} |")
+    return "\n".join(out)
