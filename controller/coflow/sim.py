@@ -72,6 +72,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     z_i, z_f = np.zeros(0, dtype=np.int64), np.zeros(0)
     a_src, a_dst, a_red, a_cof = z_i.astype(np.int32), z_i.astype(np.int32), z_i, z_i
     a_rem, a_sent, a_size = z_f, z_f, z_f
+    a_pair = z_i  # src * P + dst
     acf = z_i  # active coflows, ascending (= arrival order)
     pos, cnt = z_i, z_i  # coflow position per active flow; flows per active coflow
     nxt = 0
@@ -106,6 +107,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             a_rem = np.concatenate([a_rem, wl.size[lo:hi]])
             a_size = np.concatenate([a_size, wl.size[lo:hi]])
             a_sent = np.concatenate([a_sent, np.zeros(hi - lo)])
+            a_pair = np.concatenate([a_pair, wl.src[lo:hi].astype(np.int64) * P + wl.dst[lo:hi]])
             pos = np.searchsorted(acf, a_cof)
             cnt = np.bincount(pos, minlength=acf.size)
             nxt = j
@@ -126,11 +128,11 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             remaining=a_rem if clair else None,
             cf_deadline=None if deadline_abs is None else deadline_abs[acf],
             cf_total=cf_total[acf] if clair else None,
-            memory=memory,
+            memory=memory, pair=a_pair,
         )
         alloc = sched.allocate(v)
         rates = alloc.rates
-        if rates.shape != (a_rem.size,) or not np.all(np.isfinite(rates)) or (rates < 0).any():
+        if rates.shape != (a_rem.size,) or not np.isfinite(rates.sum()) or rates.min() < 0:
             raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
         if check:
             load = np.concatenate([np.bincount(a_src, rates, P), np.bincount(a_dst, rates, P)])
@@ -145,19 +147,15 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             if bar is not None:
                 bar.update(len(rej))
         if keep is not None:
-            a_src, a_dst, a_red, a_cof = a_src[keep], a_dst[keep], a_red[keep], a_cof[keep]
+            a_src, a_dst, a_red, a_cof, a_pair = a_src[keep], a_dst[keep], a_red[keep], a_cof[keep], a_pair[keep]
             a_rem, a_sent, a_size = a_rem[keep], a_sent[keep], a_size[keep]
             pos = np.searchsorted(acf, a_cof)
             cnt = np.bincount(pos, minlength=acf.size)
             if a_rem.size == 0:
                 continue
-        moving = rates > 0
-        if moving.any():
-            with np.errstate(divide="ignore"):
-                ttf = np.where(moving, a_rem / np.where(moving, rates, 1.0), INF)
-            dt_c = float(ttf.min())
-        else:
-            ttf, dt_c = None, INF
+        with np.errstate(divide="ignore"):
+            ttf = a_rem / rates  # time to finish; inf for flows at rate 0
+        dt_c = float(ttf.min())
         t_arr = float(wl.arrival[nxt]) if nxt < C else INF
         t_ev = alloc.next_event if alloc.next_event > t else INF
         t_next = min(t + dt_c, t_arr, t_ev)
@@ -173,19 +171,21 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         else:
             zero_steps = 0
         moved = rates * dt
+        if t + dt_c <= t_next:
+            # the flows that finish now (within float precision, or ``rtol``): credit their last bytes
+            fin = ttf <= dt_c * (1 + max(rtol, 1e-9)) + 1e-12
+            moved[fin] = a_rem[fin]
+            any_fin = True
+        else:
+            any_fin = False
         a_rem = a_rem - moved
-        fin = a_rem <= np.maximum(1e-6, 1e-9 * a_size)
-        if ttf is not None and t + dt_c <= t_next:
-            fin |= ttf <= dt_c * (1 + max(rtol, 1e-9)) + 1e-12
-        if fin.any():
-            moved[fin] += a_rem[fin]  # the last bytes of finishing flows
         a_sent += moved
         cf_sent[acf] += np.bincount(pos, moved, acf.size)
         t = t_next
-        if fin.any():
+        if any_fin:
             live = ~fin
             cnt = cnt - np.bincount(pos[fin], minlength=acf.size)
-            a_src, a_dst, a_red, a_cof = a_src[live], a_dst[live], a_red[live], a_cof[live]
+            a_src, a_dst, a_red, a_cof, a_pair = a_src[live], a_dst[live], a_red[live], a_cof[live], a_pair[live]
             a_rem, a_sent, a_size, pos = a_rem[live], a_sent[live], a_size[live], pos[live]
             gone = cnt == 0
             if gone.any():

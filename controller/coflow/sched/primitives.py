@@ -78,11 +78,15 @@ def pair_waterfill(v, rem: np.ndarray, idx: np.ndarray | None = None) -> np.ndar
     dst = v.dst if idx is None else v.dst[idx]
     if len(src) == 0:
         return np.zeros(0)
-    key = src.astype(np.int64) * P + dst
+    pair = getattr(v, "pair", None)
+    if pair is not None:
+        key = pair if idx is None else pair[idx]
+    else:
+        key = src.astype(np.int64) * P + dst
     cnt = np.bincount(key, minlength=P * P)
     cls = np.flatnonzero(cnt)
     level = link_levels(cls // P, cls % P + P, cnt[cls].astype(float), rem)
-    return np.minimum(level[src], level[dst + P])
+    return np.minimum(level[:P][src], level[P:][dst])
 
 
 def link_levels(l1: np.ndarray, l2: np.ndarray, w: np.ndarray, rem: np.ndarray) -> np.ndarray:
