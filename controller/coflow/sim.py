@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .sched import kernels
 from .sched.base import INF, Scheduler, View
 from .trace import Workload, coflow_bins
 
@@ -72,7 +73,6 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     z_i, z_f = np.zeros(0, dtype=np.int64), np.zeros(0)
     a_src, a_dst, a_red, a_cof = z_i.astype(np.int32), z_i.astype(np.int32), z_i, z_i
     a_rem, a_sent, a_size = z_f, z_f, z_f
-    a_pair = z_i  # src * P + dst
     acf = z_i  # active coflows, ascending (= arrival order)
     pos, cnt = z_i, z_i  # coflow position per active flow; flows per active coflow
     nxt = 0
@@ -107,7 +107,6 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             a_rem = np.concatenate([a_rem, wl.size[lo:hi]])
             a_size = np.concatenate([a_size, wl.size[lo:hi]])
             a_sent = np.concatenate([a_sent, np.zeros(hi - lo)])
-            a_pair = np.concatenate([a_pair, wl.src[lo:hi].astype(np.int64) * P + wl.dst[lo:hi]])
             pos = np.searchsorted(acf, a_cof)
             cnt = np.bincount(pos, minlength=acf.size)
             nxt = j
@@ -128,11 +127,11 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             remaining=a_rem if clair else None,
             cf_deadline=None if deadline_abs is None else deadline_abs[acf],
             cf_total=cf_total[acf] if clair else None,
-            memory=memory, pair=a_pair,
+            memory=memory,
         )
         alloc = sched.allocate(v)
         rates = alloc.rates
-        if rates.shape != (a_rem.size,) or not np.isfinite(rates.sum()) or rates.min() < 0:
+        if rates.shape != (a_rem.size,) or not (rates.min() >= 0 and np.isfinite(rates.max())):
             raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
         if check:
             load = np.concatenate([np.bincount(a_src, rates, P), np.bincount(a_dst, rates, P)])
@@ -147,15 +146,13 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             if bar is not None:
                 bar.update(len(rej))
         if keep is not None:
-            a_src, a_dst, a_red, a_cof, a_pair = a_src[keep], a_dst[keep], a_red[keep], a_cof[keep], a_pair[keep]
+            a_src, a_dst, a_red, a_cof = a_src[keep], a_dst[keep], a_red[keep], a_cof[keep]
             a_rem, a_sent, a_size = a_rem[keep], a_sent[keep], a_size[keep]
             pos = np.searchsorted(acf, a_cof)
             cnt = np.bincount(pos, minlength=acf.size)
             if a_rem.size == 0:
                 continue
-        with np.errstate(divide="ignore"):
-            ttf = a_rem / rates  # time to finish; inf for flows at rate 0
-        dt_c = float(ttf.min())
+        dt_c = kernels.min_time_to_finish(a_rem, rates)
         t_arr = float(wl.arrival[nxt]) if nxt < C else INF
         t_ev = alloc.next_event if alloc.next_event > t else INF
         t_next = min(t + dt_c, t_arr, t_ev)
@@ -170,23 +167,17 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
                 raise SimError(f"{sched.name}: stuck at t={t:.6f}")
         else:
             zero_steps = 0
-        moved = rates * dt
-        if t + dt_c <= t_next:
-            # the flows that finish now (within float precision, or ``rtol``): credit their last bytes
-            fin = ttf <= dt_c * (1 + max(rtol, 1e-9)) + 1e-12
-            moved[fin] = a_rem[fin]
-            any_fin = True
-        else:
-            any_fin = False
-        a_rem = a_rem - moved
-        a_sent += moved
-        cf_sent[acf] += np.bincount(pos, moved, acf.size)
+        # flows due at t + dt_c finish now (within float precision, or ``rtol``)
+        fin_before = dt_c * (1 + max(rtol, 1e-9)) + 1e-12 if t + dt_c <= t_next else -1.0
+        cf_moved = np.zeros(acf.size)
+        fin = kernels.advance(a_rem, a_sent, rates, dt, fin_before, pos, cf_moved)
+        cf_sent[acf] += cf_moved
+        any_fin = fin_before >= 0 and fin.any()
         t = t_next
         if any_fin:
-            live = ~fin
-            cnt = cnt - np.bincount(pos[fin], minlength=acf.size)
-            a_src, a_dst, a_red, a_cof, a_pair = a_src[live], a_dst[live], a_red[live], a_cof[live], a_pair[live]
-            a_rem, a_sent, a_size, pos = a_rem[live], a_sent[live], a_size[live], pos[live]
+            n = kernels.compact(fin, a_src, a_dst, a_red, a_cof, a_rem, a_sent, a_size, pos, cnt)
+            a_src, a_dst, a_red, a_cof = a_src[:n], a_dst[:n], a_red[:n], a_cof[:n]
+            a_rem, a_sent, a_size, pos = a_rem[:n], a_sent[:n], a_size[:n], pos[:n]
             gone = cnt == 0
             if gone.any():
                 finish[acf[gone]] = t

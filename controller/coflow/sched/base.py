@@ -44,7 +44,6 @@ class View:
     cf_deadline: np.ndarray | None = None  # absolute seconds, inf where none
     cf_total: np.ndarray | None = None  # total bytes per coflow (clairvoyant only)
     memory: dict = field(default_factory=dict)
-    pair: np.ndarray | None = None  # src * P + dst per flow, if the driver keeps it
 
     @property
     def nflows(self) -> int:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import kernels
+
 INF = float("inf")
 REL_TOL = 1e-9  # a link whose residual falls below REL_TOL * capacity is saturated
 
@@ -70,48 +72,14 @@ def pair_waterfill(v, rem: np.ndarray, idx: np.ndarray | None = None) -> np.ndar
     """Per-flow max-min over the flows ``idx`` (all active flows by default).
 
     In progressive filling a flow freezes when the first of its two links saturates, so its
-    max-min rate is min(level(uplink), level(downlink)): only the 2P link levels need computing.
-    They are found by water-filling the (src, dst) pair counts, so the cost per call is
-    O(#flows) for the counting plus O(#pairs) per round, however many flows share a pair."""
-    P = v.ports
+    max-min rate is min(level(uplink), level(downlink)): only the 2P link levels are computed,
+    by water-filling the (src, dst) pair counts (:func:`coflow.sched.kernels.pair_levels`).
+    ``rem`` is updated in place."""
     src = v.src if idx is None else v.src[idx]
     dst = v.dst if idx is None else v.dst[idx]
     if len(src) == 0:
         return np.zeros(0)
-    pair = getattr(v, "pair", None)
-    if pair is not None:
-        key = pair if idx is None else pair[idx]
-    else:
-        key = src.astype(np.int64) * P + dst
-    cnt = np.bincount(key, minlength=P * P)
-    cls = np.flatnonzero(cnt)
-    level = link_levels(cls // P, cls % P + P, cnt[cls].astype(float), rem)
-    return np.minimum(level[:P][src], level[P:][dst])
-
-
-def link_levels(l1: np.ndarray, l2: np.ndarray, w: np.ndarray, rem: np.ndarray) -> np.ndarray:
-    """Max-min water-filling of classes (weight ``w`` = number of flows) over two links each.
-    Returns the per-flow level at which each link saturated (inf if never); ``rem`` is updated
-    in place with what the flows take."""
-    L = len(rem)
-    tol = np.maximum(rem, 1.0) * REL_TOL
-    level = np.full(L, INF)
-    lam = 0.0
-    a1, a2, wa = l1, l2, w
-    while wa.size:
-        W = np.bincount(a1, weights=wa, minlength=L) + np.bincount(a2, weights=wa, minlength=L)
-        used = W > 0
-        inc = np.full(L, INF)
-        inc[used] = np.maximum(rem[used], 0.0) / W[used]
-        step = inc.min()
-        lam += step
-        rem -= W * step
-        sat = used & (rem <= tol)
-        level[sat & (level == INF)] = lam
-        keep = ~(sat[a1] | sat[a2])
-        a1, a2, wa = a1[keep], a2[keep], wa[keep]
-    np.maximum(rem, 0.0, out=rem)
-    return level
+    return kernels.pair_levels(src, dst, v.ports, rem, REL_TOL)
 
 
 def gamma(demand_links: np.ndarray, rem: np.ndarray) -> np.ndarray:

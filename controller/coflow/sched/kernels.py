@@ -1,0 +1,132 @@
+"""Compiled inner loops (numba) of the rate computations and the simulator's event step.
+
+They are the hot paths of :mod:`coflow.sched.primitives` and :mod:`coflow.sim`: loops over flows
+or links that numpy would do in many passes with temporaries.  Each kernel is the only
+implementation of its step; the modules above call it.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+INF = np.inf
+
+
+@njit(cache=True)
+def pair_levels(src, dst, P, rem, rel_tol):
+    """Per-flow max-min over the big switch, for flows given by (src, dst).
+
+    Counts flows per (uplink, downlink) pair, water-fills the 2P links (a flow freezes when
+    the first of its links saturates, so only link levels matter) and returns each flow's
+    rate = min(level(uplink), level(downlink)).  ``rem`` (2P) is updated in place."""
+    n = src.shape[0]
+    N = np.zeros((P, P))
+    W = np.zeros(2 * P)
+    for f in range(n):
+        N[src[f], dst[f]] += 1.0
+        W[src[f]] += 1.0
+        W[P + dst[f]] += 1.0
+    tol = np.empty(2 * P)
+    for l in range(2 * P):
+        tol[l] = max(rem[l], 1.0) * rel_tol
+    level = np.full(2 * P, INF)
+    alive = W > 0.5
+    lam = 0.0
+    sat = np.zeros(2 * P, dtype=np.bool_)
+    while True:
+        step = INF
+        anyl = False
+        for l in range(2 * P):
+            if alive[l] and W[l] > 0.5:
+                anyl = True
+                s = max(rem[l], 0.0) / W[l]
+                if s < step:
+                    step = s
+        if not anyl:
+            break
+        lam += step
+        for l in range(2 * P):
+            sat[l] = False
+            if alive[l] and W[l] > 0.5:
+                rem[l] -= W[l] * step
+                if rem[l] <= tol[l]:
+                    sat[l] = True
+                    level[l] = lam
+        for i in range(P):
+            if sat[i]:
+                for j in range(P):
+                    if alive[P + j] and N[i, j] > 0:
+                        W[P + j] -= N[i, j]
+                alive[i] = False
+                W[i] = 0.0
+        for j in range(P):
+            if sat[P + j]:
+                for i in range(P):
+                    if alive[i] and N[i, j] > 0:
+                        W[i] -= N[i, j]
+                alive[P + j] = False
+                W[P + j] = 0.0
+    for l in range(2 * P):
+        if rem[l] < 0:
+            rem[l] = 0.0
+    out = np.empty(n)
+    for f in range(n):
+        a = level[src[f]]
+        b = level[P + dst[f]]
+        out[f] = a if a < b else b
+    return out
+
+
+@njit(cache=True)
+def min_time_to_finish(rem, rates):
+    m = INF
+    for f in range(rem.shape[0]):
+        if rates[f] > 0:
+            t = rem[f] / rates[f]
+            if t < m:
+                m = t
+    return m
+
+
+@njit(cache=True)
+def advance(rem, sent, rates, dt, fin_before, pos, cf_moved):
+    """Advance every flow by ``dt`` at its rate.  Flows whose time to finish is at most
+    ``fin_before`` finish now: they are credited exactly their remaining bytes.  Adds the bytes
+    moved per coflow position into ``cf_moved``; returns the finished-flow mask."""
+    n = rem.shape[0]
+    fin = np.zeros(n, dtype=np.bool_)
+    for f in range(n):
+        r = rates[f]
+        if r <= 0:
+            continue
+        if rem[f] <= fin_before * r:
+            moved = rem[f]
+            fin[f] = True
+        else:
+            moved = r * dt
+        rem[f] -= moved
+        sent[f] += moved
+        cf_moved[pos[f]] += moved
+    return fin
+
+
+@njit(cache=True)
+def compact(fin, src, dst, red, cof, rem, sent, size, pos, cnt):
+    """Drop finished flows from the simulator's active arrays in one pass, in place.  Decrements
+    the per-coflow flow counts ``cnt``.  Returns the new length (callers slice ``[:n]``)."""
+    k = 0
+    for f in range(fin.shape[0]):
+        if fin[f]:
+            cnt[pos[f]] -= 1
+            continue
+        if k != f:
+            src[k] = src[f]
+            dst[k] = dst[f]
+            red[k] = red[f]
+            cof[k] = cof[f]
+            rem[k] = rem[f]
+            sent[k] = sent[f]
+            size[k] = size[f]
+            pos[k] = pos[f]
+        k += 1
+    return k
