@@ -20,27 +20,30 @@ P4_TOOLCHAIN := PYTHONPATH=controller $(P4_TOOL_PY) -m coflow.dataplane.toolchai
 P4C_BIN = $(shell $(P4_TOOLCHAIN) --print p4c-bm2-ss)
 PTF_TESTS ?=
 
-.PHONY: p4 ptf bench-p4 p4-tests-count p4-toolchain-check
+.PHONY: p4 ptf bench-p4 p4-tests-count p4-toolchain-check p4c-check
 
 p4-toolchain-check:
 	@$(P4_TOOLCHAIN) --check
 
+p4c-check:
+	@test -n "$(P4C_BIN)" || { echo "p4c-bm2-ss not found (set P4C, or put it on PATH or in /opt/p4/bin)"; exit 1; }
+
 p4: $(P4_JSON)
 
-$(P4_JSON): $(P4_SOURCES) | p4-toolchain-check
+$(P4_JSON): $(P4_SOURCES) | p4c-check
 	@mkdir -p $(P4_BUILD)
-	$(P4C_BIN) --target bmv2 --arch v1model --std p4-16 \
+	$(P4C_BIN) --target bmv2 --arch v1model --std p4-16 --Wdisable=deprecated \
 	  --p4runtime-files $(P4_INFO) -o $(P4_JSON) $(P4_MAIN)
 
-$(P4_BENCH_JSON): p4src/bench/l3fwd.p4 | p4-toolchain-check
+$(P4_BENCH_JSON): p4src/bench/l3fwd.p4 | p4c-check
 	@mkdir -p $(P4_BUILD)
-	$(P4C_BIN) --target bmv2 --arch v1model --std p4-16 \
+	$(P4C_BIN) --target bmv2 --arch v1model --std p4-16 --Wdisable=deprecated \
 	  --p4runtime-files $(P4_BENCH_INFO) -o $(P4_BENCH_JSON) $<
 
-ptf: $(VENV)/.installed $(P4_JSON)
+ptf: $(VENV)/.installed $(P4_JSON) | p4-toolchain-check
 	$(PY) ptf-tests/runner.py --p4info $(P4_INFO) --json $(P4_JSON) $(PTF_TESTS)
 
-bench-p4: $(VENV)/.installed $(P4_JSON) $(P4_BENCH_JSON)
+bench-p4: $(VENV)/.installed $(P4_JSON) $(P4_BENCH_JSON) | p4-toolchain-check
 	$(PY) p4src/bench/bench_p4.py --coflow $(P4_JSON) --coflow-p4info $(P4_INFO) \
 	  --l3fwd $(P4_BENCH_JSON) --l3fwd-p4info $(P4_BENCH_INFO)
 
