@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Allocation, INF, Scheduler, View, register
-from .primitives import REL_TOL, ordered_waterfill, waterfill
+from .primitives import REL_TOL, ordered_waterfill, pair_waterfill, waterfill
 
 
 def correlation(D: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,9 +76,8 @@ class Hug(Scheduler):
         used = np.concatenate([np.bincount(v.src, rates, P), np.bincount(v.dst, rates, P)])
         rem = np.maximum(caps - used, 0.0)
         if self.params.work_conserving:
-            order = np.arange(C)
             # cooperative: hand out leftovers max-min over all flows
-            add = waterfill([v.src, v.dst + P], rem)
+            add = pair_waterfill(v, rem)
             return Allocation(rates + add)
         # per-(coflow, link) virtual links with capacity P* * cap - what DRF already gave
         k_up = v.cf * (2 * P) + v.src

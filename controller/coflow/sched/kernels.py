@@ -13,31 +13,38 @@ INF = np.inf
 
 
 @njit(cache=True)
-def pair_levels(src, dst, P, rem, rel_tol):
-    """Per-flow max-min over the big switch, for flows given by (src, dst).
+def pair_levels(src, dst, w, P, rem, rel_tol):
+    """Weighted max-min over the big switch, for flows given by (src, dst) and weights ``w``.
 
-    Counts flows per (uplink, downlink) pair, water-fills the 2P links (a flow freezes when
-    the first of its links saturates, so only link levels matter) and returns each flow's
-    rate = min(level(uplink), level(downlink)).  ``rem`` (2P) is updated in place."""
+    Progressive filling: every unfrozen flow f runs at w_f * λ; a flow freezes when the first
+    of its two links saturates.  So only the 2P link levels (the λ at which each link
+    saturated) matter, and they are found from the per-(uplink, downlink) weight sums: each
+    round costs O(P) plus O(P) per saturated link, whatever the number of flows.  Returns each
+    flow's rate w_f * min(level(uplink), level(downlink)); ``rem`` (2P) is updated in place."""
     n = src.shape[0]
     N = np.zeros((P, P))
+    C = np.zeros((P, P))  # flow counts: a link is live while it carries an unfrozen flow
     W = np.zeros(2 * P)
+    Wc = np.zeros(2 * P)
     for f in range(n):
-        N[src[f], dst[f]] += 1.0
-        W[src[f]] += 1.0
-        W[P + dst[f]] += 1.0
+        N[src[f], dst[f]] += w[f]
+        C[src[f], dst[f]] += 1.0
+        W[src[f]] += w[f]
+        W[P + dst[f]] += w[f]
+        Wc[src[f]] += 1.0
+        Wc[P + dst[f]] += 1.0
     tol = np.empty(2 * P)
     for l in range(2 * P):
         tol[l] = max(rem[l], 1.0) * rel_tol
     level = np.full(2 * P, INF)
-    alive = W > 0.5
+    alive = Wc > 0.5
     lam = 0.0
     sat = np.zeros(2 * P, dtype=np.bool_)
     while True:
         step = INF
         anyl = False
         for l in range(2 * P):
-            if alive[l] and W[l] > 0.5:
+            if alive[l] and Wc[l] > 0.5:
                 anyl = True
                 s = max(rem[l], 0.0) / W[l]
                 if s < step:
@@ -47,7 +54,7 @@ def pair_levels(src, dst, P, rem, rel_tol):
         lam += step
         for l in range(2 * P):
             sat[l] = False
-            if alive[l] and W[l] > 0.5:
+            if alive[l] and Wc[l] > 0.5:
                 rem[l] -= W[l] * step
                 if rem[l] <= tol[l]:
                     sat[l] = True
@@ -55,17 +62,21 @@ def pair_levels(src, dst, P, rem, rel_tol):
         for i in range(P):
             if sat[i]:
                 for j in range(P):
-                    if alive[P + j] and N[i, j] > 0:
+                    if alive[P + j] and C[i, j] > 0:
                         W[P + j] -= N[i, j]
+                        Wc[P + j] -= C[i, j]
                 alive[i] = False
                 W[i] = 0.0
+                Wc[i] = 0.0
         for j in range(P):
             if sat[P + j]:
                 for i in range(P):
-                    if alive[i] and N[i, j] > 0:
+                    if alive[i] and C[i, j] > 0:
                         W[i] -= N[i, j]
+                        Wc[i] -= C[i, j]
                 alive[P + j] = False
                 W[P + j] = 0.0
+                Wc[P + j] = 0.0
     for l in range(2 * P):
         if rem[l] < 0:
             rem[l] = 0.0
@@ -73,7 +84,7 @@ def pair_levels(src, dst, P, rem, rel_tol):
     for f in range(n):
         a = level[src[f]]
         b = level[P + dst[f]]
-        out[f] = a if a < b else b
+        out[f] = w[f] * (a if a < b else b)
     return out
 
 

@@ -68,7 +68,7 @@ def fabric_links(v) -> list[np.ndarray]:
     return [v.src, v.dst + v.ports]
 
 
-def pair_waterfill(v, rem: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+def pair_waterfill(v, rem: np.ndarray, idx: np.ndarray | None = None, w: np.ndarray | None = None) -> np.ndarray:
     """Per-flow max-min over the flows ``idx`` (all active flows by default).
 
     In progressive filling a flow freezes when the first of its two links saturates, so its
@@ -79,7 +79,8 @@ def pair_waterfill(v, rem: np.ndarray, idx: np.ndarray | None = None) -> np.ndar
     dst = v.dst if idx is None else v.dst[idx]
     if len(src) == 0:
         return np.zeros(0)
-    return kernels.pair_levels(src, dst, v.ports, rem, REL_TOL)
+    w = np.ones(len(src)) if w is None else np.ascontiguousarray(w, dtype=float)
+    return kernels.pair_levels(src, dst, w, v.ports, rem, REL_TOL)
 
 
 def gamma(demand_links: np.ndarray, rem: np.ndarray) -> np.ndarray:
@@ -145,13 +146,7 @@ def ordered_waterfill(v, order: np.ndarray, rem: np.ndarray, weights: np.ndarray
             continue
         idx = np.flatnonzero(ok)
         w = None if weights is None else weights[s][idx]
-        if w is None and idx.size > 64:
-            # unit weights: aggregate by (src, dst) pair
-            sub = np.arange(s.start, s.stop)[idx]
-            add = pair_waterfill(v, rem, sub)
-        else:
-            add = waterfill([src[idx], dst[idx] + P], rem, w=w)
-        rates[s.start + idx] += add
+        rates[s.start + idx] += pair_waterfill(v, rem, s.start + idx, w)
     return rates
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..params import DclasParams, FifoLmParams, MB
 from .base import Allocation, INF, Scheduler, View, register
-from .primitives import REL_TOL, coflow_rates, ordered_waterfill, waterfill
+from .primitives import REL_TOL, coflow_rates, ordered_waterfill, pair_waterfill
 from .ordered import fifo_order
 
 
@@ -199,7 +199,7 @@ class FifoLm(Scheduler):
             ok = (rem[v.src[idx]] > 0) & (rem[P + v.dst[idx]] > 0)
             idx = idx[ok]
             if idx.size:
-                rates[idx] += waterfill([v.src[idx], v.dst[idx] + P], rem)
+                rates[idx] += pair_waterfill(v, rem, idx)
             if not (rem[:P] > 0).any() or not (rem[P:] > 0).any():
                 break
         # Map groups onto 8 hardware queues for reporting: group 0 -> queue 1, ..., capped at 8.
