@@ -33,8 +33,8 @@ class FifoHeavyTest(P4RuntimeTest):
         for _ in range(7):                          # reserve head+1 .. head+7
             new_coflow()
         self.set_config(mode=pk.MODE_FIFO_LM, fifo_base=head.external, heavy_bytes=self.HEAVY)
-        self.send_bytes(head, self.HEAVY - 100)
-        self.assertEqual(self.probe_prio(frame(head, 100), 1), 7)   # counted: exactly H, light
+        self.send_bytes(head, self.HEAVY)
+        self.assertEqual(self.probe_prio(frame(head, 100), 1), 7)   # exactly H sent: light
         self.assertEqual(self.probe_prio(frame(head, 100), 1), 6)   # H + 100 > H: heavy
         self.assertEqual(self.probe_prio(frame(nxt, 100), 1), 6)    # shares with the next one
         # a heavy coflow at the last rank stays there

@@ -1,6 +1,6 @@
 """Controller overrides beat the local decision (D-CLAS, FIFO-LM) and a fabric hop's stamp."""
 from base_test import P4RuntimeTest, autocleanup, frame, new_coflow, pk
-from coflow.params import DclasParams
+from coflow.params import DclasParams, hw_priority
 
 
 class OverrideTest(P4RuntimeTest):
@@ -8,10 +8,12 @@ class OverrideTest(P4RuntimeTest):
     @autocleanup
     def runTest(self):
         self.add_route("10.0.1.0", 24, 1)
-        self.install_dclas(DclasParams(K=8, E=2, Q1=1000))
+        params = DclasParams(K=8, E=2, Q1=1000)
+        self.install_dclas(params)
         fresh, big = self.fresh_coflow(), self.fresh_coflow()
-        self.send_bytes(big, 5000)                       # local decision: demoted to prio 5
-        self.assertEqual(self.probe_prio(frame(big, 100), 1), 5)
+        self.send_bytes(big, 5000)                       # local decision: Aalo queue 4, prio 4
+        self.assertEqual(params.queue_of(5000), 4)
+        self.assertEqual(self.probe_prio(frame(big, 100), 1), hw_priority(4))
         self.assertEqual(self.probe_prio(frame(fresh, 100), 1), 7)
         self.set_override(big, 7)                        # global D-CLAS / SEBF says: first
         self.set_override(fresh, 1)

@@ -107,12 +107,12 @@ class MalformedTest(P4RuntimeTest):
             ("IPv6 (non-IPv4)", _eth(b"\x60" + b"\0" * 47, 0x86DD), pk.DROP_NOT_IPV4),
             ("total length < IHL*4", _eth(_raw_ip(5, total_len=12)), pk.DROP_TOTAL_LEN),
             ("total length past frame", _eth(_raw_ip(5, total_len=400)), pk.DROP_TOTAL_LEN),
-            ("runt frame", Ether(b"\x00" * 10), pk.DROP_TRUNCATED),
+            ("frame ends inside the IPv4 header", _eth(_raw_ip(5)[:12]), pk.DROP_TRUNCATED),
             ("TTL 1", _eth(_raw_ip(5, ttl=1)), pk.DROP_TTL),
             ("UDP header cut", _eth(_raw_ip(5, payload=b"\0\0")), pk.DROP_TRUNCATED),
         ]
         for i, (name, bad, reason) in enumerate(cases):
-            data = raw(bad)
+            data = bad if isinstance(bad, bytes) else raw(bad)
             # the Python validator agrees with the switch on every case
             self.assertEqual(pk.classify_frame(data).drop, reason, name)
             before = self.drops(reason)

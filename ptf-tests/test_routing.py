@@ -48,6 +48,7 @@ class EcmpTest(P4RuntimeTest):
             port_of_flow[f] = seen.pop()
             per_port[port_of_flow[f]] += 1
         print(f"ECMP flows per port: {dict(sorted(per_port.items()))}")
+        print("ports by flow: " + "".join(str(port_of_flow[f]) for f in range(self.FLOWS)))
         self.assertEqual(set(per_port), set(ports), "a member got no flow")
         self.assertLessEqual(max(per_port.values()), self.FLOWS // 2)
 

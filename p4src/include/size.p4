@@ -12,7 +12,7 @@
 #define PORT_ROLE_TABLE_SIZE 64
 #define ROUTING_TABLE_SIZE 1024
 #define ECMP_SELECTOR_SIZE 1024       /* action-profile members */
-#define ECMP_HASH_WIDTH 16            /* crc16 over the 5-tuple */
+#define ECMP_HASH_WIDTH 32            /* crc32 over the 5-tuple */
 
 #define COFLOW_SLOTS 1024             /* byte-counter slots: registers + mirror counter */
 #define ASSIGNED_SLOTS 512            /* slots 0..511: controller-assigned (coflow_slot table) */

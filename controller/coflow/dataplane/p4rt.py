@@ -11,7 +11,8 @@ protobuf, so the pure-Python protobuf implementation is selected before they are
 protobuf, or export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python yourself.
 
 The client can keep an undo journal (``start_journal`` / ``undo``): every INSERT is undone by a
-DELETE, every MODIFY of a default action or a meter config by writing back what was read before.
+DELETE, every MODIFY of a table entry, default action or meter config and every DELETE of a table
+entry by writing back what was read before.
 The PTF tests' ``autocleanup`` decorator is built on it.
 """
 from __future__ import annotations
@@ -319,7 +320,10 @@ class P4RuntimeClient:
             if kind == "table_entry":
                 prev = self.read_one(self._table_key(entity.table_entry))
                 return ("MODIFY", prev) if prev is not None else None
-        return None  # DELETE and counter writes are not undone
+        if typ == "DELETE" and kind == "table_entry":
+            prev = self.read_one(self._table_key(entity.table_entry))
+            return ("INSERT", prev) if prev is not None else None
+        return None  # counter writes and other deletes are not undone
 
     def _table_key(self, te):
         pb, _ = _pb()
