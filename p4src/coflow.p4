@@ -46,7 +46,7 @@ control CoflowIngress(inout headers_t hdr,
     IngressQueueStats() queue_stats;
 
     apply {
-        meta.prio = PRIO_LOWEST;
+        /* BMv2 zeroes metadata per packet: meta.prio starts at 0 (PRIO_LOWEST) */
         sanity.apply(hdr, meta, std_meta);
         if (meta.drop_reason == DROP_NONE) {
             config.apply(hdr, meta, std_meta);
@@ -68,7 +68,7 @@ control CoflowIngress(inout headers_t hdr,
                     meta.prio = hdr.coflow_opt.prio;  /* trust the edge's stamp */
                 }
                 override.apply(hdr, meta, std_meta);
-                if (meta.role == ROLE_EDGE) {
+                if (meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
                     flow_meter.apply(hdr, meta, std_meta);
                 }
             } else if (meta.role == ROLE_EDGE) {
@@ -78,8 +78,7 @@ control CoflowIngress(inout headers_t hdr,
             }
         }
         if (meta.drop_reason == DROP_NONE) {
-            stamp.apply(hdr, meta, std_meta);
-            std_meta.priority = meta.prio;
+            stamp.apply(hdr, meta, std_meta);       /* also sets std_meta.priority */
         }
         queue_stats.apply(hdr, meta, std_meta);
     }

@@ -29,6 +29,7 @@ class MeterTest(P4RuntimeTest):
     @autocleanup
     def runTest(self):
         self.add_route("10.0.1.0", 24, 1)
+        self.set_config(mode=pk.MODE_RATE, fair_prio=7)   # meters run in rate-controlled mode
         cid = self.fresh_coflow()
         slow_idx, fast_idx = 800, 801
         rate, burst = 20_000, 3_000                     # 20 kB/s, 3 frames of burst
@@ -62,4 +63,9 @@ class MeterTest(P4RuntimeTest):
 
         # unmetered flow of the same coflow: no meter, no drop
         passed, _ = self._blast(cid, "10.0.0.3")
+        self.assertEqual(passed, self.N)
+
+        # outside rate-controlled mode the meters are not applied
+        self.set_config(mode=pk.MODE_DCLAS)
+        passed, _ = self._blast(cid, "10.0.0.1")
         self.assertEqual(passed, self.N)

@@ -67,8 +67,7 @@ struct headers_t {
 }
 
 struct local_metadata_t {
-    bit<8>       parse_drop;     /* DROP_* set by the parser for malformed headers */
-    bit<8>       drop_reason;
+    bit<8>       drop_reason;    /* DROP_*: set by the parser or a later control */
     bit<1>       role;           /* ROLE_EDGE / ROLE_FABRIC of the ingress port */
     /* pipeline_config */
     bit<8>       mode;
@@ -83,14 +82,12 @@ struct local_metadata_t {
     bit<1>       decide_here;    /* count + decide (edge, or unstamped packet) */
     bit<32>      slot;
     bit<1>       slot_assigned;
+    coflow_tag_t tag;            /* {1, ext, int} of this packet */
+    coflow_tag_t slot_owner;     /* tag stored in the slot */
     bytes_t      bytes_before;   /* the coflow's bytes before this packet */
     prio_t       prio;
     bit<32>      meter_idx;
     bit<2>       color;
-    /* words covered by the IPv4 checksum that the pipeline may rewrite */
-    bit<16>      old_w0;         /* version, ihl, dscp, ecn */
-    bit<16>      old_ttl_proto;
-    bit<16>      old_opt_w1;     /* stamp, internal id */
 }
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * parser.p4 -- robust parser and deparser.
  *
- * Every malformed case ends in `accept` with meta.parse_drop set, or in a
+ * Every malformed case ends in `accept` with meta.drop_reason set, or in a
  * parser error (BMv2 then runs ingress with standard_metadata.parser_error
  * set); the sanity control drops and counts both. Nothing loops, so no
  * input can make the parser run away.
@@ -17,7 +17,7 @@ parser CoflowParser(packet_in packet,
                     inout standard_metadata_t std_meta) {
 
     state start {
-        meta.parse_drop = DROP_NONE;
+        meta.drop_reason = DROP_NONE;
         transition parse_ethernet;
     }
 
@@ -30,7 +30,7 @@ parser CoflowParser(packet_in packet,
     }
 
     state not_ipv4 {
-        meta.parse_drop = DROP_NOT_IPV4;
+        meta.drop_reason = DROP_NOT_IPV4;
         transition accept;
     }
 
@@ -46,12 +46,12 @@ parser CoflowParser(packet_in packet,
     }
 
     state bad_ihl {
-        meta.parse_drop = DROP_BAD_IHL;
+        meta.drop_reason = DROP_BAD_IHL;
         transition accept;
     }
 
     state bad_version {
-        meta.parse_drop = DROP_BAD_VERSION;
+        meta.drop_reason = DROP_BAD_VERSION;
         transition accept;
     }
 
@@ -65,7 +65,7 @@ parser CoflowParser(packet_in packet,
     }
 
     state bad_opt_len {
-        meta.parse_drop = DROP_OPT_LEN;
+        meta.drop_reason = DROP_OPT_LEN;
         transition accept;
     }
 
@@ -79,7 +79,7 @@ parser CoflowParser(packet_in packet,
     }
 
     state opt_overflow {
-        meta.parse_drop = DROP_OPT_OVERFLOW;
+        meta.drop_reason = DROP_OPT_OVERFLOW;
         transition accept;
     }
 
@@ -104,8 +104,11 @@ parser CoflowParser(packet_in packet,
         }
     }
 
+    /* BMv2 zeroes metadata for every packet: fragments and non-TCP/UDP hash with ports 0. */
     state parse_l4 {
         packet.extract(hdr.l4);
+        meta.l4_sport = hdr.l4.sport;
+        meta.l4_dport = hdr.l4.dport;
         transition accept;
     }
 }

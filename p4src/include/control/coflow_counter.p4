@@ -30,9 +30,18 @@ control CoflowCounter(inout headers_t hdr,
     counter(COFLOW_SLOTS, CounterType.packets_and_bytes) coflow_bytes;
     counter(COFLOW_SLOTS, CounterType.packets) slot_collisions;
 
+    /* The reads happen inside the table's actions: on BMv2 each straight-line block of
+     * a control becomes a table of its own, and table applies dominate its cost. */
+    action read_slot() {
+        meta.tag = 8w1 ++ hdr.coflow_opt.external_id ++ hdr.coflow_opt.internal_id;
+        coflow_owner_reg.read(meta.slot_owner, meta.slot);
+        coflow_bytes_reg.read(meta.bytes_before, meta.slot);
+    }
+
     action set_slot(bit<32> slot) {
         meta.slot = slot;
         meta.slot_assigned = 1;
+        read_slot();
     }
 
     action hash_slot() {
@@ -40,6 +49,7 @@ control CoflowCounter(inout headers_t hdr,
                       + ((bit<32>)hdr.coflow_opt.internal_id) * 32w0x85EBCA77;
         meta.slot = HASH_SLOT_BASE + (mix >> (32 - HASH_SLOT_BITS));
         meta.slot_assigned = 0;
+        read_slot();
     }
 
     table coflow_slot {
@@ -54,21 +64,15 @@ control CoflowCounter(inout headers_t hdr,
 
     apply {
         coflow_slot.apply();
-        coflow_tag_t me = 8w1 ++ hdr.coflow_opt.external_id ++ hdr.coflow_opt.internal_id;
-        coflow_tag_t owner;
-        bytes_t bytes;
-        coflow_owner_reg.read(owner, meta.slot);
-        coflow_bytes_reg.read(bytes, meta.slot);
-        if (owner != me) {
-            if (meta.slot_assigned == 1 || owner == 0) {
-                coflow_owner_reg.write(meta.slot, me);
-                bytes = 0;
+        if (meta.slot_owner != meta.tag) {
+            if (meta.slot_assigned == 1 || meta.slot_owner == 0) {
+                coflow_owner_reg.write(meta.slot, meta.tag);
+                meta.bytes_before = 0;
             } else {
                 slot_collisions.count(meta.slot);
             }
         }
-        meta.bytes_before = bytes;
-        coflow_bytes_reg.write(meta.slot, bytes + (bytes_t)std_meta.packet_length);
+        coflow_bytes_reg.write(meta.slot, meta.bytes_before + (bytes_t)std_meta.packet_length);
         coflow_bytes.count(meta.slot);
     }
 }

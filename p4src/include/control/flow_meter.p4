@@ -1,6 +1,6 @@
 /*
  * flow_meter.p4 -- indirect meters per (coflow, flow slot) at the sender's
- * edge. The controller maps (CoflowId, src, dst) to a meter index
+ * edge, applied in MODE_RATE (Varys / HUG rate control). The controller maps (CoflowId, src, dst) to a meter index
  * (coflow slot * FLOW_SLOTS_PER_COFLOW + flow slot) and pushes a MeterConfig
  * (bytes per second, P4Runtime units) computed by MADD or HUG. A meter only
  * colours: RED packets are dropped here and counted per meter and per queue.

@@ -20,16 +20,16 @@ control IngressQueueStats(inout headers_t hdr,
     counter(QUEUE_COUNTER_SIZE, CounterType.packets_and_bytes) queue_drop;
 
     apply {
-        bit<32> qidx = (((bit<32>)std_meta.egress_spec) & (MAX_PORTS - 1)) << 3
-                       | (bit<32>)meta.prio;
-        if (meta.drop_reason != DROP_NONE) {
+        if (meta.drop_reason == DROP_NONE) {
+            queue_enq.count((((bit<32>)std_meta.egress_spec) & (MAX_PORTS - 1)) << 3
+                            | (bit<32>)meta.prio);
+        } else {
             drop_reasons.count((bit<32>)meta.drop_reason);
             if (meta.drop_reason == DROP_METER_RED) {
-                queue_drop.count(qidx);
+                queue_drop.count((((bit<32>)std_meta.egress_spec) & (MAX_PORTS - 1)) << 3
+                                 | (bit<32>)meta.prio);
             }
             mark_to_drop(std_meta);
-        } else {
-            queue_enq.count(qidx);
         }
     }
 }

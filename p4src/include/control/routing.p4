@@ -38,13 +38,6 @@ control Routing(inout headers_t hdr,
     }
 
     apply {
-        if (hdr.l4.isValid()) {
-            meta.l4_sport = hdr.l4.sport;
-            meta.l4_dport = hdr.l4.dport;
-        } else {
-            meta.l4_sport = 0;
-            meta.l4_dport = 0;
-        }
         if (!routing_v4.apply().hit) {
             meta.drop_reason = DROP_NO_ROUTE;
         }

@@ -10,7 +10,7 @@ control Sanity(inout headers_t hdr,
                inout standard_metadata_t std_meta) {
 
     apply {
-        meta.drop_reason = meta.parse_drop;
+        /* meta.drop_reason already holds what the parser found (DROP_NONE = 0) */
         if (std_meta.parser_error == error.PacketTooShort) {
             meta.drop_reason = DROP_TRUNCATED;
         } else if (std_meta.parser_error != error.NoError) {
