@@ -13,20 +13,19 @@ INF = np.inf
 
 
 @njit(cache=True)
-def pair_levels(src, dst, w, P, rem, rel_tol):
-    """Weighted max-min over the big switch, for flows given by (src, dst) and weights ``w``.
+def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
+    """Weighted max-min over the big switch for the flows ``idx``; adds their rates to ``rates``.
 
     Progressive filling: every unfrozen flow f runs at w_f * λ; a flow freezes when the first
     of its two links saturates.  So only the 2P link levels (the λ at which each link
     saturated) matter, and they are found from the per-(uplink, downlink) weight sums: each
-    round costs O(P) plus O(P) per saturated link, whatever the number of flows.  Returns each
-    flow's rate w_f * min(level(uplink), level(downlink)); ``rem`` (2P) is updated in place."""
-    n = src.shape[0]
-    N = np.zeros((P, P))
-    C = np.zeros((P, P))  # flow counts: a link is live while it carries an unfrozen flow
+    round costs O(P) plus O(P) per saturated link, whatever the number of flows.  A flow's
+    rate is w_f * min(level(uplink), level(downlink)).  ``rem`` (2P) is updated in place.
+    ``N`` and ``C`` are zeroed (P x P) scratch matrices, left zeroed on return."""
     W = np.zeros(2 * P)
-    Wc = np.zeros(2 * P)
-    for f in range(n):
+    Wc = np.zeros(2 * P)  # flow counts: a link is live while it carries an unfrozen flow
+    for k in range(idx.shape[0]):
+        f = idx[k]
         N[src[f], dst[f]] += w[f]
         C[src[f], dst[f]] += 1.0
         W[src[f]] += w[f]
@@ -38,8 +37,8 @@ def pair_levels(src, dst, w, P, rem, rel_tol):
         tol[l] = max(rem[l], 1.0) * rel_tol
     level = np.full(2 * P, INF)
     alive = Wc > 0.5
-    lam = 0.0
     sat = np.zeros(2 * P, dtype=np.bool_)
+    lam = 0.0
     while True:
         step = INF
         anyl = False
@@ -80,12 +79,54 @@ def pair_levels(src, dst, w, P, rem, rel_tol):
     for l in range(2 * P):
         if rem[l] < 0:
             rem[l] = 0.0
-    out = np.empty(n)
-    for f in range(n):
+    for k in range(idx.shape[0]):
+        f = idx[k]
+        N[src[f], dst[f]] = 0.0
+        C[src[f], dst[f]] = 0.0
         a = level[src[f]]
         b = level[P + dst[f]]
-        out[f] = w[f] * (a if a < b else b)
-    return out
+        rates[f] += w[f] * (a if a < b else b)
+
+
+@njit(cache=True)
+def pair_levels(src, dst, w, P, rem, rel_tol):
+    """Weighted max-min rates of all the flows (see :func:`fill`)."""
+    rates = np.zeros(src.shape[0])
+    fill(src, dst, w, np.arange(src.shape[0]), P, rem, rel_tol, np.zeros((P, P)), np.zeros((P, P)), rates)
+    return rates
+
+
+@njit(cache=True)
+def ordered_fill(order, cf_lo, src, dst, w, eligible, P, rem, rel_tol, rates):
+    """Strict priority across coflows in ``order``; weighted max-min inside each coflow over
+    its eligible flows (w > 0) whose two links still have capacity.  Adds to ``rates``."""
+    N = np.zeros((P, P))
+    C = np.zeros((P, P))
+    tol = np.empty(2 * P)
+    for l in range(2 * P):
+        tol[l] = max(rem[l], 1.0) * rel_tol
+    buf = np.empty(src.shape[0], dtype=np.int64)
+    for c in range(order.shape[0]):
+        upfree = False
+        for i in range(P):
+            if rem[i] > tol[i]:
+                upfree = True
+                break
+        dnfree = False
+        for j in range(P):
+            if rem[P + j] > tol[P + j]:
+                dnfree = True
+                break
+        if not (upfree and dnfree):
+            break
+        k = order[c]
+        n = 0
+        for f in range(cf_lo[k], cf_lo[k + 1]):
+            if eligible[f] and w[f] > 0 and rem[src[f]] > tol[src[f]] and rem[P + dst[f]] > tol[P + dst[f]]:
+                buf[n] = f
+                n += 1
+        if n > 0:
+            fill(src, dst, w, buf[:n], P, rem, rel_tol, N, C, rates)
 
 
 @njit(cache=True)

@@ -127,26 +127,13 @@ def ordered_waterfill(v, order: np.ndarray, rem: np.ndarray, weights: np.ndarray
     This is both Varys's backfill (weights = the flows' MADD rates / sizes, "flows share it in
     their current r_ij ratios, subject to egress capacity") and the FIFO-within-queue service of
     D-CLAS and FIFO-LM (weights 1 = max-min within a coflow)."""
-    P = v.ports
     if rates is None:
         rates = np.zeros(v.nflows)
-    up, down = rem[:P], rem[P:]
-    tol = np.maximum(rem, 1.0) * REL_TOL
-    for k in order:
-        if not (up > tol[:P]).any() or not (down > tol[P:]).any():
-            break
-        s = v.flows_of(k)
-        src, dst = v.src[s], v.dst[s]
-        ok = (up[src] > tol[:P][src]) & (down[dst] > tol[P:][dst])
-        if eligible is not None:
-            ok &= eligible[s]
-        if weights is not None:
-            ok &= weights[s] > 0
-        if not ok.any():
-            continue
-        idx = np.flatnonzero(ok)
-        w = None if weights is None else weights[s][idx]
-        rates[s.start + idx] += pair_waterfill(v, rem, s.start + idx, w)
+    n = v.nflows
+    w = np.ones(n) if weights is None else np.ascontiguousarray(weights, dtype=float)
+    el = np.ones(n, dtype=bool) if eligible is None else eligible
+    kernels.ordered_fill(np.ascontiguousarray(order, dtype=np.int64), v.cf_lo, v.src, v.dst, w, el,
+                         v.ports, rem, REL_TOL, rates)
     return rates
 
 
