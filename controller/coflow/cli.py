@@ -174,6 +174,29 @@ def cmd_compare(args):
     return 0
 
 
+def cmd_report(args):
+    """Comparison table (and plots) from JSON reports written by ``coflow sim`` (or the emulation)."""
+    from .report import compare_table, format_table, markdown_table, plot_reports, write_json
+    reports = {}
+    for path in args.reports:
+        with open(path) as f:
+            rep = json.load(f)
+        if "scheduler" not in rep or "summary" not in rep or "coflows" not in rep:
+            raise UsageError(f"{path}: not a coflow report (needs scheduler, summary, coflows)")
+        reports[rep.get("label") or rep["scheduler"]] = rep
+    if args.baseline not in reports:
+        raise UsageError(f"baseline {args.baseline!r} is not among the reports ({', '.join(reports)})")
+    reports = {args.baseline: reports[args.baseline], **{k: v for k, v in reports.items() if k != args.baseline}}
+    table = compare_table(reports, args.baseline)
+    print(markdown_table(table) if args.markdown else format_table(table))
+    if args.json:
+        write_json({"table": table}, args.json)
+    if args.plots:
+        for p in plot_reports(reports, args.plots, args.baseline):
+            print(f"plot: {p}")
+    return 0
+
+
 def cmd_schedulers(args):
     from .sched import REGISTRY
     for n in sorted(REGISTRY):
@@ -261,6 +284,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true", help="also print the table in Markdown")
     p.set_defaults(fn=cmd_compare)
 
+    p = sub.add_parser("report", help="comparison table from JSON reports")
+    p.add_argument("reports", nargs="+")
+    p.add_argument("--baseline", default="fair")
+    p.add_argument("--markdown", action="store_true")
+    p.add_argument("--json")
+    p.add_argument("--plots")
+    p.set_defaults(fn=cmd_report)
+
     p = sub.add_parser("schedulers", help="list schedulers and their parameters")
     p.set_defaults(fn=cmd_schedulers)
 
@@ -287,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (UsageError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as e:
+        print(f"error: invalid JSON: {e}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
