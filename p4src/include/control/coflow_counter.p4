@@ -17,6 +17,12 @@
  *    mirror counter over P4Runtime);
  *  - a hashed slot whose owner differs is a collision: the packet is counted
  *    in slot_collisions[slot] and the two coflows share the slot's bytes.
+ *
+ * Everything happens inside the coflow_slot table's action: on BMv2 every
+ * straight-line block of a control becomes a table of its own, and table
+ * applies dominate its per-packet cost, so the owner check is written with
+ * ?: expressions. slot_collisions[COFLOW_SLOTS] counts the packets that did
+ * not collide (a discard index; ignore it).
  */
 #ifndef __COFLOW_COUNTER__
 #define __COFLOW_COUNTER__
@@ -28,20 +34,26 @@ control CoflowCounter(inout headers_t hdr,
     register<bytes_t>(COFLOW_SLOTS) coflow_bytes_reg;
     register<coflow_tag_t>(COFLOW_SLOTS) coflow_owner_reg;
     counter(COFLOW_SLOTS, CounterType.packets_and_bytes) coflow_bytes;
-    counter(COFLOW_SLOTS, CounterType.packets) slot_collisions;
+    counter(COFLOW_SLOTS + 1, CounterType.packets) slot_collisions;
 
-    /* The reads happen inside the table's actions: on BMv2 each straight-line block of
-     * a control becomes a table of its own, and table applies dominate its cost. */
-    action read_slot() {
+    action count_slot() {
         meta.tag = 8w1 ++ hdr.coflow_opt.external_id ++ hdr.coflow_opt.internal_id;
         coflow_owner_reg.read(meta.slot_owner, meta.slot);
         coflow_bytes_reg.read(meta.bytes_before, meta.slot);
+        bool other = meta.slot_owner != meta.tag;
+        bool take = other && (meta.slot_assigned == 1 || meta.slot_owner == 0);
+        bool collide = other && meta.slot_assigned == 0 && meta.slot_owner != 0;
+        meta.bytes_before = take ? (bytes_t)0 : meta.bytes_before;
+        coflow_owner_reg.write(meta.slot, take ? meta.tag : meta.slot_owner);
+        coflow_bytes_reg.write(meta.slot, meta.bytes_before + (bytes_t)std_meta.packet_length);
+        coflow_bytes.count(meta.slot);
+        slot_collisions.count(collide ? meta.slot : (bit<32>)COFLOW_SLOTS);
     }
 
     action set_slot(bit<32> slot) {
         meta.slot = slot;
         meta.slot_assigned = 1;
-        read_slot();
+        count_slot();
     }
 
     action hash_slot() {
@@ -49,7 +61,7 @@ control CoflowCounter(inout headers_t hdr,
                       + ((bit<32>)hdr.coflow_opt.internal_id) * 32w0x85EBCA77;
         meta.slot = HASH_SLOT_BASE + (mix >> (32 - HASH_SLOT_BITS));
         meta.slot_assigned = 0;
-        read_slot();
+        count_slot();
     }
 
     table coflow_slot {
@@ -64,16 +76,6 @@ control CoflowCounter(inout headers_t hdr,
 
     apply {
         coflow_slot.apply();
-        if (meta.slot_owner != meta.tag) {
-            if (meta.slot_assigned == 1 || meta.slot_owner == 0) {
-                coflow_owner_reg.write(meta.slot, meta.tag);
-                meta.bytes_before = 0;
-            } else {
-                slot_collisions.count(meta.slot);
-            }
-        }
-        coflow_bytes_reg.write(meta.slot, meta.bytes_before + (bytes_t)std_meta.packet_length);
-        coflow_bytes.count(meta.slot);
     }
 }
 

@@ -2,7 +2,7 @@
  * queue_stats.p4 -- the counters an operator needs, all read over P4Runtime.
  *
  * Index of the per-queue counters: (egress port % MAX_PORTS) * 8 + priority.
- *  - queue_enq  (ingress): packets handed to the traffic manager;
+ *  - queue_enq  (ingress, declared in stamp.p4): packets handed to the traffic manager;
  *  - queue_drop (ingress): packets the pipeline dropped for that queue (meter RED);
  *  - queue_deq  (egress):  packets that left the queue.
  * queue_enq - queue_deq is what BMv2's own queues dropped (P4 cannot see
@@ -16,14 +16,10 @@ control IngressQueueStats(inout headers_t hdr,
                           inout standard_metadata_t std_meta) {
 
     counter(DROP_REASONS, CounterType.packets) drop_reasons;
-    counter(QUEUE_COUNTER_SIZE, CounterType.packets_and_bytes) queue_enq;
     counter(QUEUE_COUNTER_SIZE, CounterType.packets_and_bytes) queue_drop;
 
     apply {
-        if (meta.drop_reason == DROP_NONE) {
-            queue_enq.count((((bit<32>)std_meta.egress_spec) & (MAX_PORTS - 1)) << 3
-                            | (bit<32>)meta.prio);
-        } else {
+        if (meta.drop_reason != DROP_NONE) {
             drop_reasons.count((bit<32>)meta.drop_reason);
             if (meta.drop_reason == DROP_METER_RED) {
                 queue_drop.count((((bit<32>)std_meta.egress_spec) & (MAX_PORTS - 1)) << 3

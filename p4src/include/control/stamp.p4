@@ -1,11 +1,10 @@
 /*
- * stamp.p4 -- write the decision into the packet so later hops need no
+ * stamp.p4 -- write the decision into the packet and hand it to the traffic
+ * manager (standard_metadata.priority, queue_enq counter). Write it so later hops need no
  * per-coflow state: the option's stamp byte (S=1, priority) for tagged
  * packets, and DSCP = priority << 3 (class selector CSp) for every packet,
  * which the emulated traffic manager (HTB + u32 on DSCP) classifies on.
- * Also decrements TTL. The IPv4 checksum is updated incrementally
- * (RFC 1624, eqn. 3) because it covers options the pipeline cannot list
- * field by field (an opaque varbit may follow the CoflowId option).
+ * Also decrements TTL.
  */
 #ifndef __STAMP__
 #define __STAMP__
@@ -14,42 +13,20 @@ control Stamp(inout headers_t hdr,
               inout local_metadata_t meta,
               inout standard_metadata_t std_meta) {
 
-    /* One straight-line block per case (each becomes a single BMv2 table). Only the
-     * DSCP, TTL and stamp bytes change, so the checksum update needs just those words:
-     * HC' = ~(~HC + ~m + m') summed over the changed 16-bit words m -> m'. */
+    /* queue_enq (see queue_stats.p4) lives here so that stamping and handing the
+     * packet to the traffic manager is one BMv2 table apply. */
+    counter(QUEUE_COUNTER_SIZE, CounterType.packets_and_bytes) queue_enq;
+
+    /* One straight-line block per case: each becomes a single BMv2 table. The
+     * checksum is recomputed in CoflowComputeChecksum (parser.p4). */
     apply {
-        bit<32> sum;
-        if (hdr.coflow_opt.isValid()) {
-            bit<16> old_w0 = hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn;
-            bit<16> old_tp = hdr.ipv4.ttl ++ hdr.ipv4.protocol;
-            bit<16> old_o = hdr.coflow_opt.stamped ++ hdr.coflow_opt.rsvd
-                            ++ hdr.coflow_opt.prio ++ hdr.coflow_opt.internal_id;
-            hdr.ipv4.dscp = meta.prio ++ 3w0;
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            hdr.coflow_opt.stamped = 1;
-            hdr.coflow_opt.prio = meta.prio;
-            sum = (bit<32>)(~hdr.ipv4.hdr_checksum)
-                + (bit<32>)(~old_w0) + (bit<32>)(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn)
-                + (bit<32>)(~old_tp) + (bit<32>)(hdr.ipv4.ttl ++ hdr.ipv4.protocol)
-                + (bit<32>)(~old_o) + (bit<32>)(hdr.coflow_opt.stamped ++ hdr.coflow_opt.rsvd
-                                                ++ hdr.coflow_opt.prio ++ hdr.coflow_opt.internal_id);
-            sum = (sum & 0xffff) + (sum >> 16);
-            sum = (sum & 0xffff) + (sum >> 16);
-            hdr.ipv4.hdr_checksum = ~sum[15:0];
-            std_meta.priority = meta.prio;
-        } else {
-            bit<16> old_w0 = hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn;
-            bit<16> old_tp = hdr.ipv4.ttl ++ hdr.ipv4.protocol;
-            hdr.ipv4.dscp = meta.prio ++ 3w0;
-            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-            sum = (bit<32>)(~hdr.ipv4.hdr_checksum)
-                + (bit<32>)(~old_w0) + (bit<32>)(hdr.ipv4.version ++ hdr.ipv4.ihl ++ hdr.ipv4.dscp ++ hdr.ipv4.ecn)
-                + (bit<32>)(~old_tp) + (bit<32>)(hdr.ipv4.ttl ++ hdr.ipv4.protocol);
-            sum = (sum & 0xffff) + (sum >> 16);
-            sum = (sum & 0xffff) + (sum >> 16);
-            hdr.ipv4.hdr_checksum = ~sum[15:0];
-            std_meta.priority = meta.prio;
-        }
+        hdr.ipv4.dscp = meta.prio ++ 3w0;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        hdr.coflow_opt.stamped = 1;        /* untagged: the header stays invalid, not emitted */
+        hdr.coflow_opt.prio = meta.prio;
+        std_meta.priority = meta.prio;
+        queue_enq.count((((bit<32>)std_meta.egress_spec) & (MAX_PORTS - 1)) << 3
+                        | (bit<32>)meta.prio);
     }
 }
 
