@@ -4,9 +4,9 @@
 #ifndef __SIZE__
 #define __SIZE__
 
-#define MAX_PORTS 64                  /* ports 0..63 are counted per queue */
+#define MAX_PORTS 512                 /* port_t is bit<9> */
 #define NUM_PRIOS 8                   /* --priority-queues 8 */
-#define QUEUE_COUNTER_SIZE 512        /* MAX_PORTS * NUM_PRIOS: index = port*8 + prio */
+#define QUEUE_COUNTER_SIZE 4096       /* MAX_PORTS * NUM_PRIOS: index = port*8 + prio */
 #define DROP_REASONS 16
 
 #define PORT_ROLE_TABLE_SIZE 64

@@ -1,7 +1,7 @@
 /*
  * queue_stats.p4 -- the counters an operator needs, all read over P4Runtime.
  *
- * Index of the per-queue counters: (egress port % MAX_PORTS) * 8 + priority.
+ * Index of the per-queue counters: egress port * 8 + priority (port ++ prio).
  *  - queue_enq  (ingress, declared in stamp.p4): packets handed to the traffic manager;
  *  - queue_drop (ingress): packets the pipeline dropped for that queue (meter RED);
  *  - queue_deq  (egress):  packets that left the queue.
@@ -22,8 +22,7 @@ control IngressQueueStats(inout headers_t hdr,
         if (meta.drop_reason != DROP_NONE) {
             drop_reasons.count((bit<32>)meta.drop_reason);
             if (meta.drop_reason == DROP_METER_RED) {
-                queue_drop.count((((bit<32>)std_meta.egress_spec) & (MAX_PORTS - 1)) << 3
-                                 | (bit<32>)meta.prio);
+                queue_drop.count((bit<32>)(std_meta.egress_spec ++ meta.prio));
             }
             mark_to_drop(std_meta);
         }
@@ -37,8 +36,7 @@ control EgressQueueStats(inout headers_t hdr,
     counter(QUEUE_COUNTER_SIZE, CounterType.packets_and_bytes) queue_deq;
 
     apply {
-        queue_deq.count((((bit<32>)std_meta.egress_port) & (MAX_PORTS - 1)) << 3
-                        | (bit<32>)meta.prio);
+        queue_deq.count((bit<32>)(std_meta.egress_port ++ meta.prio));
     }
 }
 

@@ -25,8 +25,7 @@ control Stamp(inout headers_t hdr,
         hdr.coflow_opt.stamped = 1;        /* untagged: the header stays invalid, not emitted */
         hdr.coflow_opt.prio = meta.prio;
         std_meta.priority = meta.prio;
-        queue_enq.count((((bit<32>)std_meta.egress_spec) & (MAX_PORTS - 1)) << 3
-                        | (bit<32>)meta.prio);
+        queue_enq.count((bit<32>)(std_meta.egress_spec ++ meta.prio));
     }
 }
 
