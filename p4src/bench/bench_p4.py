@@ -76,9 +76,14 @@ def bench_frame() -> bytes:
 
 
 def rx_packets(tb: Testbed, dev: str) -> int:
-    r = subprocess.run(tb.nsexec("cat", f"/sys/class/net/{dev}/statistics/rx_packets"),
-                       capture_output=True, text=True, check=True)
-    return int(r.stdout)
+    # `ip netns exec` failed once (exit 255) on a loaded machine: retry a few times
+    for attempt in range(3):
+        r = subprocess.run(tb.nsexec("cat", f"/sys/class/net/{dev}/statistics/rx_packets"),
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            return int(r.stdout)
+        time.sleep(0.2)
+    raise RuntimeError(f"cannot read rx_packets of {dev}: {r.stderr.strip()}")
 
 
 def program_entries(name: str, c):
