@@ -87,8 +87,7 @@ class Hug(Scheduler):
         vcap = np.maximum(vcap, 0.0)
         all_rem = np.concatenate([rem, vcap])
         off = 2 * P
-        add = waterfill([v.src, v.dst + P, k_up + off, k_dn + off], all_rem,
-                        cap0=np.concatenate([caps, np.tile(caps, C)]))
+        add = waterfill([v.src, v.dst + P, k_up + off, k_dn + off], all_rem)
         return Allocation(rates + add)
 
 

@@ -62,8 +62,16 @@ def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
             if sat[i]:
                 for j in range(P):
                     if alive[P + j] and C[i, j] > 0:
+                        old = W[P + j]
                         W[P + j] -= N[i, j]
                         Wc[P + j] -= C[i, j]
+                        if Wc[P + j] > 0.5 and W[P + j] <= 1e-9 * old:
+                            # cancellation: recount the downlink's unfrozen weight exactly
+                            acc = 0.0
+                            for i2 in range(P):
+                                if alive[i2] and i2 != i:
+                                    acc += N[i2, j]
+                            W[P + j] = acc
                 alive[i] = False
                 W[i] = 0.0
                 Wc[i] = 0.0
@@ -71,8 +79,15 @@ def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
             if sat[P + j]:
                 for i in range(P):
                     if alive[i] and C[i, j] > 0:
+                        old = W[i]
                         W[i] -= N[i, j]
                         Wc[i] -= C[i, j]
+                        if Wc[i] > 0.5 and W[i] <= 1e-9 * old:
+                            acc = 0.0
+                            for j2 in range(P):
+                                if alive[P + j2] and j2 != j:
+                                    acc += N[i, j2]
+                            W[i] = acc
                 alive[P + j] = False
                 W[P + j] = 0.0
                 Wc[P + j] = 0.0
@@ -182,3 +197,67 @@ def compact(fin, src, dst, red, cof, rem, sent, size, pos, cnt):
             pos[k] = pos[f]
         k += 1
     return k
+
+
+@njit(cache=True)
+def waterfill_links(links, w, rem, rel_tol):
+    """Weighted max-min by progressive filling for flows that each cross ``links.shape[1]``
+    arbitrary links (row f lists flow f's links).  Used where links are not just a port's
+    uplink and downlink, e.g. HUG's per-(coflow, link) caps.  ``rem`` updated in place."""
+    n, k = links.shape
+    L = rem.shape[0]
+    tol = np.empty(L)
+    for l in range(L):
+        tol[l] = max(rem[l], 1.0) * rel_tol
+    rate = np.zeros(n)
+    act = np.empty(n, dtype=np.int64)
+    na = 0
+    for f in range(n):
+        if w[f] > 0:
+            act[na] = f
+            na += 1
+    W = np.zeros(L)
+    sat = np.zeros(L, dtype=np.bool_)
+    lam = 0.0
+    while na > 0:
+        for a in range(na):
+            f = act[a]
+            for h in range(k):
+                W[links[f, h]] += w[f]
+        step = INF
+        for a in range(na):
+            f = act[a]
+            for h in range(k):
+                l = links[f, h]
+                s = max(rem[l], 0.0) / W[l]
+                if s < step:
+                    step = s
+        lam += step
+        for a in range(na):
+            f = act[a]
+            for h in range(k):
+                l = links[f, h]
+                if W[l] != 0.0:
+                    rem[l] -= W[l] * step
+                    sat[l] = rem[l] <= tol[l]
+                    W[l] = 0.0
+        m = 0
+        for a in range(na):
+            f = act[a]
+            frz = False
+            for h in range(k):
+                if sat[links[f, h]]:
+                    frz = True
+            if frz:
+                rate[f] = w[f] * lam
+            else:
+                act[m] = f
+                m += 1
+        na = m
+        for f in range(n):  # clear the saturation marks
+            for h in range(k):
+                sat[links[f, h]] = False
+    for l in range(L):
+        if rem[l] < 0:
+            rem[l] = 0.0
+    return rate

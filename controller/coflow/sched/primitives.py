@@ -13,55 +13,21 @@ INF = float("inf")
 REL_TOL = 1e-9  # a link whose residual falls below REL_TOL * capacity is saturated
 
 
-def waterfill(links: list[np.ndarray], rem: np.ndarray, w: np.ndarray | None = None,
-              demand: np.ndarray | None = None, cap0: np.ndarray | None = None) -> np.ndarray:
-    """Weighted max-min fair rates by progressive filling.
+def waterfill(links: list[np.ndarray], rem: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """Weighted max-min fair rates by progressive filling over arbitrary links
+    (:func:`coflow.sched.kernels.waterfill_links`).
 
     ``links``: for every flow, the link it crosses, one array per hop (all of the same length).
     ``rem``: residual capacity per link; **updated in place** with what the flows take.
-    ``w``: weights (rate of flow f is w_f * level while it is unfrozen); default 1.
-    ``demand``: optional per-flow rate caps.
-    Flows crossing a link with no residual get rate 0.
-    """
+    ``w``: weights (flow f runs at w_f * level while unfrozen); default 1.
+    Flows crossing a link with no residual get rate 0.  For flows that cross just a port's
+    uplink and downlink, :func:`pair_waterfill` is faster."""
     n = len(links[0]) if links else 0
-    rate = np.zeros(n)
     if n == 0:
-        return rate
-    L = len(rem)
-    if cap0 is None:
-        cap0 = rem.copy()
-    tol = np.maximum(cap0, 1.0) * REL_TOL
-    w = np.ones(n) if w is None else np.asarray(w, dtype=float)
-    active = np.flatnonzero(w > 0)
-    lam = 0.0
-    while active.size:
-        la = [l[active] for l in links]
-        wa = w[active]
-        W = np.zeros(L)
-        for l in la:
-            W += np.bincount(l, weights=wa, minlength=L)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            inc = np.where(W > 0, np.maximum(rem, 0.0) / W, INF)
-        step = inc.min()
-        dstep = INF
-        if demand is not None:
-            dl = demand[active] / wa - lam
-            dstep = dl.min()
-        step = min(step, max(dstep, 0.0))
-        if step == INF:
-            raise ValueError("waterfill: flows with no constraining link and no demand cap")
-        lam += step
-        rem -= W * step
-        sat = rem <= tol
-        freeze = np.zeros(active.size, dtype=bool)
-        for l in la:
-            freeze |= sat[l]
-        if demand is not None:
-            freeze |= dl <= step + 1e-12 * max(1.0, abs(lam))
-        rate[active[freeze]] = wa[freeze] * lam
-        active = active[~freeze]
-    np.maximum(rem, 0.0, out=rem)
-    return rate
+        return np.zeros(0)
+    L2 = np.ascontiguousarray(np.stack([np.asarray(l, dtype=np.int64) for l in links], axis=1))
+    w = np.ones(n) if w is None else np.ascontiguousarray(w, dtype=float)
+    return kernels.waterfill_links(L2, w, rem, REL_TOL)
 
 
 def fabric_links(v) -> list[np.ndarray]:
