@@ -52,3 +52,21 @@ def test_check_reports_missing(tmp_path, monkeypatch, capsys):
     assert toolchain.main(["--check"]) == 1
     out = capsys.readouterr().out
     assert "p4c-bm2-ss" in out and "simple_switch_grpc" in out and out.count("\n") == 1
+
+
+def test_ptf_test_count(tmp_path):
+    """ptf-tests/count_tests.py (the skip line's count) counts runTest classes, inherited too."""
+    import importlib.util
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("count_tests",
+                                                  os.path.join(root, "ptf-tests", "count_tests.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    (tmp_path / "test_a.py").write_text(
+        "class _Base:\n    def runTest(self): pass\n"
+        "class A(_Base): pass\n"
+        "class B:\n    def runTest(self): pass\n"
+        "class Helper: pass\n")
+    (tmp_path / "notatest.py").write_text("class C:\n    def runTest(self): pass\n")
+    assert mod.count(str(tmp_path)) == 2
+    assert mod.count(os.path.join(root, "ptf-tests")) >= 20
