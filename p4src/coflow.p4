@@ -50,35 +50,35 @@ control CoflowIngress(inout headers_t hdr,
         sanity.apply(hdr, meta, std_meta);
         if (meta.drop_reason == DROP_NONE) {
             config.apply(hdr, meta, std_meta);
-            routing.apply(hdr, meta, std_meta);
-        }
-        if (meta.drop_reason == DROP_NONE) {
-            if (hdr.coflow_opt.isValid()) {
-                /* Decide here at an edge port, or if no edge has decided yet. */
-                if (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0) {
-                    coflow_counter.apply(hdr, meta, std_meta);
-                    if (meta.mode == MODE_DCLAS) {
-                        dclas.apply(hdr, meta, std_meta);
-                    } else if (meta.mode == MODE_FIFO_LM) {
-                        fifo_lm.apply(hdr, meta, std_meta);
+            routing.apply(hdr, meta, std_meta);     /* may set DROP_NO_ROUTE */
+            if (meta.drop_reason == DROP_NONE) {
+                if (hdr.coflow_opt.isValid()) {
+                    /* Decide here at an edge port, or if no edge has decided yet. */
+                    if (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0) {
+                        coflow_counter.apply(hdr, meta, std_meta);
+                        if (meta.mode == MODE_DCLAS) {
+                            dclas.apply(hdr, meta, std_meta);
+                        } else if (meta.mode == MODE_FIFO_LM) {
+                            fifo_lm.apply(hdr, meta, std_meta);
+                        } else {
+                            meta.prio = meta.fair_prio;   /* MODE_FAIR, MODE_RATE */
+                        }
                     } else {
-                        meta.prio = meta.fair_prio;   /* MODE_FAIR, MODE_RATE */
+                        meta.prio = hdr.coflow_opt.prio;  /* trust the edge's stamp */
                     }
+                    override.apply(hdr, meta, std_meta);
+                    if (meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
+                        flow_meter.apply(hdr, meta, std_meta);   /* may set DROP_METER_RED */
+                    }
+                } else if (meta.role == ROLE_EDGE) {
+                    default_class.apply(hdr, meta, std_meta);
                 } else {
-                    meta.prio = hdr.coflow_opt.prio;  /* trust the edge's stamp */
+                    meta.prio = hdr.ipv4.dscp[5:3];       /* an edge stamped it */
                 }
-                override.apply(hdr, meta, std_meta);
-                if (meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
-                    flow_meter.apply(hdr, meta, std_meta);
+                if (meta.drop_reason == DROP_NONE) {
+                    stamp.apply(hdr, meta, std_meta);     /* also sets std_meta.priority */
                 }
-            } else if (meta.role == ROLE_EDGE) {
-                default_class.apply(hdr, meta, std_meta);
-            } else {
-                meta.prio = hdr.ipv4.dscp[5:3];       /* an edge stamped it */
             }
-        }
-        if (meta.drop_reason == DROP_NONE) {
-            stamp.apply(hdr, meta, std_meta);       /* also sets std_meta.priority */
         }
         queue_stats.apply(hdr, meta, std_meta);
     }

@@ -9,19 +9,23 @@ control Sanity(inout headers_t hdr,
                inout local_metadata_t meta,
                inout standard_metadata_t std_meta) {
 
+    /* The common (valid) path evaluates two conditions; the reason is worked out only
+     * for packets that fail. The parser set DROP_NOT_IPV4 for non-IPv4 frames. */
     apply {
-        /* meta.drop_reason already holds what the parser found (DROP_NONE = 0) */
-        if (std_meta.parser_error == error.PacketTooShort) {
-            meta.drop_reason = DROP_TRUNCATED;
-        } else if (std_meta.parser_error != error.NoError) {
-            meta.drop_reason = DROP_PARSER_OTHER;
-        } else if (meta.drop_reason == DROP_NONE) {
-            if (!hdr.ipv4.isValid()) {
-                meta.drop_reason = DROP_NOT_IPV4;
-            } else if (hdr.ipv4.total_len < (((bit<16>)hdr.ipv4.ihl) << 2)
-                       || std_meta.packet_length < 14 + (bit<32>)hdr.ipv4.total_len) {
+        if (std_meta.parser_error != error.NoError) {
+            if (std_meta.parser_error == error.PacketTooShort) {
+                meta.drop_reason = DROP_TRUNCATED;
+            } else {
+                meta.drop_reason = DROP_PARSER_OTHER;
+            }
+        } else if (meta.drop_reason == DROP_NONE
+                   && (hdr.ipv4.total_len < (((bit<16>)hdr.ipv4.ihl) << 2)
+                       || std_meta.packet_length < 14 + (bit<32>)hdr.ipv4.total_len
+                       || hdr.ipv4.ttl <= 1)) {
+            if (hdr.ipv4.total_len < (((bit<16>)hdr.ipv4.ihl) << 2)
+                || std_meta.packet_length < 14 + (bit<32>)hdr.ipv4.total_len) {
                 meta.drop_reason = DROP_TOTAL_LEN;
-            } else if (hdr.ipv4.ttl <= 1) {
+            } else {
                 meta.drop_reason = DROP_TTL;
             }
         }
