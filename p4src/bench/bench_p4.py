@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     ap.add_argument("--l3fwd", required=True)
     ap.add_argument("--l3fwd-p4info", required=True)
     ap.add_argument("--seconds", type=float, default=1.5, help="length of one trial")
-    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--log-dir", default=os.path.join(ROOT, "build", "bench-p4"))
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
