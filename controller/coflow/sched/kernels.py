@@ -6,6 +6,8 @@ implementation of its step; the modules above call it.
 """
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 from numba import njit
 
@@ -203,61 +205,74 @@ def compact(fin, src, dst, red, cof, rem, sent, size, pos, cnt):
 def waterfill_links(links, w, rem, rel_tol):
     """Weighted max-min by progressive filling for flows that each cross ``links.shape[1]``
     arbitrary links (row f lists flow f's links).  Used where links are not just a port's
-    uplink and downlink, e.g. HUG's per-(coflow, link) caps.  ``rem`` updated in place."""
+    uplink and downlink, e.g. HUG's per-(coflow, link) caps.  ``rem`` updated in place.
+
+    Event-driven: every link's projected saturation level (level now + residual / unfrozen
+    weight) sits in a heap; popping the lowest saturates that link and freezes its flows, which
+    changes the weight of their other links, whose projections are pushed again.  Each flow
+    is frozen once, so the cost is O(n k log L) whatever the number of distinct levels."""
     n, k = links.shape
     L = rem.shape[0]
+    deg = np.zeros(L + 1, dtype=np.int64)
+    W = np.zeros(L)
+    for f in range(n):
+        if w[f] > 0:
+            for h in range(k):
+                deg[links[f, h] + 1] += 1
+                W[links[f, h]] += w[f]
+    start = np.cumsum(deg)
+    fill_at = start[:-1].copy()
+    adj = np.empty(start[-1], dtype=np.int64)
+    for f in range(n):
+        if w[f] > 0:
+            for h in range(k):
+                l = links[f, h]
+                adj[fill_at[l]] = f
+                fill_at[l] += 1
     tol = np.empty(L)
     for l in range(L):
         tol[l] = max(rem[l], 1.0) * rel_tol
+    last = np.zeros(L)  # level at which rem[l] was last brought up to date
+    done = np.zeros(L, dtype=np.bool_)
+    frozen = np.zeros(n, dtype=np.bool_)
     rate = np.zeros(n)
-    act = np.empty(n, dtype=np.int64)
-    na = 0
-    for f in range(n):
-        if w[f] > 0:
-            act[na] = f
-            na += 1
-    W = np.zeros(L)
-    sat = np.zeros(L, dtype=np.bool_)
-    lam = 0.0
-    while na > 0:
-        for a in range(na):
-            f = act[a]
-            for h in range(k):
-                W[links[f, h]] += w[f]
-        step = INF
-        for a in range(na):
-            f = act[a]
-            for h in range(k):
-                l = links[f, h]
-                s = max(rem[l], 0.0) / W[l]
-                if s < step:
-                    step = s
-        lam += step
-        for a in range(na):
-            f = act[a]
-            for h in range(k):
-                l = links[f, h]
-                if W[l] != 0.0:
-                    rem[l] -= W[l] * step
-                    sat[l] = rem[l] <= tol[l]
-                    W[l] = 0.0
-        m = 0
-        for a in range(na):
-            f = act[a]
-            frz = False
-            for h in range(k):
-                if sat[links[f, h]]:
-                    frz = True
-            if frz:
-                rate[f] = w[f] * lam
-            else:
-                act[m] = f
-                m += 1
-        na = m
-        for f in range(n):  # clear the saturation marks
-            for h in range(k):
-                sat[links[f, h]] = False
+    heap = [(0.0, np.int64(0))]
+    heap.pop()
     for l in range(L):
-        if rem[l] < 0:
-            rem[l] = 0.0
+        if W[l] > 0:
+            heapq.heappush(heap, (max(rem[l], 0.0) / W[l], np.int64(l)))
+    lam = 0.0
+    while len(heap) > 0:
+        p, l = heapq.heappop(heap)
+        if done[l] or W[l] <= 0:
+            continue
+        cur = last[l] + max(rem[l], 0.0) / W[l]
+        if cur > p * (1 + 1e-12) + 1e-300:
+            continue  # stale entry: a fresher one is in the heap
+        if cur > lam:
+            lam = cur
+        rem[l] -= W[l] * (lam - last[l])
+        last[l] = lam
+        done[l] = True
+        for a in range(start[l], start[l + 1]):
+            f = adj[a]
+            if frozen[f]:
+                continue
+            frozen[f] = True
+            rate[f] = w[f] * lam
+            for h in range(k):
+                m = links[f, h]
+                if m == l or done[m]:
+                    continue
+                rem[m] -= W[m] * (lam - last[m])
+                last[m] = lam
+                W[m] -= w[f]
+                if W[m] > 1e-12 * w[f]:
+                    heapq.heappush(heap, (lam + max(rem[m], 0.0) / W[m], m))
+                else:
+                    W[m] = 0.0
+        W[l] = 0.0
+    for l in range(L):
+        if rem[l] < tol[l]:
+            rem[l] = max(rem[l], 0.0)
     return rate
