@@ -54,6 +54,8 @@ def test_compare_and_report(trace, tmp_path, capsys):
     assert main(["report", *paths, "--markdown"]) == 0
     md = capsys.readouterr().out
     assert md.startswith("| scheduler") and "| sebf |" in md
+    assert main(["report", str(js), "--markdown"]) == 0  # a whole `coflow compare` file
+    assert capsys.readouterr().out == md
 
 
 def test_compare_rejects_unknown_setting(trace):

@@ -181,7 +181,10 @@ def cmd_report(args):
     for path in args.reports:
         with open(path) as f:
             rep = json.load(f)
-        if "scheduler" not in rep or "summary" not in rep or "coflows" not in rep:
+        if isinstance(rep, dict) and isinstance(rep.get("reports"), dict):  # a `coflow compare` file
+            reports.update(rep["reports"])
+            continue
+        if not isinstance(rep, dict) or "scheduler" not in rep or "summary" not in rep or "coflows" not in rep:
             raise UsageError(f"{path}: not a coflow report (needs scheduler, summary, coflows)")
         reports[rep.get("label") or rep["scheduler"]] = rep
     if args.baseline not in reports:
