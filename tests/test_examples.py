@@ -132,13 +132,12 @@ def test_hug_three_coflows_progress_two_fifths():
 
 
 def test_waterfill_by_hand():
-    # two flows share link 0 (cap 1); one of them also crosses link 1 (cap 0.2)
-    rem = np.array([1.0, 0.2])
-    r = waterfill([np.array([0, 0]), np.array([0, 1])], rem)
-    # flow 0 uses link 0 twice in this encoding? No: flow 0 -> links (0, 0) is not allowed; use distinct
+    # flow 0 crosses links 0 and 2, flow 1 crosses links 0 and 1; link 1 (0.2) caps flow 1,
+    # so flow 0 takes the rest of link 0 (max-min: 0.8 and 0.2)
     rem = np.array([1.0, 0.2, 10.0])
     r = waterfill([np.array([0, 0]), np.array([2, 1])], rem)
     assert list(r) == pytest.approx([0.8, 0.2])
+    assert list(rem) == pytest.approx([0.0, 0.0, 9.2])
 
 
 def test_dclas_thresholds_and_queue_map():
