@@ -84,41 +84,36 @@ def weighted_queues(v: View, queues: np.ndarray, weights: list[float], rounds: i
     strict-priority pass hands out anything left, so the allocation is work-conserving."""
     P = v.ports
     rem = v.caps.copy()
-    cap0 = v.caps
+    tol = np.maximum(v.caps, 1.0) * REL_TOL
     rates = np.zeros(v.nflows)
     order = queue_order(v, queues)
+    K = int(queues.max()) + 1 if queues.size else 1
+    per_q = {int(q): order[queues[order] == q] for q in np.unique(queues)}
+    wq = np.zeros(K)
+    for q in per_q:
+        wq[q] = float(weights[q - 1])
     fq = queues[v.cf]
-    present = np.unique(queues)
-    wq = {int(q): float(weights[int(q) - 1]) for q in present}
-    tol = np.maximum(cap0, 1.0) * REL_TOL
+    kup = fq * (2 * P) + v.src
+    kdn = fq * (2 * P) + P + v.dst
     for _ in range(rounds):
-        # which queues can still use which link
         usable = (rem[v.src] > tol[v.src]) & (rem[P + v.dst] > tol[P + v.dst])
         if not usable.any():
             break
-        Wlink = np.zeros(2 * P)
-        on_link = {}
-        for q in present.tolist():
-            sel = usable & (fq == q)
-            if not sel.any():
+        u = usable.astype(float)
+        pres = (np.bincount(kup, u, K * 2 * P) + np.bincount(kdn, u, K * 2 * P)).reshape(K, 2 * P) > 0
+        wl = pres * wq[:, None]
+        Wlink = wl.sum(axis=0)
+        share = wl * np.where(Wlink > 0, rem / np.where(Wlink > 0, Wlink, 1.0), 0.0)
+        used = np.zeros(2 * P)
+        for q, ordq in per_q.items():
+            if not pres[q].any():
                 continue
-            m = np.zeros(2 * P, dtype=bool)
-            m[v.src[sel]] = True
-            m[P + v.dst[sel]] = True
-            on_link[q] = m
-            Wlink += m * wq[q]
-        if not on_link:
-            break
-        total_used = np.zeros(2 * P)
-        for q, m in on_link.items():
-            share = np.where(m, rem * wq[q] / np.where(Wlink > 0, Wlink, 1.0), 0.0)
-            before = share.copy()
-            ordq = order[queues[order] == q]
-            ordered_waterfill(v, ordq, share, rates=rates)
-            total_used += before - share
-        rem -= total_used
+            sh = share[q].copy()
+            ordered_waterfill(v, ordq, sh, rates=rates)
+            used += share[q] - sh
+        rem -= used
         np.maximum(rem, 0, out=rem)
-        if total_used.sum() <= tol.sum():
+        if used.sum() <= tol.sum():
             break
     ordered_waterfill(v, order, rem, rates=rates)
     return rates
