@@ -20,17 +20,25 @@ DEFAULT = "fair,pfp,fifo,scf,ncf,tcf,sebf,dclas,dclas-strict,fifo-lm,drf,hug,uto
 
 
 def run(cmd, timeout):
+    """Run one command; wall time, and its own peak RSS from /usr/bin/time when available
+    (RUSAGE_CHILDREN would give the maximum over all runs so far)."""
+    timer = ["/usr/bin/time", "-f", "MAXRSS_KB %M"] if os.path.exists("/usr/bin/time") else []
     t0 = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    rss_kb = None
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(timer + cmd, capture_output=True, text=True, timeout=timeout)
         ok = p.returncode == 0
-        tail = (p.stdout + p.stderr).strip().splitlines()[-1:] or [""]
+        err = [l for l in p.stderr.splitlines() if not l.startswith("MAXRSS_KB ")]
+        for l in p.stderr.splitlines():
+            if l.startswith("MAXRSS_KB "):
+                rss_kb = int(l.split()[1])
+        tail = (p.stdout.strip().splitlines() + err)[-1:] or [""]
     except subprocess.TimeoutExpired:
         ok, tail = False, [f"timeout after {timeout} s"]
     wall = time.perf_counter() - t0
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"ok": ok, "wall_s": wall, "peak_rss_mb": max(rss, before) / 1024.0, "last_line": tail[0]}
+    if rss_kb is None:
+        rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {"ok": ok, "wall_s": wall, "peak_rss_mb": rss_kb / 1024.0, "last_line": tail[0]}
 
 
 def main():
