@@ -30,10 +30,6 @@ def waterfill(links: list[np.ndarray], rem: np.ndarray, w: np.ndarray | None = N
     return kernels.waterfill_links(L2, w, rem, REL_TOL)
 
 
-def fabric_links(v) -> list[np.ndarray]:
-    return [v.src, v.dst + v.ports]
-
-
 def pair_waterfill(v, rem: np.ndarray, idx: np.ndarray | None = None, w: np.ndarray | None = None) -> np.ndarray:
     """Per-flow max-min over the flows ``idx`` (all active flows by default).
 
