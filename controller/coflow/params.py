@@ -12,7 +12,7 @@ Names follow the papers:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import math
 
 MB = 1 << 20  # CoflowSim convention: 1 MB = 2^20 bytes

@@ -58,8 +58,6 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     caps = np.broadcast_to(np.asarray(capacity, dtype=float), (2 * P,)).copy() if np.ndim(capacity) else np.full(2 * P, float(capacity))
     cap_up, cap_down = caps[:P], caps[P:]
     cof = wl.coflow_of_flow()
-    rem = wl.size.astype(float).copy()
-    sent = np.zeros(wl.nflows)
     cf_sent = np.zeros(C)
     cf_total = np.bincount(cof, wl.size, C)
     finish = np.full(C, np.nan)

@@ -18,8 +18,7 @@ import math
 import os
 import tempfile
 import warnings
-from dataclasses import dataclass, field
-from typing import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Allocation, INF, Scheduler, View, register
-from .primitives import REL_TOL, ordered_waterfill, pair_waterfill, waterfill
+from .primitives import ordered_waterfill, pair_waterfill, waterfill
 
 
 def correlation(D: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
