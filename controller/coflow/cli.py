@@ -305,7 +305,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plots", default="out/run")
     p.add_argument("--markdown", action="store_true")
     p.set_defaults(fn=cmd_run)
+
+    # Subcommands of the other parts (topologies, coflow API, controller, emulation) live beside
+    # their code: each such module defines add_commands(subparsers).
+    import importlib
+    import importlib.util
+    for mod in PLUGIN_MODULES:
+        try:
+            present = importlib.util.find_spec(mod) is not None
+        except ModuleNotFoundError as e:   # the parent package is not there (yet)
+            if not mod.startswith(str(e.name)):
+                raise
+            present = False
+        if present:
+            importlib.import_module(mod).add_commands(sub)
     return ap
+
+
+PLUGIN_MODULES = ("coflow.topology", "coflow.api.cli", "coflow.ctl.cli", "coflow.emu.cli")
 
 
 def main(argv: list[str] | None = None) -> int:
