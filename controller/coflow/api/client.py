@@ -1,0 +1,142 @@
+"""A small client for the coflow API (``coflow.v1.CoflowService``).
+
+    from coflow.api.client import CoflowClient
+    with CoflowClient("127.0.0.1:50051") as c:          # or "unix:/tmp/coflow-api.sock"
+        cid = c.register([("h0", "h1", 10_000_000), ("h2", "h1", None)])
+        c.update(cid, sizes={1: 5_000_000}, sent={0: 1_000_000})
+        c.add_flows(cid, [("h3", "h1", 2_000_000)])
+        print(c.status(cid))
+        c.unregister(cid)
+
+Every method raises :class:`CoflowApiError` (``code``: the gRPC status name, ``details``: the
+server's one-line ``"<field>: <problem>"``) when the call fails; coflows are returned as dicts of
+the shape of :meth:`coflow.api.registry.CoflowRecord.to_dict`.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import grpc
+
+from . import proto
+from .server import DEFAULT_ADDRESS, unix_address
+
+pb2, pb2_grpc = proto.load()
+
+
+class CoflowApiError(Exception):
+    """A failed API call: ``code`` (e.g. "INVALID_ARGUMENT"), ``details``, and ``field`` (the
+    request field the server named, or None)."""
+
+    def __init__(self, code: str, details: str):
+        self.code = code
+        self.details = " ".join(str(details).split())   # one line
+        head, sep, _ = self.details.partition(": ")
+        self.field = head if sep and " " not in head else None
+        super().__init__(f"{code}: {self.details}")
+
+
+def coflow_to_dict(c) -> dict:
+    return {
+        "coflow_id": c.coflow_id,
+        "flows": [{"flow_id": f.flow_id, "src": f.src, "dst": f.dst,
+                   "size_bytes": f.size_bytes if f.HasField("size_bytes") else None,
+                   "sent_bytes": f.sent_bytes} for f in c.flows],
+        "registered_at": c.registered_at,
+        "deadline_s": c.deadline_s if c.HasField("deadline_s") else None,
+        "parent": c.parent or None,
+        "admitted": c.admitted,
+        "clairvoyant": c.clairvoyant,
+        "total_bytes": c.total_bytes if c.HasField("total_bytes") else None,
+        "sent_bytes": c.sent_bytes,
+    }
+
+
+def _flow_msgs(flows) -> list:
+    out = []
+    for i, f in enumerate(flows):
+        try:
+            if isinstance(f, Mapping):
+                src, dst, size = f.get("src"), f.get("dst"), f.get("size_bytes")
+            else:
+                f = tuple(f)
+                if len(f) not in (2, 3):
+                    raise ValueError("expected (src, dst[, size_bytes])")
+                src, dst, size = f if len(f) == 3 else (*f, None)
+            m = pb2.Flow(src=src, dst=dst)
+            if size is not None:
+                m.size_bytes = size
+        except (TypeError, ValueError) as e:
+            raise CoflowApiError("INVALID_ARGUMENT", f"flows[{i}]: {e}") from None
+        out.append(m)
+    return out
+
+
+def _counts(m, name: str) -> dict:
+    try:
+        return {int(k) if isinstance(k, str) else k: v for k, v in dict(m or {}).items()}
+    except (TypeError, ValueError) as e:
+        raise CoflowApiError("INVALID_ARGUMENT", f"{name}: {e}") from None
+
+
+class CoflowClient:
+    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 10.0):
+        if address.startswith("unix:") or address.startswith("/"):
+            address = unix_address(address)
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(address)
+        self._stub = pb2_grpc.CoflowServiceStub(self._channel)
+        #: registry version after the last call
+        self.version: int | None = None
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _rpc(self, method: str, request):
+        try:
+            reply = getattr(self._stub, method)(request, timeout=self.timeout)
+        except grpc.RpcError as e:
+            raise CoflowApiError(e.code().name, e.details() or "") from None
+        self.version = reply.version
+        return reply
+
+    def register_coflow(self, flows, parent: str | None = None, deadline_s: float | None = None,
+                        external: int | None = None) -> dict:
+        """Register; returns the whole coflow (``["coflow_id"]`` is its id)."""
+        req = pb2.RegisterRequest(flows=_flow_msgs(flows), parent=parent or "")
+        if deadline_s is not None:
+            req.deadline_s = deadline_s
+        if external is not None:
+            req.external = external
+        return coflow_to_dict(self._rpc("Register", req).coflow)
+
+    def register(self, flows: Iterable, parent: str | None = None, deadline_s: float | None = None,
+                 external: int | None = None) -> str:
+        """``flows``: ``(src, dst)`` / ``(src, dst, size_bytes or None)`` tuples or dicts. Returns the CoflowId string."""
+        return self.register_coflow(flows, parent, deadline_s, external)["coflow_id"]
+
+    def add_flows(self, cid: str, flows: Iterable) -> dict:
+        return coflow_to_dict(self._rpc("AddFlows", pb2.AddFlowsRequest(coflow_id=str(cid), flows=_flow_msgs(flows))).coflow)
+
+    def update(self, cid: str, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None) -> dict:
+        try:
+            req = pb2.UpdateRequest(coflow_id=str(cid), sizes=_counts(sizes, "sizes"), sent_bytes=_counts(sent, "sent_bytes"))
+        except (TypeError, ValueError) as e:
+            raise CoflowApiError("INVALID_ARGUMENT", f"sizes: {e}") from None
+        return coflow_to_dict(self._rpc("Update", req).coflow)
+
+    def unregister(self, cid: str) -> dict:
+        return coflow_to_dict(self._rpc("Unregister", pb2.CoflowRequest(coflow_id=str(cid))).coflow)
+
+    def status(self, cid: str) -> dict:
+        return coflow_to_dict(self._rpc("Status", pb2.CoflowRequest(coflow_id=str(cid))).coflow)
+
+    def list(self) -> list[dict]:
+        return [coflow_to_dict(c) for c in self._rpc("List", pb2.ListRequest()).coflows]

@@ -1,0 +1,625 @@
+"""The coflow registry: what applications have told the scheduler about their coflows.
+
+Ids are Aalo's two-part CoflowId ``external.internal``: external = job / DAG id (< 2^32),
+internal = stage within the job (< 2^8), the widths of the packet's CoflowId option
+(p4src/README.md). A new coflow gets a new external id (1, 2, 3, ... in registration order, so
+FIFO-LM's "oldest external id first" is registration order) and internal 0. A child stage
+(``parent=``) or a new stage of a known job (``external=``) gets the job's next free internal id.
+Ids are never reused, even after the coflow is unregistered.
+
+Every mutating call validates the whole request first and changes nothing when it fails: it
+raises :class:`ApiError` whose ``field`` names the offending request field
+(``flows[1].size_bytes``) and whose ``code`` is the gRPC status name the server answers with.
+
+Durability: with ``db_path`` every change is written to SQLite (one transaction per call)
+before it becomes visible, so a restarted controller rebuilds the same coflows and continues
+with the same next ids. The database is held with an exclusive lock while the registry is open:
+a second registry on the same file fails at once with a one-line :class:`RegistryDbError`.
+
+Thread safety: one lock guards the state (the gRPC server runs handlers concurrently).
+Subscribers are called after the change, outside that lock, in the order the changes happened,
+with a snapshot of the record; they may read the registry but must not mutate it.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+EXTERNAL_LIMIT = 2 ** 32   # external id < 2^32 (32-bit field)
+INTERNAL_LIMIT = 2 ** 8    # internal id < 2^8 (8-bit field)
+SIZE_LIMIT = 2 ** 63       # int64 on the wire
+DB_FORMAT = "coflow-registry/1"
+EVENTS = ("register", "add_flows", "update", "unregister")
+
+_CID_RE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+_CODES = {"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"}
+
+
+class ApiError(Exception):
+    """A rejected request. ``code``: gRPC status name; ``field``: the request field it concerns."""
+
+    def __init__(self, code: str, field: str, message: str):
+        assert code in _CODES, code
+        super().__init__(f"{field}: {message}")
+        self.code, self.field, self.message = code, field, message
+
+    @property
+    def details(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+class RegistryDbError(ValueError):
+    """The registry database cannot be used (not SQLite, not ours, inconsistent, locked)."""
+
+
+def _invalid(field: str, message: str) -> ApiError:
+    return ApiError("INVALID_ARGUMENT", field, message)
+
+
+@dataclass(frozen=True, order=True)
+class CoflowId:
+    external: int
+    internal: int
+
+    def __post_init__(self):
+        for name, v, lim in (("external", self.external, EXTERNAL_LIMIT), ("internal", self.internal, INTERNAL_LIMIT)):
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < lim:
+                raise ValueError(f"CoflowId.{name}: {v!r} is not an integer in [0, {lim})")
+
+    def __str__(self) -> str:
+        return f"{self.external}.{self.internal}"
+
+    @classmethod
+    def parse(cls, s, field: str = "coflow_id") -> "CoflowId":
+        """Parse ``"external.internal"`` (decimal, no sign, no leading zeros, no spaces).
+        Raises :class:`ApiError` INVALID_ARGUMENT naming ``field``."""
+        if isinstance(s, CoflowId):
+            return s
+        if not isinstance(s, str):
+            raise _invalid(field, f"expected a CoflowId string 'external.internal', got {type(s).__name__}")
+        m = _CID_RE.fullmatch(s)
+        if not m:
+            shown = s if len(s) <= 40 else s[:37] + "..."
+            raise _invalid(field, f"{shown!r} is not a CoflowId 'external.internal' (e.g. '7.0')")
+        e, i = int(m.group(1)), int(m.group(2))
+        if e >= EXTERNAL_LIMIT:
+            raise _invalid(field, f"external id {e} does not fit in 32 bits (must be < {EXTERNAL_LIMIT})")
+        if i >= INTERNAL_LIMIT:
+            raise _invalid(field, f"internal id {i} does not fit in 8 bits (must be < {INTERNAL_LIMIT})")
+        return cls(e, i)
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    src: str
+    dst: str
+    size_bytes: int | None = None
+
+
+@dataclass
+class CoflowRecord:
+    cid: CoflowId
+    flows: list[FlowSpec]   # index = flow id within the coflow (stable)
+    registered_at: float    # time.time()
+    deadline_s: float | None = None   # relative to registered_at
+    parent: CoflowId | None = None
+    sent_bytes: dict[int, int] = field(default_factory=dict)   # flow id -> bytes sent (from Update)
+    admitted: bool = True   # every stored record passed admission (rejected ones are not stored)
+
+    @property
+    def clairvoyant(self) -> bool:
+        """Every flow's size is known."""
+        return all(f.size_bytes is not None for f in self.flows)
+
+    @property
+    def total_bytes(self) -> int | None:
+        return sum(f.size_bytes for f in self.flows) if self.clairvoyant else None
+
+    @property
+    def total_sent(self) -> int:
+        return sum(self.sent_bytes.values())
+
+    def remaining(self, flow_id: int) -> int | None:
+        """Bytes left of a flow (size - sent, at least 0); None when the size is unknown."""
+        s = self.flows[flow_id].size_bytes
+        return None if s is None else max(s - self.sent_bytes.get(flow_id, 0), 0)
+
+    def to_dict(self) -> dict:
+        """The JSON shape the CLI prints and the client returns."""
+        return {
+            "coflow_id": str(self.cid),
+            "flows": [{"flow_id": i, "src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
+                       "sent_bytes": self.sent_bytes.get(i, 0)} for i, f in enumerate(self.flows)],
+            "registered_at": self.registered_at,
+            "deadline_s": self.deadline_s,
+            "parent": str(self.parent) if self.parent is not None else None,
+            "admitted": self.admitted,
+            "clairvoyant": self.clairvoyant,
+            "total_bytes": self.total_bytes,
+            "sent_bytes": self.total_sent,
+        }
+
+
+AdmitFn = Callable[[CoflowRecord, list], "bool | tuple[bool, str]"]
+
+
+class CoflowRegistry:
+    """Registered coflows. See the module docstring.
+
+    ``hosts``: the topology's host names (flows must use them). ``admit(candidate, others)``:
+    called for every coflow with a deadline (at registration, and when added flows or changed
+    sizes raise its demand) with the candidate record and the other registered records; it returns
+    True to admit, or ``(False, reason)`` / False to reject (the request then fails with
+    FAILED_PRECONDITION and changes nothing). :func:`coflow.api.admission.varys_admission`
+    builds the Varys test from the scheduler core."""
+
+    def __init__(self, hosts: Iterable[str], db_path: str | None = None, max_flows_per_coflow: int = 10000,
+                 admit: AdmitFn | None = None, clock: Callable[[], float] = time.time):
+        self.hosts = frozenset(hosts)
+        if not self.hosts:
+            raise ValueError("CoflowRegistry: the host set is empty")
+        if max_flows_per_coflow < 1:
+            raise ValueError("CoflowRegistry: max_flows_per_coflow must be >= 1")
+        self.max_flows = int(max_flows_per_coflow)
+        self.admit = admit
+        self.clock = clock
+        self.db_path = db_path
+        self._lock = threading.Lock()
+        self._notify_lock = threading.Lock()
+        self._pending: deque = deque()
+        self._subs: list[Callable[[str, CoflowRecord], None]] = []
+        # state
+        self._recs: dict[CoflowId, CoflowRecord] = {}   # insertion order = registration order
+        self._seq: dict[CoflowId, int] = {}
+        self._next_seq = 0
+        self._next_external = 1
+        self._next_internal: dict[int, int] = {}   # job (external id) -> next free internal id
+        self._version = 0
+        self._db: sqlite3.Connection | None = None
+        if db_path is not None:
+            self._open_db(db_path)
+
+    @classmethod
+    def from_topology(cls, topology, **kw) -> "CoflowRegistry":
+        return cls([h.name for h in topology.hosts], **kw)
+
+    # Reading -----------------------------------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        with self._lock:
+            return self._version
+
+    @property
+    def next_external(self) -> int:
+        with self._lock:
+            return self._next_external
+
+    def get(self, cid) -> CoflowRecord:
+        cid = CoflowId.parse(cid)
+        with self._lock:
+            return copy.deepcopy(self._get(cid, "coflow_id"))
+
+    def list(self) -> list[CoflowRecord]:
+        with self._lock:
+            return copy.deepcopy(list(self._recs.values()))
+
+    def snapshot(self) -> tuple[int, list[CoflowRecord]]:
+        """``(version, records)`` read atomically."""
+        with self._lock:
+            return self._version, copy.deepcopy(list(self._recs.values()))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._recs)
+
+    def __contains__(self, cid) -> bool:
+        try:
+            cid = CoflowId.parse(cid)
+        except ApiError:
+            return False
+        with self._lock:
+            return cid in self._recs
+
+    # Events ------------------------------------------------------------------------------------
+
+    def subscribe(self, fn: Callable[[str, CoflowRecord], None]) -> Callable[[], None]:
+        """Call ``fn(event, record)`` after every change; returns an unsubscribe function.
+        An exception in ``fn`` is logged and does not fail the request."""
+        with self._lock:
+            self._subs.append(fn)
+
+        def unsubscribe():
+            with self._lock:
+                if fn in self._subs:
+                    self._subs.remove(fn)
+        return unsubscribe
+
+    def _emit(self):
+        # Changes queue their events under the state lock; whoever gets here drains the queue in
+        # order, outside the state lock.
+        with self._notify_lock:
+            while True:
+                with self._lock:
+                    if not self._pending:
+                        return
+                    event, rec = self._pending.popleft()
+                    subs = list(self._subs)
+                for fn in subs:
+                    try:
+                        fn(event, rec)
+                    except Exception:
+                        log.exception("coflow registry subscriber %r failed on %s %s", fn, event, rec.cid)
+
+    # Mutations ---------------------------------------------------------------------------------
+
+    def register(self, flows, parent=None, deadline_s: float | None = None, external: int | None = None) -> CoflowRecord:
+        with self._lock:
+            specs = self._check_flows(flows, "flows", existing=())
+            deadline = self._check_deadline(deadline_s, specs)
+            par = CoflowId.parse(parent, "parent") if parent is not None and parent != "" else None
+            if external is not None:
+                if not isinstance(external, int) or isinstance(external, bool) or not 0 <= external < EXTERNAL_LIMIT:
+                    raise _invalid("external", f"{external!r} is not an integer in [0, 2^32)")
+            if par is not None:
+                if not self._issued(par):
+                    raise ApiError("NOT_FOUND", "parent", f"coflow {par} was never registered")
+                if external is not None and external != par.external:
+                    raise _invalid("external", f"{external} differs from the job of parent {par} ({par.external})")
+                job = par.external
+            elif external is not None:
+                if external not in self._next_internal:
+                    raise ApiError("NOT_FOUND", "external",
+                                   f"job {external} is not known (register without it to get a new job id)")
+                job = external
+            else:
+                job = None
+            if job is None:
+                if self._next_external >= EXTERNAL_LIMIT:
+                    raise ApiError("RESOURCE_EXHAUSTED", "external", "all 2^32 external ids are used")
+                cid = CoflowId(self._next_external, 0)
+            else:
+                nxt = self._next_internal[job]
+                if nxt >= INTERNAL_LIMIT:
+                    raise ApiError("RESOURCE_EXHAUSTED", "parent" if par is not None else "external",
+                                   f"job {job} has used all {INTERNAL_LIMIT} internal (stage) ids")
+                cid = CoflowId(job, nxt)
+            rec = CoflowRecord(cid=cid, flows=specs, registered_at=float(self.clock()), deadline_s=deadline,
+                               parent=par, sent_bytes={}, admitted=True)
+            if deadline is not None:
+                self._admission(rec)
+            new_ext = max(self._next_external, cid.external + 1) if job is None else self._next_external
+            seq = self._next_seq
+            self._db_write(lambda db: self._db_register(db, rec, seq, new_ext))
+            # commit in memory
+            self._recs[cid] = rec
+            self._seq[cid] = seq
+            self._next_seq += 1
+            self._next_external = new_ext
+            self._next_internal[cid.external] = cid.internal + 1
+            self._changed("register", rec)
+        self._emit()
+        return copy.deepcopy(rec)
+
+    def add_flows(self, cid, flows) -> CoflowRecord:
+        cid = CoflowId.parse(cid)
+        with self._lock:
+            old = self._get(cid, "coflow_id")
+            specs = self._check_flows(flows, "flows", existing=old.flows, cid=cid)
+            if old.deadline_s is not None:
+                for i, f in enumerate(specs):
+                    if f.size_bytes is None:
+                        raise _invalid(f"flows[{i}].size_bytes", f"required: coflow {cid} has a deadline")
+            rec = copy.deepcopy(old)
+            first = len(rec.flows)
+            rec.flows.extend(specs)
+            if rec.deadline_s is not None:
+                self._admission(rec)
+            self._db_write(lambda db: self._db_add_flows(db, rec, first))
+            self._recs[cid] = rec
+            self._changed("add_flows", rec)
+        self._emit()
+        return copy.deepcopy(rec)
+
+    def update(self, cid, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None) -> CoflowRecord:
+        cid = CoflowId.parse(cid)
+        with self._lock:
+            old = self._get(cid, "coflow_id")
+            sizes = self._check_counts(sizes, "sizes", old)
+            sent = self._check_counts(sent, "sent_bytes", old)
+            if not sizes and not sent:
+                raise _invalid("sizes", "nothing to update: give sizes and/or sent_bytes")
+            rec = copy.deepcopy(old)
+            grew = False
+            for i, b in sizes.items():
+                f = rec.flows[i]
+                if f.size_bytes is None or b > f.size_bytes:
+                    grew = True
+                rec.flows[i] = FlowSpec(f.src, f.dst, b)
+            for i, b in sent.items():
+                rec.sent_bytes[i] = b
+            if rec.deadline_s is not None and grew:
+                self._admission(rec)
+            self._db_write(lambda db: self._db_update(db, rec, set(sizes) | set(sent)))
+            self._recs[cid] = rec
+            self._changed("update", rec)
+        self._emit()
+        return copy.deepcopy(rec)
+
+    def unregister(self, cid) -> CoflowRecord:
+        cid = CoflowId.parse(cid)
+        with self._lock:
+            rec = self._get(cid, "coflow_id")
+            self._db_write(lambda db: self._db_unregister(db, cid))
+            del self._recs[cid]
+            del self._seq[cid]
+            self._changed("unregister", rec)
+        self._emit()
+        return copy.deepcopy(rec)
+
+    def close(self):
+        """Release the database (the in-memory state stays readable)."""
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # Validation (callers hold the lock) --------------------------------------------------------
+
+    def _get(self, cid: CoflowId, fieldname: str) -> CoflowRecord:
+        rec = self._recs.get(cid)
+        if rec is None:
+            why = "was unregistered" if self._issued(cid) else "is not registered"
+            raise ApiError("NOT_FOUND", fieldname, f"coflow {cid} {why}")
+        return rec
+
+    def _issued(self, cid: CoflowId) -> bool:
+        return cid.internal < self._next_internal.get(cid.external, 0)
+
+    def _host(self, v, fieldname: str) -> str:
+        if not isinstance(v, str) or not v:
+            raise _invalid(fieldname, "a host name is required")
+        if v not in self.hosts:
+            shown = v if len(v) <= 40 else v[:37] + "..."
+            raise _invalid(fieldname, f"unknown host {shown!r} (not in the topology)")
+        return v
+
+    def _check_flows(self, flows, fieldname: str, existing: Sequence[FlowSpec], cid: CoflowId | None = None) -> list[FlowSpec]:
+        if flows is None or isinstance(flows, (str, bytes)):
+            raise _invalid(fieldname, "a list of flows is required")
+        flows = list(flows)
+        if not flows:
+            raise _invalid(fieldname, "at least one flow is required")
+        total = len(existing) + len(flows)
+        if total > self.max_flows:
+            what = f"coflow {cid} would have {total} flows" if existing else f"{total} flows"
+            raise _invalid(fieldname, f"{what}: more than the limit of {self.max_flows} per coflow")
+        seen = {(f.src, f.dst): i for i, f in enumerate(existing)}
+        out = []
+        for i, f in enumerate(flows):
+            fi = f"{fieldname}[{i}]"
+            if isinstance(f, FlowSpec):
+                src, dst, size = f.src, f.dst, f.size_bytes
+            elif isinstance(f, (tuple, list)) and len(f) in (2, 3):
+                src, dst, size = (*f, None) if len(f) == 2 else f
+            else:
+                raise _invalid(fi, "expected (src, dst[, size_bytes])")
+            src = self._host(src, f"{fi}.src")
+            dst = self._host(dst, f"{fi}.dst")
+            if src == dst:
+                raise _invalid(f"{fi}.dst", f"same host as src ({src}): a flow needs two hosts")
+            if size is not None:
+                if not isinstance(size, int) or isinstance(size, bool):
+                    raise _invalid(f"{fi}.size_bytes", f"{size!r} is not an integer")
+                if size < 0:
+                    raise _invalid(f"{fi}.size_bytes", "must be >= 0")
+                if size >= SIZE_LIMIT:
+                    raise _invalid(f"{fi}.size_bytes", "must be < 2^63")
+            key = (src, dst)
+            if key in seen:
+                j = seen[key]
+                other = f"flow {j} of coflow {cid}" if j < len(existing) else f"{fieldname}[{j - len(existing)}]"
+                raise _invalid(fi, f"duplicate flow {src}->{dst} (same src and dst as {other}); "
+                                   "update that flow's size instead")
+            seen[key] = len(existing) + i
+            out.append(FlowSpec(src, dst, size))
+        return out
+
+    def _check_deadline(self, d, specs: list[FlowSpec]) -> float | None:
+        if d is None:
+            return None
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not math.isfinite(d) or d <= 0:
+            raise _invalid("deadline_s", f"must be a finite number of seconds > 0, got {d!r}")
+        for i, f in enumerate(specs):
+            if f.size_bytes is None:
+                raise _invalid(f"flows[{i}].size_bytes", "required when deadline_s is set (admission needs the size)")
+        return float(d)
+
+    def _check_counts(self, m, fieldname: str, rec: CoflowRecord) -> dict[int, int]:
+        if m is None:
+            return {}
+        if not isinstance(m, Mapping):
+            raise _invalid(fieldname, "expected a mapping flow id -> bytes")
+        out = {}
+        for k, b in m.items():
+            fk = f"{fieldname}[{k}]"
+            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(rec.flows):
+                raise _invalid(fk, f"unknown flow id {k!r}: coflow {rec.cid} has flows 0..{len(rec.flows) - 1}")
+            if not isinstance(b, int) or isinstance(b, bool):
+                raise _invalid(fk, f"{b!r} is not an integer")
+            if b < 0:
+                raise _invalid(fk, "must be >= 0")
+            if b >= SIZE_LIMIT:
+                raise _invalid(fk, "must be < 2^63")
+            out[k] = b
+        return out
+
+    def _admission(self, rec: CoflowRecord):
+        if self.admit is None:
+            return
+        others = [r for c, r in self._recs.items() if c != rec.cid]
+        res = self.admit(copy.deepcopy(rec), copy.deepcopy(others))
+        ok, reason = (res if isinstance(res, tuple) else (res, ""))
+        if not ok:
+            raise ApiError("FAILED_PRECONDITION", "deadline_s",
+                           f"rejected by admission control{': ' + reason if reason else ''}")
+
+    def _changed(self, event: str, rec: CoflowRecord):
+        self._version += 1
+        self._pending.append((event, copy.deepcopy(rec)))
+
+    # SQLite ------------------------------------------------------------------------------------
+
+    _SCHEMA = """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE jobs (external INTEGER PRIMARY KEY, next_internal INTEGER NOT NULL);
+    CREATE TABLE coflows (external INTEGER NOT NULL, internal INTEGER NOT NULL, seq INTEGER NOT NULL UNIQUE,
+                          registered_at REAL NOT NULL, deadline_s REAL, parent TEXT, admitted INTEGER NOT NULL,
+                          PRIMARY KEY (external, internal));
+    CREATE TABLE flows (external INTEGER NOT NULL, internal INTEGER NOT NULL, flow_id INTEGER NOT NULL,
+                        src TEXT NOT NULL, dst TEXT NOT NULL, size_bytes INTEGER, sent_bytes INTEGER NOT NULL,
+                        PRIMARY KEY (external, internal, flow_id));
+    """
+
+    def _open_db(self, path: str):
+        if os.path.isdir(path):
+            raise RegistryDbError(f"{path}: is a directory, not a registry database")
+        try:
+            db = sqlite3.connect(path, timeout=0.2, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as e:
+            raise RegistryDbError(f"{path}: cannot open the registry database: {e}") from None
+        try:
+            db.execute("PRAGMA locking_mode=EXCLUSIVE")
+            db.execute("BEGIN EXCLUSIVE")
+            try:
+                tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if not tables:
+                    for stmt in self._SCHEMA.split(";"):
+                        if stmt.strip():
+                            db.execute(stmt)
+                    db.executemany("INSERT INTO meta VALUES (?, ?)",
+                                   [("format", DB_FORMAT), ("version", "0"), ("next_external", "1"), ("next_seq", "0")])
+                else:
+                    self._load(db, path, tables)
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.OperationalError as e:
+            db.close()
+            if "locked" in str(e):
+                raise RegistryDbError(f"{path}: in use by another coflow registry (database is locked)") from None
+            raise RegistryDbError(f"{path}: cannot use the registry database: {e}") from None
+        except sqlite3.DatabaseError as e:
+            db.close()
+            raise RegistryDbError(f"{path}: not a coflow registry database ({e})") from None
+        except RegistryDbError:
+            db.close()
+            raise
+        self._db = db
+
+    def _load(self, db: sqlite3.Connection, path: str, tables: set[str]):
+        def bad(msg):
+            return RegistryDbError(f"{path}: {msg}")
+        if "meta" not in tables:
+            raise bad(f"not a coflow registry database (no {DB_FORMAT} marker; tables: {', '.join(sorted(tables))})")
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        if meta.get("format") != DB_FORMAT:
+            raise bad(f"not a coflow registry database (format {meta.get('format')!r}, expected {DB_FORMAT!r})")
+        if not {"jobs", "coflows", "flows"} <= tables:
+            raise bad("registry database is missing tables jobs/coflows/flows")
+        try:
+            self._version = int(meta["version"])
+            self._next_external = int(meta["next_external"])
+            self._next_seq = int(meta["next_seq"])
+        except (KeyError, ValueError) as e:
+            raise bad(f"registry database meta is damaged ({e})") from None
+        self._next_internal = {int(e): int(n) for e, n in db.execute("SELECT external, next_internal FROM jobs")}
+        flows: dict[tuple[int, int], list] = {}
+        for e, i, fid, src, dst, size, sent in db.execute(
+                "SELECT external, internal, flow_id, src, dst, size_bytes, sent_bytes FROM flows ORDER BY external, internal, flow_id"):
+            flows.setdefault((e, i), []).append((fid, src, dst, size, sent))
+        for e, i, seq, at, dl, parent, adm in db.execute(
+                "SELECT external, internal, seq, registered_at, deadline_s, parent, admitted FROM coflows ORDER BY seq"):
+            try:
+                cid = CoflowId(e, i)
+                par = CoflowId.parse(parent) if parent else None
+            except (ValueError, ApiError) as ex:
+                raise bad(f"coflow {e}.{i}: {ex}") from None
+            fl = flows.pop((e, i), [])
+            if not fl or [f[0] for f in fl] != list(range(len(fl))):
+                raise bad(f"coflow {cid}: flow ids are not 0..n-1")
+            specs, sent = [], {}
+            for fid, src, dst, size, s in fl:
+                for h in (src, dst):
+                    if h not in self.hosts:
+                        raise bad(f"coflow {cid} flow {fid}: host {h!r} is not in the topology")
+                specs.append(FlowSpec(src, dst, size))
+                if s:
+                    sent[fid] = s
+            if not self._issued(cid):
+                raise bad(f"coflow {cid}: id beyond the job's next internal id")
+            self._recs[cid] = CoflowRecord(cid, specs, at, dl, par, sent, bool(adm))
+            self._seq[cid] = seq
+        if flows:
+            raise bad(f"flows of unknown coflow {'.'.join(map(str, next(iter(flows))))}")
+
+    def _db_write(self, fn):
+        db = self._db
+        if db is None:
+            if self.db_path is not None:
+                raise RuntimeError("coflow registry: the database was closed")
+            return
+        db.execute("BEGIN")
+        try:
+            fn(db)
+            db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(self._version + 1),))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _db_register(self, db, rec: CoflowRecord, seq: int, next_external: int):
+        c = rec.cid
+        db.execute("INSERT INTO coflows VALUES (?, ?, ?, ?, ?, ?, ?)",
+                   (c.external, c.internal, seq, rec.registered_at, rec.deadline_s,
+                    str(rec.parent) if rec.parent else None, int(rec.admitted)))
+        db.executemany("INSERT INTO flows VALUES (?, ?, ?, ?, ?, ?, 0)",
+                       [(c.external, c.internal, i, f.src, f.dst, f.size_bytes) for i, f in enumerate(rec.flows)])
+        db.execute("INSERT INTO jobs VALUES (?, ?) ON CONFLICT(external) DO UPDATE SET next_internal = excluded.next_internal",
+                   (c.external, c.internal + 1))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'next_external'", (str(next_external),))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'next_seq'", (str(seq + 1),))
+
+    def _db_add_flows(self, db, rec: CoflowRecord, first: int):
+        c = rec.cid
+        db.executemany("INSERT INTO flows VALUES (?, ?, ?, ?, ?, ?, 0)",
+                       [(c.external, c.internal, i, f.src, f.dst, f.size_bytes)
+                        for i, f in enumerate(rec.flows) if i >= first])
+
+    def _db_update(self, db, rec: CoflowRecord, ids: set[int]):
+        c = rec.cid
+        db.executemany("UPDATE flows SET size_bytes = ?, sent_bytes = ? WHERE external = ? AND internal = ? AND flow_id = ?",
+                       [(rec.flows[i].size_bytes, rec.sent_bytes.get(i, 0), c.external, c.internal, i) for i in sorted(ids)])
+
+    def _db_unregister(self, db, cid: CoflowId):
+        db.execute("DELETE FROM flows WHERE external = ? AND internal = ?", (cid.external, cid.internal))
+        db.execute("DELETE FROM coflows WHERE external = ? AND internal = ?", (cid.external, cid.internal))

@@ -1,0 +1,123 @@
+"""The ``coflow.v1.CoflowService`` gRPC server over a :class:`~coflow.api.registry.CoflowRegistry`.
+
+Served on 127.0.0.1 by default and, when asked, on ``unix:PATH`` sockets too: Mininet hosts live
+in other network namespaces and reach the API through the shared filesystem. A rejected request
+is answered with the :class:`~coflow.api.registry.ApiError`'s status code and
+``"<field>: <problem>"`` as the details; nothing changes.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from concurrent import futures
+
+import grpc
+
+from . import proto
+from .registry import ApiError, CoflowRecord, CoflowRegistry, FlowSpec
+
+log = logging.getLogger(__name__)
+pb2, pb2_grpc = proto.load()
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+
+
+def record_to_pb(rec: CoflowRecord):
+    c = pb2.Coflow(coflow_id=str(rec.cid), registered_at=rec.registered_at,
+                   parent=str(rec.parent) if rec.parent is not None else "", admitted=rec.admitted,
+                   clairvoyant=rec.clairvoyant, sent_bytes=rec.total_sent)
+    for i, f in enumerate(rec.flows):
+        fs = c.flows.add(flow_id=i, src=f.src, dst=f.dst, sent_bytes=rec.sent_bytes.get(i, 0))
+        if f.size_bytes is not None:
+            fs.size_bytes = f.size_bytes
+    if rec.deadline_s is not None:
+        c.deadline_s = rec.deadline_s
+    if rec.clairvoyant:
+        c.total_bytes = rec.total_bytes
+    return c
+
+
+def _flows(msgs) -> list[FlowSpec]:
+    return [FlowSpec(m.src, m.dst, m.size_bytes if m.HasField("size_bytes") else None) for m in msgs]
+
+
+class CoflowServicer(pb2_grpc.CoflowServiceServicer):
+    def __init__(self, registry: CoflowRegistry):
+        self.registry = registry
+
+    def _call(self, context, fn, *a, **kw):
+        try:
+            rec = fn(*a, **kw)
+        except ApiError as e:
+            context.abort(getattr(grpc.StatusCode, e.code), e.details)
+        except Exception as e:  # a database failure: the registry itself is unchanged
+            log.exception("coflow API: %s failed", getattr(fn, "__name__", fn))
+            context.abort(grpc.StatusCode.INTERNAL, f"registry: {type(e).__name__}: {e}")
+        return pb2.CoflowReply(coflow=record_to_pb(rec), version=self.registry.version)
+
+    def Register(self, request, context):
+        return self._call(context, self.registry.register, _flows(request.flows), parent=request.parent or None,
+                          deadline_s=request.deadline_s if request.HasField("deadline_s") else None,
+                          external=request.external if request.HasField("external") else None)
+
+    def AddFlows(self, request, context):
+        return self._call(context, self.registry.add_flows, request.coflow_id, _flows(request.flows))
+
+    def Update(self, request, context):
+        return self._call(context, self.registry.update, request.coflow_id, sizes=dict(request.sizes),
+                          sent=dict(request.sent_bytes))
+
+    def Unregister(self, request, context):
+        return self._call(context, self.registry.unregister, request.coflow_id)
+
+    def Status(self, request, context):
+        return self._call(context, self.registry.get, request.coflow_id)
+
+    def List(self, request, context):
+        version, recs = self.registry.snapshot()
+        return pb2.ListReply(coflows=[record_to_pb(r) for r in recs], version=version)
+
+
+def unix_address(path: str) -> str:
+    return path if path.startswith("unix:") else "unix:" + os.path.abspath(path)
+
+
+def serve(registry: CoflowRegistry, address: str | None = DEFAULT_ADDRESS, extra_addresses=(),
+          max_workers: int = 8) -> grpc.Server:
+    """Start the service on ``address`` (``host:port``; port 0 picks a free one) and every
+    ``extra_addresses`` entry (``unix:/path`` or ``host:port``). Returns the started server; its
+    attribute ``coflow_addresses`` lists the bound addresses with real port numbers.
+    Raises ``OSError`` when an address cannot be bound."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="coflow-api"),
+                         options=[("grpc.so_reuseport", 0)])
+    pb2_grpc.add_CoflowServiceServicer_to_server(CoflowServicer(registry), server)
+    bound = []
+    addrs = ([address] if address else []) + [unix_address(a) if a.startswith("unix:") or "/" in a else a
+                                              for a in extra_addresses]
+    if not addrs:
+        raise ValueError("coflow API: no address to serve on")
+    for a in addrs:
+        if a.startswith("unix:"):
+            path = a[len("unix:"):]
+            path = path[2:] if path.startswith("//") else path   # unix:///abs/path
+            d = os.path.dirname(path)
+            if d and not os.path.isdir(d):
+                raise OSError(f"coflow API: cannot listen on {a}: directory {d} does not exist")
+        try:
+            port = server.add_insecure_port(a)
+        except RuntimeError as e:
+            port = 0
+            err = str(e)
+        else:
+            err = ""
+        if not port:
+            server.stop(None)
+            raise OSError(f"coflow API: cannot listen on {a}{': ' + err if err else ' (address in use?)'}")
+        if a.startswith("unix:"):
+            bound.append(a)
+        else:
+            host = a.rsplit(":", 1)[0]
+            bound.append(f"{host}:{port}")
+    server.start()
+    server.coflow_addresses = bound
+    return server
