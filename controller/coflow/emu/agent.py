@@ -1,0 +1,238 @@
+"""Traffic agent: runs on one emulated host, sends and receives the trace's flows over TCP.
+
+    python -m coflow.emu.agent --host h3 --listen 10.0.0.4:5001
+
+Protocol with the driver (the jobs' master, :mod:`coflow.emu.runner`): JSON lines.
+
+driver -> agent (stdin)::
+
+    {"op": "send", "run": R, "coflow": k, "flow": i, "cid": "7.0", "dst": "10.0.0.2",
+     "port": 5001, "bytes": n}       open one TCP connection tagged with CoflowId 7.0 and send
+                                     n payload bytes to dst:port now
+    {"op": "ping", "seq": s}         answered by {"ev": "pong", "seq": s}
+    {"op": "quit"}                   (or EOF) close everything and exit
+
+agent -> driver (stdout)::
+
+    {"ev": "ready", "host": h, "port": p}
+    {"ev": "done", "run": R, "coflow": k, "flow": i, "bytes": n, "t": T, "src": ip}
+                                     receiver side: all n payload bytes of the flow arrived at T
+                                     (time.time(); every namespace shares the clock)
+    {"ev": "sent", "run": R, "coflow": k, "flow": i, "t_start": T0, "t_end": T1, "tag": "option"}
+    {"ev": "error", "where": "stdin:3" | "conn ip:port" | "send k.i", "field": f, "message": m}
+
+A malformed line is answered with one ``error`` event naming the line and field; the agent
+keeps running. On the wire every flow starts with a 24-byte header (magic ``CFW1``, run,
+coflow, flow, payload bytes; network order) and then the payload; the receiver counts payload
+bytes only and reports when the header's count has arrived. The sender tags its socket with
+the CoflowId IPv4 option before ``connect()`` (:func:`coflow.dataplane.packet.set_socket_coflow`):
+every data segment carries it, and the fabric's edge switch counts, classifies and stamps it.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import json
+import socket
+import struct
+import sys
+import time
+
+HEADER = struct.Struct("!4sIIIQ")
+MAGIC = b"CFW1"
+CHUNK = 64 * 1024
+_ZEROS = bytes(CHUNK)
+MAX_BYTES = 1 << 40
+
+
+class MessageError(ValueError):
+    def __init__(self, fieldname: str, problem: str):
+        self.field = fieldname
+        super().__init__(f"{fieldname}: {problem}")
+
+
+def _int(msg: dict, key: str, lo: int = 0, hi: int = (1 << 32) - 1) -> int:
+    if key not in msg:
+        raise MessageError(key, "missing")
+    v = msg[key]
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise MessageError(key, f"not an integer: {v!r}")
+    if not lo <= v <= hi:
+        raise MessageError(key, f"{v} outside {lo}..{hi}")
+    return v
+
+
+def parse_command(line: str) -> dict:
+    """Validate one driver command; returns it normalised or raises :class:`MessageError`."""
+    try:
+        msg = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise MessageError("json", f"invalid JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(msg, dict):
+        raise MessageError("json", "not an object")
+    op = msg.get("op")
+    if op == "send":
+        from ..dataplane.packet import CoflowId
+        cid = msg.get("cid")
+        if not isinstance(cid, str):
+            raise MessageError("cid", f"not a string: {cid!r}")
+        try:
+            ext, dot, internal = cid.partition(".")
+            if not dot or not ext.isdigit() or not internal.isdigit():
+                raise ValueError(f"expected 'external.internal', got {cid!r}")
+            CoflowId(int(ext), int(internal))
+        except ValueError as e:
+            raise MessageError("cid", str(e)) from None
+        dst = msg.get("dst")
+        try:
+            ipaddress.IPv4Address(dst)
+        except (ipaddress.AddressValueError, ValueError):
+            raise MessageError("dst", f"not an IPv4 address: {dst!r}") from None
+        return {"op": "send", "run": _int(msg, "run"), "coflow": _int(msg, "coflow"),
+                "flow": _int(msg, "flow"), "cid": cid, "dst": dst,
+                "port": _int(msg, "port", 1, 65535), "bytes": _int(msg, "bytes", 0, MAX_BYTES)}
+    if op == "ping":
+        return {"op": "ping", "seq": _int(msg, "seq")}
+    if op == "quit":
+        return {"op": "quit"}
+    raise MessageError("op", f"unknown operation {op!r} (send, ping, quit)")
+
+
+def parse_header(data: bytes) -> tuple[int, int, int, int]:
+    """(run, coflow, flow, bytes) from a flow's first 24 bytes; ValueError if not ours."""
+    if len(data) != HEADER.size:
+        raise ValueError(f"header: {len(data)} bytes, need {HEADER.size}")
+    magic, run, coflow, flow, nbytes = HEADER.unpack(data)
+    if magic != MAGIC:
+        raise ValueError(f"header: bad magic {magic!r}")
+    if nbytes > MAX_BYTES:
+        raise ValueError(f"header: {nbytes} bytes is more than {MAX_BYTES}")
+    return run, coflow, flow, nbytes
+
+
+class Agent:
+    def __init__(self, host: str, listen_ip: str, port: int, out=None, tag: bool = True):
+        self.host, self.listen_ip, self.port = host, listen_ip, port
+        self.out = out or sys.stdout
+        self.tag = tag
+        self.tasks: set[asyncio.Task] = set()
+        self.server = None
+
+    def emit(self, **ev) -> None:
+        self.out.write(json.dumps(ev, separators=(",", ":")) + "\n")
+        self.out.flush()
+
+    # receiver -------------------------------------------------------------------------------------
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        where = f"conn {peer[0]}:{peer[1]}" if peer else "conn"
+        try:
+            run, coflow, flow, nbytes = parse_header(await reader.readexactly(HEADER.size))
+            got = 0
+            while got < nbytes:
+                chunk = await reader.read(min(CHUNK * 4, nbytes - got))
+                if not chunk:
+                    break
+                got += len(chunk)
+            t = time.time()
+            if got < nbytes:
+                self.emit(ev="error", where=where, field="bytes",
+                          message=f"flow {coflow}.{flow}: connection closed after {got} of {nbytes} bytes")
+            else:
+                self.emit(ev="done", run=run, coflow=coflow, flow=flow, bytes=got, t=t,
+                          src=peer[0] if peer else None)
+        except asyncio.IncompleteReadError as e:
+            self.emit(ev="error", where=where, field="header",
+                      message=f"connection closed after {len(e.partial)} header bytes")
+        except ValueError as e:
+            self.emit(ev="error", where=where, field="header", message=str(e))
+        except OSError as e:
+            self.emit(ev="error", where=where, field="socket", message=str(e))
+        finally:
+            writer.close()
+
+    # sender ---------------------------------------------------------------------------------------
+    async def send(self, cmd: dict) -> None:
+        from ..dataplane.packet import CoflowId, set_socket_coflow
+        loop = asyncio.get_running_loop()
+        where = f"send {cmd['coflow']}.{cmd['flow']}"
+        t0 = time.time()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            how = "none"
+            if self.tag:
+                how = set_socket_coflow(sock, CoflowId.parse(cmd["cid"]))
+            sock.setblocking(False)
+            await loop.sock_connect(sock, (cmd["dst"], cmd["port"]))
+            reader, writer = await asyncio.open_connection(sock=sock)
+            writer.write(HEADER.pack(MAGIC, cmd["run"], cmd["coflow"], cmd["flow"], cmd["bytes"]))
+            left = cmd["bytes"]
+            while left > 0:
+                n = min(CHUNK, left)
+                writer.write(_ZEROS[:n])
+                left -= n
+                await writer.drain()
+            await writer.drain()
+            writer.write_eof()
+            await reader.read()          # the receiver closes once it has every byte
+            writer.close()
+            self.emit(ev="sent", run=cmd["run"], coflow=cmd["coflow"], flow=cmd["flow"],
+                      t_start=t0, t_end=time.time(), tag=how)
+        except OSError as e:
+            sock.close()
+            self.emit(ev="error", where=where, field="socket", message=f"{cmd['dst']}:{cmd['port']}: {e}")
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.ensure_future(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+
+    # main -----------------------------------------------------------------------------------------
+    async def run(self, stdin=None) -> None:
+        self.server = await asyncio.start_server(self._serve, self.listen_ip, self.port,
+                                                 reuse_address=True, backlog=1024)
+        self.emit(ev="ready", host=self.host, port=self.port)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=1 << 20)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin or sys.stdin)
+        n = 0
+        while True:
+            line = await reader.readline()
+            if not line:
+                break
+            n += 1
+            if not line.strip():
+                continue
+            try:
+                cmd = parse_command(line.decode("utf-8", "replace"))
+            except MessageError as e:
+                self.emit(ev="error", where=f"stdin:{n}", field=e.field, message=str(e))
+                continue
+            if cmd["op"] == "quit":
+                break
+            if cmd["op"] == "ping":
+                self.emit(ev="pong", seq=cmd["seq"])
+            else:
+                self._spawn(self.send(cmd))
+        self.server.close()
+        for t in list(self.tasks):
+            t.cancel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="coflow emulation traffic agent (one per host)")
+    ap.add_argument("--host", required=True)
+    ap.add_argument("--listen", required=True, help="ip:port to receive flows on")
+    ap.add_argument("--no-tag", action="store_true", help="do not tag sockets with the CoflowId")
+    args = ap.parse_args(argv)
+    ip, _, port = args.listen.rpartition(":")
+    try:
+        asyncio.run(Agent(args.host, ip, int(port), tag=not args.no_tag).run())
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

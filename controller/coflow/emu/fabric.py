@@ -1,0 +1,192 @@
+"""A Mininet fabric of BMv2 switches built from a topology file, with the emulated traffic manager.
+
+Links are plain veth pairs (no TCLink: these kernels have no netem, and TCLink's own shaper
+would put one FIFO where the priority queues belong). Every switch egress interface instead gets
+the emulated traffic manager of :mod:`coflow.dataplane.tm` (HTB: a parent at the link rate, one
+class per priority, strict or weighted; one class for fair), re-applied per mode with
+:meth:`Fabric.apply_tm`. Host interfaces are not shaped: a host's sending rate is bounded by the
+switch ports it goes through.
+
+Queue limits: BMv2 transmits through an AF_PACKET socket per port, and a frame queued in the
+qdisc counts against that socket's send buffer (``wmem_default``, 208 KiB: about 90 MTU frames
+at their true size). Past it BMv2's single transmit thread blocks, stalling every port of that
+switch. So the leaves of one port hold at most ``queue_budget`` frames in all
+(``limit = budget // queues``), and excess traffic is dropped in the priority queues, where TCP
+sees it, instead of blocking the switch.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from ..dataplane import tm
+from ..dataplane.toolchain import discover
+from .. import topology as topo
+from .switch import MARKER, BMv2Switch, EmuHost, static_arp
+
+#: Frames one port's priority queues may hold in all (see the module doc).
+QUEUE_BUDGET = 64
+
+
+@dataclass(frozen=True)
+class TmPlan:
+    """Traffic manager of one mode: discipline and number of queues."""
+
+    discipline: str        # tm.STRICT or tm.WEIGHTED
+    queues: int
+    weights: tuple[float, ...] | None = None
+
+
+def tm_for_mode(mode: str, weighted_dclas: bool = False) -> TmPlan:
+    """fair: everything in one class; dclas: 8 strict queues (Aalo's weights when
+    ``weighted_dclas``); fifo-lm and the rate modes (sebf, hug, utopia, fai): 8 strict queues
+    (FIFO-LM's ranks and the rate modes' overrides are priorities; the meters set the rates)."""
+    if mode == "fair":
+        return TmPlan(tm.STRICT, 1)
+    if mode == "dclas" and weighted_dclas:
+        from ..params import DclasParams
+        return TmPlan(tm.WEIGHTED, tm.NUM_PRIOS, tuple(DclasParams(K=tm.NUM_PRIOS).queue_weights()))
+    return TmPlan(tm.STRICT, tm.NUM_PRIOS)
+
+
+def tm_config(plan: TmPlan, rate_kbit: int, budget: int = QUEUE_BUDGET) -> tm.TmConfig:
+    return tm.TmConfig(rate_kbit=rate_kbit, discipline=plan.discipline, weights=plan.weights,
+                       queues=plan.queues, limit_pkts=max(2, budget // plan.queues))
+
+
+class FabricError(RuntimeError):
+    pass
+
+
+def conflicting_interfaces(t: topo.Topology) -> list[str]:
+    """Interfaces of ``t`` that already exist in the root namespace (another fabric is up)."""
+    names = {s.intf(p) for s in t.switches for p in s.ports}
+    out = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    present = {line.split(":")[1].strip().split("@")[0] for line in out.splitlines() if ":" in line}
+    return sorted(names & present)
+
+
+class Fabric:
+    """Mininet network of :class:`BMv2Switch` and :class:`EmuHost` built from ``t``."""
+
+    def __init__(self, t: topo.Topology, sw_path: str | None = None, run_dir: str | None = None,
+                 log_level: str = "off"):
+        self.t = t
+        tc = discover()
+        self.sw_path = sw_path or tc.simple_switch_grpc
+        if not self.sw_path:
+            raise FabricError("simple_switch_grpc not found (coflow.dataplane.toolchain)")
+        self.run_dir = run_dir or tempfile.mkdtemp(prefix=f"{MARKER}-")
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.log_level = log_level
+        self.net = None
+        self.tm_applied: dict[str, tm.TmConfig] = {}
+
+    # bring-up --------------------------------------------------------------------------------------
+    def start(self) -> "Fabric":
+        from mininet.link import Link
+        from mininet.net import Mininet
+        clash = conflicting_interfaces(self.t)
+        if clash:
+            raise FabricError(f"interfaces already exist ({', '.join(clash[:4])}...): another fabric "
+                              "is up; stop it or run `coflow emu clean`")
+        net = Mininet(topo=None, build=False, controller=None, link=Link, autoSetMacs=False,
+                      autoStaticArp=False, waitConnected=False)
+        self.net = net
+        for h in self.t.hosts:
+            net.addHost(h.name, cls=EmuHost, ip=f"{h.ip}/8", mac=h.mac)
+        for s in self.t.switches:
+            net.addSwitch(s.name, cls=BMv2Switch, device_id=s.device_id, sw_path=self.sw_path,
+                          run_dir=self.run_dir, log_level=self.log_level)
+        for h in self.t.hosts:
+            net.addLink(h.name, h.switch, port1=0, port2=h.port)
+        for l in self.t.links:
+            net.addLink(l.a, l.b, port1=l.a_port, port2=l.b_port)
+        try:
+            net.build()
+            for s in net.switches:
+                s.start([])
+            static_arp(net.hosts, self.t)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def switch_addrs(self) -> dict[str, str]:
+        return {s.name: s.grpc_addr for s in self.net.switches}
+
+    def switch_pids(self) -> dict[str, int | None]:
+        return {s.name: s.pid() for s in self.net.switches}
+
+    def restart_switches(self) -> None:
+        """Fresh BMv2 processes (empty tables, counters, registers) on the same interfaces."""
+        for s in self.net.switches:
+            s.stop_process()
+        for s in self.net.switches:
+            s.start([])
+
+    def host(self, name: str):
+        return self.net.get(name)
+
+    # traffic manager -------------------------------------------------------------------------------
+    def egress_interfaces(self) -> list[str]:
+        return [s.intf(p) for s in self.t.switches for p in s.ports]
+
+    def apply_tm(self, plan: TmPlan, rate_kbit: int, budget: int = QUEUE_BUDGET) -> tm.TmConfig:
+        cfg = tm_config(plan, rate_kbit, budget)
+        for dev in self.egress_interfaces():
+            tm.apply(dev, cfg)
+            self.tm_applied[dev] = cfg
+        return cfg
+
+    def tm_stats(self) -> dict[str, dict[str, dict[str, int]]]:
+        return {dev: tm.class_stats(dev) for dev in self.tm_applied}
+
+    # teardown --------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        net, self.net = self.net, None
+        if net is None:
+            return
+        for s in net.switches:
+            try:
+                s.stop_process()
+            except Exception:
+                pass
+        try:
+            net.stop()
+        except Exception:
+            pass
+        cleanup_interfaces(self.t)
+
+    def remove_run_dir(self) -> None:
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def cleanup_interfaces(t: topo.Topology) -> list[str]:
+    """Delete the veths of ``t`` that are still there (one end deletes the pair)."""
+    gone = []
+    for dev in conflicting_interfaces(t):
+        r = subprocess.run(["ip", "link", "del", dev], capture_output=True)
+        if r.returncode == 0:
+            gone.append(dev)
+    return gone
+
+
+def stray_switches(marker: str = MARKER) -> list[int]:
+    """PIDs of simple_switch_grpc processes started by an emulation (their ipc address carries
+    the marker)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"simple_switch_grpc") and any(marker.encode() in a for a in argv):
+            pids.append(int(d))
+    return pids

@@ -1,0 +1,268 @@
+"""Experiment plan (pure): trace -> scaled trace -> per-host flow schedule; flow records -> CCT.
+
+Scaling. An emulated fabric runs at a few Mb/s per link (20 BMv2 processes share 2 cores), so a
+trace recorded at 1 Gbit/s is replayed with ``coflow trace scale`` logic (:func:`coflow.trace.scale`):
+ports folded onto the fabric's hosts (port p -> host index p mod H), every byte count times
+``bytes_factor`` and every arrival time times ``time_factor``. Defaults:
+
+- ``bytes_factor`` so that the first N coflows' bytes keep all H host links busy for
+  ``work_s`` seconds at the emulated link rate (``total bytes * bf / (H * rate) = work_s``);
+- ``time_factor`` so that the arrivals span ``work_s / load`` seconds (``load`` > 1 compresses
+  the trace's idle time: the scheduling question is what happens under contention).
+
+Every D-CLAS threshold and the FIFO-LM heavy threshold are byte counts: they are scaled by the same
+``bytes_factor`` (a coflow in Aalo's queue i in the trace is in queue i in the emulation), and
+the simulator beside the emulation runs the same scaled workload at the same link rate with the
+same scaled parameters, so the two normalized CCTs are comparable.
+
+Flows: one per (mapper host, reducer host) pair (the trace's ``pairs`` convention: a real TCP
+connection per host pair). A flow whose mapper and reducer fold onto the same host never crosses
+the fabric and is dropped, in the emulation and in the simulator alike; a coflow left without
+flows is dropped too (counted in the plan).
+
+Bins (SN/LN/SW/LW) are those of the *unscaled* coflows (short = longest flow < 5 MB), so the
+per-bin table means what it means for the trace.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import trace as T
+from ..params import MB
+
+#: TCP payload per MTU-sized Ethernet frame with the 8-byte CoflowId option: MSS 1460 - 8.
+PAYLOAD_PER_FRAME = 1452
+FRAME_BYTES = 1514
+
+
+class PlanError(ValueError):
+    """A bad experiment parameter: ``field: problem`` on one line."""
+
+    def __init__(self, fieldname: str, problem: str):
+        self.field = fieldname
+        super().__init__(f"{fieldname}: {problem}")
+
+
+@dataclass(frozen=True)
+class Flow:
+    index: int          # flow id within its coflow (order of registration with the API)
+    src: str            # host names
+    dst: str
+    bytes: int
+
+
+@dataclass(frozen=True)
+class PlannedCoflow:
+    index: int          # position in the plan (0..)
+    trace_id: int       # the trace's coflow id
+    arrival_s: float    # scaled, relative to the start of the run
+    flows: tuple[Flow, ...]
+    bin: str            # SN/LN/SW/LW of the unscaled coflow
+    unscaled_bytes: float
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.flows)
+
+
+@dataclass
+class Plan:
+    hosts: list[str]                    # host names, index = folded trace port
+    rate_bps: float                     # emulated link rate, bit/s
+    bytes_factor: float
+    time_factor: float
+    coflows: list[PlannedCoflow]
+    dropped_local_flows: int = 0
+    dropped_coflows: list[int] = field(default_factory=list)  # trace ids
+    trace_path: str = ""
+
+    @property
+    def span_s(self) -> float:
+        return self.coflows[-1].arrival_s if self.coflows else 0.0
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(c.bytes for c in self.coflows)
+
+    @property
+    def work_s(self) -> float:
+        """Seconds the plan's bytes keep every host link busy at the link rate."""
+        return self.total_bytes / (len(self.hosts) * self.rate_bps / 8) if self.hosts else 0.0
+
+    def workload(self) -> T.Workload:
+        """The same flows as a simulator workload (ports = host indices)."""
+        idx = {h: i for i, h in enumerate(self.hosts)}
+        src, dst, size, red, lo = [], [], [], [], [0]
+        rid = {}
+        for c in self.coflows:
+            for f in c.flows:
+                src.append(idx[f.src])
+                dst.append(idx[f.dst])
+                size.append(float(f.bytes))
+                red.append(rid.setdefault((c.index, f.dst), len(rid)))
+            lo.append(len(src))
+        return T.Workload(
+            ports=len(self.hosts),
+            ids=np.array([c.trace_id for c in self.coflows], dtype=np.int64),
+            arrival=np.array([c.arrival_s for c in self.coflows], dtype=np.float64),
+            flow_lo=np.array(lo, dtype=np.int64),
+            src=np.array(src, dtype=np.int32), dst=np.array(dst, dtype=np.int32),
+            size=np.array(size, dtype=np.float64), reducer=np.array(red, dtype=np.int64),
+            convention=T.PAIRS)
+
+    def heavy_bytes(self, percentile: float = 80.0) -> int:
+        """FIFO-LM's heavy threshold: the percentile of the plan's coflow sizes (as the
+        simulator derives it from a workload)."""
+        sizes = [c.bytes for c in self.coflows]
+        return int(np.percentile(sizes, percentile)) if sizes else 0
+
+    def per_host(self) -> dict[str, list[tuple[PlannedCoflow, Flow]]]:
+        """What each mapper host sends: (coflow, flow) in arrival order."""
+        out: dict[str, list] = {h: [] for h in self.hosts}
+        for c in self.coflows:
+            for f in c.flows:
+                out[f.src].append((c, f))
+        return out
+
+    def summary(self) -> dict:
+        return {"coflows": len(self.coflows), "flows": sum(len(c.flows) for c in self.coflows),
+                "bytes": self.total_bytes, "span_s": self.span_s, "work_s": self.work_s,
+                "bytes_factor": self.bytes_factor, "time_factor": self.time_factor,
+                "rate_bps": self.rate_bps, "hosts": len(self.hosts),
+                "dropped_local_flows": self.dropped_local_flows,
+                "dropped_coflows": list(self.dropped_coflows), "trace": self.trace_path}
+
+
+def auto_factors(tr: T.Trace, first: int, hosts: int, rate_bps: float, work_s: float,
+                 load: float) -> tuple[float, float]:
+    """(bytes_factor, time_factor) for the first ``first`` coflows (see the module doc)."""
+    sub = tr.coflows[:first]
+    if not sub:
+        raise PlanError("coflows", "the trace has no coflows")
+    total = sum(c.total_mb for c in sub) * 1e6          # pairs convention: MB = 10^6 bytes
+    if total <= 0:
+        raise PlanError("trace", "the selected coflows carry no bytes")
+    bf = work_s * hosts * rate_bps / 8 / total
+    span = sub[-1].arrival_ms / 1000.0
+    tf = (work_s / load) / span if span > 0 else 1.0
+    return bf, tf
+
+
+def build_plan(tr: T.Trace, hosts: list[str], first: int, rate_bps: float,
+               bytes_factor: float | None = None, time_factor: float | None = None,
+               work_s: float = 60.0, load: float = 2.0) -> Plan:
+    """Scale the first ``first`` coflows of ``tr`` onto ``hosts`` (index = folded port)."""
+    if not hosts:
+        raise PlanError("hosts", "the topology has no hosts")
+    if not isinstance(first, int) or first < 1:
+        raise PlanError("coflows", f"must be an integer >= 1, got {first!r}")
+    if not (rate_bps > 0 and math.isfinite(rate_bps)):
+        raise PlanError("rate", f"must be > 0, got {rate_bps!r}")
+    if not work_s > 0:
+        raise PlanError("work", f"must be > 0, got {work_s!r}")
+    if not load > 0:
+        raise PlanError("load", f"must be > 0, got {load!r}")
+    for n, v in (("bytes-factor", bytes_factor), ("time-scale", time_factor)):
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise PlanError(n, f"must be > 0, got {v!r}")
+    first = min(first, len(tr.coflows))
+    bf, tf = auto_factors(tr, first, len(hosts), rate_bps, work_s, load)
+    bf = bytes_factor if bytes_factor is not None else bf
+    tf = time_factor if time_factor is not None else tf
+    H = len(hosts)
+    scaled = T.scale(tr, H, bf, tf, first)
+    unscaled = T.scale(tr, H, 1.0, 1.0, first)
+    bins = T.coflow_bins(T.expand(unscaled, T.PAIRS))
+    out, dropped_flows, dropped = [], 0, []
+    for k, c in enumerate(scaled.coflows):
+        mp, cnt = np.unique(np.asarray(c.mappers), return_counts=True)
+        flows = []
+        for rport, mb in c.reducers:
+            for m, n in zip(mp.tolist(), cnt.tolist()):
+                nbytes = int(round(mb * 1e6 * n / cnt.sum()))
+                if m == rport:
+                    dropped_flows += 1
+                    continue
+                flows.append(Flow(len(flows), hosts[m], hosts[rport], max(1, nbytes)))
+        if not flows:
+            dropped.append(c.id)
+            continue
+        out.append(PlannedCoflow(len(out), c.id, c.arrival_ms / 1000.0, tuple(flows), str(bins[k]),
+                                 unscaled.coflows[k].total_mb * 1e6))
+    if out:  # the run starts with the first coflow
+        t0 = out[0].arrival_s
+        out = [PlannedCoflow(c.index, c.trace_id, c.arrival_s - t0, c.flows, c.bin, c.unscaled_bytes)
+               for c in out]
+    return Plan(list(hosts), float(rate_bps), bf, tf, out, dropped_flows, dropped, tr.path)
+
+
+def scaled_mode_settings(mode: str, plan: Plan, K: int = 8) -> dict[str, str]:
+    """Scheduler settings for the controller and the simulator: byte thresholds times the
+    plan's bytes factor (D-CLAS Q1, FIFO-LM heavy bytes)."""
+    s: dict[str, str] = {}
+    if mode in ("dclas", "dclas-strict"):
+        s["K"] = str(K)
+        s["Q1"] = repr(10 * MB * plan.bytes_factor)
+    if mode == "fifo-lm":
+        s["heavy_bytes"] = str(plan.heavy_bytes())
+    return s
+
+
+# --- results ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FlowRecord:
+    """What a receiver reported for one flow (absolute wall-clock seconds)."""
+
+    coflow: int
+    flow: int
+    bytes: int
+    t_done: float
+
+
+def coflow_ccts(plan: Plan, t0: float, records: list[FlowRecord]) -> list[float | None]:
+    """CCT per planned coflow: completion of its last flow - its arrival (t0 + arrival_s).
+
+    A coflow is complete when every one of its flows has a record with all its bytes; otherwise
+    its CCT is None. Records naming unknown coflows/flows are ignored; a flow reported twice
+    counts once (its first complete record)."""
+    done: dict[tuple[int, int], float] = {}
+    for r in records:
+        if not 0 <= r.coflow < len(plan.coflows):
+            continue
+        c = plan.coflows[r.coflow]
+        if not 0 <= r.flow < len(c.flows) or r.bytes < c.flows[r.flow].bytes:
+            continue
+        key = (r.coflow, r.flow)
+        if key not in done or r.t_done < done[key]:
+            done[key] = r.t_done
+    out: list[float | None] = []
+    for c in plan.coflows:
+        ts = [done.get((c.index, f.index)) for f in c.flows]
+        if any(t is None for t in ts):
+            out.append(None)
+        else:
+            out.append(max(max(ts) - (t0 + c.arrival_s), 0.0))
+    return out
+
+
+def coflow_report_records(plan: Plan, ccts: list[float | None]) -> list[dict]:
+    """Per-coflow records in the simulator's report schema (coflow.report)."""
+    wl = plan.workload()
+    cap = plan.rate_bps / 8 * PAYLOAD_PER_FRAME / FRAME_BYTES
+    from ..sim import isolation_times
+    iso = isolation_times(wl, np.full(wl.ports, cap), np.full(wl.ports, cap))
+    out = []
+    for c, cct in zip(plan.coflows, ccts):
+        sizes = [f.bytes for f in c.flows]
+        out.append({
+            "id": c.trace_id, "arrival_s": c.arrival_s,
+            "finish_s": None if cct is None else c.arrival_s + cct,
+            "cct_s": cct, "isolation_s": float(iso[c.index]), "bytes": float(sum(sizes)),
+            "width": len(sizes), "length_bytes": float(max(sizes)), "bin": c.bin,
+            "admitted": True,
+        })
+    return out
