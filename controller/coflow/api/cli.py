@@ -1,0 +1,190 @@
+"""``coflow api ...``: serve the coflow API standalone, and talk to it.
+
+    coflow api serve --topo topologies/fattree-k4.json [--db reg.sqlite] [--address 127.0.0.1:50051]
+                     [--unix /tmp/coflow-api.sock] [--admit-gbps 1]
+    coflow api register --flow h0:h1:1000 --flow h2:h1 [--parent 7.0 | --external 7] [--deadline 2.5]
+    coflow api add-flows 7.0 --flow h3:h1:500
+    coflow api update 7.0 --size 1=2000 --sent 0=1000
+    coflow api unregister 7.0
+    coflow api status 7.0
+    coflow api list
+
+Client commands print JSON on stdout and exit 0; a failed call prints one line
+``error: CODE: field: problem`` on stderr and exits 2.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+
+
+class _ArgError(ValueError):
+    pass
+
+
+def _parse_flow(s: str):
+    parts = s.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
+        raise _ArgError(f"--flow {s!r}: expected SRC:DST[:SIZE_BYTES]")
+    if len(parts) == 2 or parts[2] == "":
+        return parts[0], parts[1], None
+    try:
+        size = int(parts[2])
+    except ValueError:
+        raise _ArgError(f"--flow {s!r}: SIZE_BYTES {parts[2]!r} is not an integer") from None
+    return parts[0], parts[1], size
+
+
+def _parse_counts(items, opt: str) -> dict[int, int]:
+    out = {}
+    for s in items or []:
+        k, sep, v = s.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            out[int(k)] = int(v)
+        except ValueError:
+            raise _ArgError(f"{opt} {s!r}: expected FLOW_ID=BYTES (integers)") from None
+    return out
+
+
+def _client(args):
+    from .client import CoflowClient
+    return CoflowClient(args.address, timeout=args.timeout)
+
+
+def _run(args, fn) -> int:
+    from .client import CoflowApiError
+    try:
+        with _client(args) as c:
+            out = fn(c)
+    except CoflowApiError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(out, indent=1))
+    return 0
+
+
+def cmd_register(args) -> int:
+    flows = [_parse_flow(f) for f in args.flow]
+    return _run(args, lambda c: c.register_coflow(flows, parent=args.parent, deadline_s=args.deadline,
+                                                  external=args.external))
+
+
+def cmd_add_flows(args) -> int:
+    flows = [_parse_flow(f) for f in args.flow]
+    return _run(args, lambda c: c.add_flows(args.coflow_id, flows))
+
+
+def cmd_update(args) -> int:
+    sizes, sent = _parse_counts(args.size, "--size"), _parse_counts(args.sent, "--sent")
+    return _run(args, lambda c: c.update(args.coflow_id, sizes=sizes, sent=sent))
+
+
+def cmd_unregister(args) -> int:
+    return _run(args, lambda c: c.unregister(args.coflow_id))
+
+
+def cmd_status(args) -> int:
+    return _run(args, lambda c: c.status(args.coflow_id))
+
+
+def cmd_list(args) -> int:
+    return _run(args, lambda c: c.list())
+
+
+def build_registry(args):
+    """The registry ``coflow api serve`` (and the controller's CLI) builds from --topo/--hosts,
+    --db, --max-flows and --admit-gbps."""
+    from .registry import CoflowRegistry
+    if args.topo:
+        from .. import topology as topo
+        t = topo.load(args.topo)
+        hosts = [h.name for h in sorted(t.hosts, key=lambda h: h.index)]
+    elif args.hosts:
+        hosts = [h for h in args.hosts.split(",") if h]
+    else:
+        raise _ArgError("give --topo FILE (or --hosts h0,h1,...)")
+    admit = None
+    if args.admit_gbps is not None:
+        if not args.admit_gbps > 0:
+            raise _ArgError("--admit-gbps must be > 0")
+        from .admission import varys_admission
+        admit = varys_admission(hosts, args.admit_gbps * 1e9 / 8)
+    return CoflowRegistry(hosts, db_path=args.db, max_flows_per_coflow=args.max_flows, admit=admit)
+
+
+def cmd_serve(args) -> int:
+    from .server import serve
+    reg = build_registry(args)
+    try:
+        server = serve(reg, args.address or None, [f"unix:{args.unix}"] if args.unix else ())
+    except (OSError, ValueError) as e:
+        reg.close()
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"listening": server.coflow_addresses, "hosts": len(reg.hosts), "coflows": len(reg),
+                      "db": args.db, "admission": args.admit_gbps is not None}), flush=True)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    try:
+        while not done.wait(0.5):
+            pass
+    finally:
+        server.stop(grace=1.0).wait()
+        reg.close()
+    return 0
+
+
+def add_commands(sub) -> None:
+    ap = sub.add_parser("api", help="the coflow API (gRPC coflow.v1.CoflowService): serve it, call it")
+    s = ap.add_subparsers(dest="apicmd", required=True)
+
+    def client_parser(name, help):
+        p = s.add_parser(name, help=help)
+        p.add_argument("--address", default=DEFAULT_ADDRESS,
+                       help=f"server address: host:port or unix:/path (default {DEFAULT_ADDRESS})")
+        p.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
+        return p
+
+    p = s.add_parser("serve", help="serve the API standalone (without the controller)")
+    p.add_argument("--topo", help="topology file (its hosts are the valid flow endpoints)")
+    p.add_argument("--hosts", help="comma-separated host names instead of --topo")
+    p.add_argument("--db", help="SQLite file that keeps the registry across restarts")
+    p.add_argument("--address", default=DEFAULT_ADDRESS, help=f"host:port (default {DEFAULT_ADDRESS}; '' = none)")
+    p.add_argument("--unix", help="also listen on this unix socket path (for Mininet hosts)")
+    p.add_argument("--max-flows", type=int, default=10000, help="flows per coflow (default 10000)")
+    p.add_argument("--admit-gbps", type=float,
+                   help="Varys deadline admission with this host link rate (Gbit/s); off by default")
+    p.set_defaults(fn=cmd_serve)
+
+    p = client_parser("register", "register a coflow; prints it as JSON")
+    p.add_argument("--flow", action="append", required=True, metavar="SRC:DST[:SIZE]")
+    p.add_argument("--parent", help="parent CoflowId (the new coflow is the job's next stage)")
+    p.add_argument("--external", type=int, help="a new stage of this known job id")
+    p.add_argument("--deadline", type=float, help="deadline in seconds (Varys admission)")
+    p.set_defaults(fn=cmd_register)
+
+    p = client_parser("add-flows", "add flows to a coflow")
+    p.add_argument("coflow_id")
+    p.add_argument("--flow", action="append", required=True, metavar="SRC:DST[:SIZE]")
+    p.set_defaults(fn=cmd_add_flows)
+
+    p = client_parser("update", "set flow sizes / report sent bytes")
+    p.add_argument("coflow_id")
+    p.add_argument("--size", action="append", metavar="FLOW=BYTES")
+    p.add_argument("--sent", action="append", metavar="FLOW=BYTES")
+    p.set_defaults(fn=cmd_update)
+
+    for name, fn, help in (("unregister", cmd_unregister, "unregister a coflow"),
+                           ("status", cmd_status, "one coflow as JSON")):
+        p = client_parser(name, help)
+        p.add_argument("coflow_id")
+        p.set_defaults(fn=fn)
+    p = client_parser("list", "every registered coflow as JSON")
+    p.set_defaults(fn=cmd_list)
