@@ -10,6 +10,8 @@ driver -> agent (stdin)::
      "port": 5001, "bytes": n}       open one TCP connection tagged with CoflowId 7.0 and send
                                      n payload bytes to dst:port now
     {"op": "ping", "seq": s}         answered by {"ev": "pong", "seq": s}
+    {"op": "reset"}                  abort every connection in progress (end of a mode),
+                                     answered by {"ev": "reset", "cancelled": n}
     {"op": "quit"}                   (or EOF) close everything and exit
 
 agent -> driver (stdout)::
@@ -94,9 +96,9 @@ def parse_command(line: str) -> dict:
                 "port": _int(msg, "port", 1, 65535), "bytes": _int(msg, "bytes", 0, MAX_BYTES)}
     if op == "ping":
         return {"op": "ping", "seq": _int(msg, "seq")}
-    if op == "quit":
-        return {"op": "quit"}
-    raise MessageError("op", f"unknown operation {op!r} (send, ping, quit)")
+    if op in ("quit", "reset"):
+        return {"op": op}
+    raise MessageError("op", f"unknown operation {op!r} (send, ping, reset, quit)")
 
 
 def parse_header(data: bytes) -> tuple[int, int, int, int]:
@@ -125,6 +127,10 @@ class Agent:
 
     # receiver -------------------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        me = asyncio.current_task()
+        if me is not None:
+            self.tasks.add(me)
+            me.add_done_callback(self.tasks.discard)
         peer = writer.get_extra_info("peername")
         where = f"conn {peer[0]}:{peer[1]}" if peer else "conn"
         try:
@@ -179,6 +185,9 @@ class Agent:
             writer.close()
             self.emit(ev="sent", run=cmd["run"], coflow=cmd["coflow"], flow=cmd["flow"],
                       t_start=t0, t_end=time.time(), tag=how)
+        except asyncio.CancelledError:
+            sock.close()
+            raise
         except OSError as e:
             sock.close()
             self.emit(ev="error", where=where, field="socket", message=f"{cmd['dst']}:{cmd['port']}: {e}")
@@ -213,6 +222,11 @@ class Agent:
                 break
             if cmd["op"] == "ping":
                 self.emit(ev="pong", seq=cmd["seq"])
+            elif cmd["op"] == "reset":
+                live = [t for t in self.tasks if not t.done()]
+                for t in live:
+                    t.cancel()
+                self.emit(ev="reset", cancelled=len(live))
             else:
                 self._spawn(self.send(cmd))
         self.server.close()

@@ -1,0 +1,145 @@
+"""``coflow emu ...``: the Mininet/BMv2 emulation (added to the ``coflow`` CLI through add_commands).
+
+    coflow emu run    [--topo fattree:4] [--trace F] [--modes fair,dclas,...] [--coflows N]
+                      [--rate-mbps R] [--time-scale X] [--bytes-scale Y] [--work S] [--load L]
+                      [--timeout S] [--out DIR] [--set k=v] [--no-sim]
+    coflow emu plan   (the same options): print the scaled trace and the run's size, run nothing
+    coflow emu clean  remove what a crashed run left (its simple_switch_grpc processes, veths)
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _common(p) -> None:
+    from .fabric import QUEUE_BUDGET
+    from .runner import DEFAULT_MODES
+    p.add_argument("--topo", default="fattree:4",
+                   help="fattree:K, leafspine:L,S,H, bigswitch:H or a topology file (default fattree:4)")
+    p.add_argument("--trace", default="", help="trace (default: the FB trace in ../shared/traces, "
+                   "else the bundled traces/fb-like-120x16.txt)")
+    p.add_argument("--modes", default=",".join(DEFAULT_MODES), help="comma-separated modes, run in order")
+    p.add_argument("--coflows", type=int, default=60, help="the first N coflows of the trace (default 60)")
+    p.add_argument("--rate-mbps", type=float, default=1.0, help="every link's rate, Mb/s (default 1)")
+    p.add_argument("--work", type=float, default=60.0,
+                   help="bytes scaled so the coflows keep every host link busy this many seconds (default 60)")
+    p.add_argument("--load", type=float, default=2.0,
+                   help="arrivals compressed to span work/load seconds (default 2)")
+    p.add_argument("--bytes-scale", type=float, help="bytes factor (overrides --work)")
+    p.add_argument("--time-scale", type=float, help="arrival time factor (overrides --load)")
+    p.add_argument("--timeout", type=float, help="per-mode timeout, s (default 60 + 3 x (span + work))")
+    p.add_argument("--weighted-dclas", action="store_true",
+                   help="D-CLAS with Aalo's weighted queues in the TM (default strict)")
+    p.add_argument("--queue-budget", type=int, default=QUEUE_BUDGET,
+                   help=f"frames all queues of one port may hold (default {QUEUE_BUDGET})")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="controller/scheduler setting for every mode (repeatable)")
+    p.add_argument("--out", default="out/emu", help="reports and plots (default out/emu)")
+
+
+def config_from_args(args):
+    from .plan import PlanError
+    from .runner import EmuConfig
+    settings = {}
+    for it in args.set:
+        if "=" not in it:
+            raise PlanError("set", f"{it!r}: expected key=value")
+        k, v = it.split("=", 1)
+        settings[k] = v
+    return EmuConfig(topology=args.topo, trace=args.trace,
+                     modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
+                     coflows=args.coflows, rate_mbps=args.rate_mbps, work_s=args.work, load=args.load,
+                     bytes_factor=args.bytes_scale, time_scale=args.time_scale,
+                     mode_timeout_s=args.timeout, weighted_dclas=args.weighted_dclas,
+                     queue_budget=args.queue_budget, out_dir=args.out, settings=settings,
+                     simulate=not getattr(args, "no_sim", False),
+                     log_level=getattr(args, "switch_log", "off"),
+                     keep_run_dir=getattr(args, "keep", False))
+
+
+def preflight() -> str | None:
+    """Why the emulation cannot run here (None if it can)."""
+    from ..dataplane.toolchain import discover
+    tc = discover()
+    if not tc.complete:
+        return "P4 toolchain not found: missing " + ", ".join(tc.missing())
+    if os.geteuid() != 0:
+        return "Mininet needs root"
+    try:
+        import mininet.net  # noqa: F401
+    except ImportError:
+        return "Mininet is not importable"
+    return None
+
+
+def cmd_run(args) -> int:
+    from .runner import Experiment
+    why = preflight()
+    if why:
+        print(f"coflow emu: cannot run: {why}", file=sys.stderr)
+        return 3
+    exp = Experiment(config_from_args(args))
+    try:
+        exp.run()
+    except KeyboardInterrupt:
+        print("coflow emu: interrupted; everything stopped", file=sys.stderr)
+        return 130
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from .runner import load_topology, make_plan, mode_timeout
+    cfg = config_from_args(args)
+    cfg.validate()
+    t = load_topology(cfg.topology)
+    plan = make_plan(cfg, t)
+    s = plan.summary()
+    print(f"{os.path.basename(plan.trace_path)}: {s['coflows']} coflows, {s['flows']} flows on "
+          f"{s['hosts']} hosts of {t.name}; bytes x{s['bytes_factor']:.3g}, time x{s['time_factor']:.3g}; "
+          f"{s['bytes'] / 1e6:.2f} MB in all, arrivals over {s['span_s']:.1f} s, "
+          f"work {s['work_s']:.1f} s at {cfg.rate_mbps:g} Mb/s; per-mode timeout {mode_timeout(cfg, plan):.0f} s")
+    if s["dropped_local_flows"] or s["dropped_coflows"]:
+        print(f"dropped: {s['dropped_local_flows']} flows whose mapper and reducer share a host, "
+              f"{len(s['dropped_coflows'])} coflows left without flows")
+    if args.verbose:
+        for c in plan.coflows:
+            print(f"  {c.trace_id:>5} t={c.arrival_s:8.3f}s {len(c.flows):>4} flows {c.bytes:>10} B {c.bin}")
+    return 0
+
+
+def cmd_clean(args) -> int:
+    import signal
+    from .fabric import cleanup_interfaces, stray_switches
+    from .runner import load_topology
+    pids = stray_switches()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    gone = cleanup_interfaces(load_topology(args.topo))
+    print(f"coflow emu clean: killed {len(pids)} simple_switch_grpc, removed {len(gone)} interfaces")
+    if args.mininet:
+        from mininet.clean import cleanup
+        cleanup()
+    return 0
+
+
+def add_commands(sub) -> None:
+    p = sub.add_parser("emu", help="Mininet/BMv2 emulation: replay a trace on a fabric, measure CCT")
+    esub = p.add_subparsers(dest="ecmd", required=True)
+    r = esub.add_parser("run", help="run the modes one after another on one fabric")
+    _common(r)
+    r.add_argument("--no-sim", action="store_true", help="skip the simulator comparison")
+    r.add_argument("--switch-log", default="off", help="BMv2 --log-level (default off)")
+    r.add_argument("--keep", action="store_true", help="keep the run directory (logs)")
+    r.set_defaults(fn=cmd_run)
+    r = esub.add_parser("plan", help="print the scaled trace plan and exit")
+    _common(r)
+    r.add_argument("-v", "--verbose", action="store_true")
+    r.set_defaults(fn=cmd_plan)
+    r = esub.add_parser("clean", help="kill stray emulation switches, delete the fabric's veths")
+    r.add_argument("--topo", default="fattree:4")
+    r.add_argument("--mininet", action="store_true", help="also run Mininet's own cleanup (mn -c)")
+    r.set_defaults(fn=cmd_clean)

@@ -1,0 +1,253 @@
+"""The driver: the jobs' master. Starts one traffic agent per host, and for every coflow at its
+(scaled) arrival time registers it with the coflow API and hands its CoflowId and flows to the
+mapper hosts' agents; collects the receivers' completion reports and unregisters finished
+coflows.
+
+Protocol (see :mod:`coflow.emu.agent`): the driver writes JSON commands to each agent's stdin
+and reads JSON events from its stdout; a reader thread per agent feeds one queue. Agents run
+inside the hosts' network namespaces (``host.popen``); the driver runs in the root namespace
+and reaches the API over its unix socket (the filesystem is shared), as a job master would.
+
+Registration: for clairvoyant modes (sebf, hug, utopia, fai) every flow is registered with its
+size; for the others (fair, dclas, fifo-lm) without. The coflow's arrival is its scheduled time
+``t0 + arrival_s``: a driver running late is charged to the coflow's CCT.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .plan import FlowRecord, Plan
+
+AGENT_PORT = 5001
+CLAIRVOYANT_MODES = ("sebf", "hug", "utopia", "fai", "varys-deadline")
+
+
+class EventError(ValueError):
+    pass
+
+
+def parse_event(line: str, where: str = "agent") -> dict:
+    """One agent event, validated (raises :class:`EventError` with ``where: field: problem``)."""
+    try:
+        ev = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise EventError(f"{where}: json: invalid JSON ({e.msg})") from None
+    if not isinstance(ev, dict) or not isinstance(ev.get("ev"), str):
+        raise EventError(f"{where}: ev: missing event name")
+    need = {"done": ("run", "coflow", "flow", "bytes", "t"), "sent": ("run", "coflow", "flow"),
+            "ready": ("port",), "pong": ("seq",), "reset": ("cancelled",),
+            "error": ("where", "field", "message")}
+    if ev["ev"] not in need:
+        raise EventError(f"{where}: ev: unknown event {ev['ev']!r}")
+    for k in need[ev["ev"]]:
+        if k not in ev:
+            raise EventError(f"{where}: {k}: missing in {ev['ev']!r} event")
+        v = ev[k]
+        if k in ("where", "field", "message"):
+            if not isinstance(v, str):
+                raise EventError(f"{where}: {k}: not a string")
+        elif k == "t":
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                raise EventError(f"{where}: t: not a number")
+        elif not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise EventError(f"{where}: {k}: not a non-negative integer: {v!r}")
+    return ev
+
+
+def send_commands(plan: Plan, k: int, cid: str, run: int, ips: dict[str, str],
+                  port: int = AGENT_PORT) -> dict[str, list[dict]]:
+    """The ``send`` commands of coflow ``k``, per mapper host."""
+    out: dict[str, list[dict]] = {}
+    c = plan.coflows[k]
+    for f in c.flows:
+        out.setdefault(f.src, []).append({"op": "send", "run": run, "coflow": k, "flow": f.index,
+                                          "cid": cid, "dst": ips[f.dst], "port": port,
+                                          "bytes": f.bytes})
+    return out
+
+
+def registration(plan: Plan, k: int, clairvoyant: bool) -> list[tuple[str, str, int | None]]:
+    """The flows of coflow ``k`` as the API takes them (index = flow id)."""
+    return [(f.src, f.dst, f.bytes if clairvoyant else None) for f in plan.coflows[k].flows]
+
+
+class AgentPool:
+    """One agent process per host, started inside the host's namespace."""
+
+    def __init__(self, hosts: dict, ips: dict[str, str], log_dir: str, port: int = AGENT_PORT):
+        self.hosts, self.ips, self.port, self.log_dir = hosts, ips, port, log_dir
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.events: queue.Queue = queue.Queue()
+        self.threads: list[threading.Thread] = []
+        self.errors: list[str] = []
+
+    def start(self, timeout: float = 60.0) -> None:
+        env = dict(os.environ)
+        pkg = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = pkg + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        for name, host in self.hosts.items():
+            err = open(os.path.join(self.log_dir, f"agent-{name}.stderr"), "ab")
+            p = host.popen([sys.executable, "-u", "-m", "coflow.emu.agent", "--host", name,
+                            "--listen", f"{self.ips[name]}:{self.port}"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env)
+            err.close()
+            self.procs[name] = p
+            th = threading.Thread(target=self._read, args=(name, p), daemon=True)
+            th.start()
+            self.threads.append(th)
+        ready, deadline = set(), time.monotonic() + timeout
+        while len(ready) < len(self.procs):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                missing = sorted(set(self.procs) - ready)
+                raise RuntimeError(f"agents not ready after {timeout:.0f} s: {', '.join(missing)} "
+                                   f"(see {self.log_dir}/agent-*.stderr)")
+            try:
+                name, ev = self.events.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                for n, p in self.procs.items():
+                    if p.poll() is not None:
+                        raise RuntimeError(f"agent {n} exited ({p.returncode}); see "
+                                           f"{self.log_dir}/agent-{n}.stderr")
+                continue
+            if ev.get("ev") == "ready":
+                ready.add(name)
+
+    def _read(self, name: str, p: subprocess.Popen) -> None:
+        n = 0
+        for raw in p.stdout:
+            n += 1
+            try:
+                ev = parse_event(raw.decode("utf-8", "replace"), f"agent {name} line {n}")
+            except EventError as e:
+                self.errors.append(str(e))
+                continue
+            self.events.put((name, ev))
+
+    def send(self, name: str, cmd: dict) -> None:
+        p = self.procs[name]
+        p.stdin.write((json.dumps(cmd, separators=(",", ":")) + "\n").encode())
+        p.stdin.flush()
+
+    def broadcast(self, cmd: dict) -> None:
+        for name in self.procs:
+            self.send(name, cmd)
+
+    def stop(self) -> None:
+        for name, p in self.procs.items():
+            try:
+                if p.poll() is None:
+                    self.send(name, {"op": "quit"})
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+        for p in self.procs.values():
+            try:
+                p.wait(3)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                try:
+                    p.wait(3)
+                except subprocess.TimeoutExpired:
+                    pass
+        self.procs.clear()
+
+
+@dataclass
+class ModeResult:
+    t0: float
+    records: list[FlowRecord]
+    registered: dict[int, str]            # coflow index -> CoflowId
+    errors: list[str] = field(default_factory=list)
+    timed_out: bool = False
+    wall_s: float = 0.0
+    late_s: list[float] = field(default_factory=list)   # dispatch lateness per coflow
+
+
+def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
+          unregister: Callable[[str], None], run: int, clairvoyant: bool, timeout_s: float,
+          lead_s: float = 0.5, progress: bool = True, label: str = "") -> ModeResult:
+    """Replay ``plan`` once. ``register(flows) -> cid`` and ``unregister(cid)`` reach the API."""
+    N = len(plan.coflows)
+    bar = None
+    if progress:
+        try:
+            from tqdm import tqdm
+            bar = tqdm(total=N, desc=label or "emu", unit="coflow", file=sys.stderr,
+                       dynamic_ncols=True, mininterval=0.5)
+        except ImportError:  # pragma: no cover
+            bar = None
+    # drain stale events of an earlier mode
+    while True:
+        try:
+            agents.events.get_nowait()
+        except queue.Empty:
+            break
+    t_start = time.monotonic()
+    t0 = time.time() + lead_s
+    res = ModeResult(t0, [], {})
+    remaining = [len(c.flows) for c in plan.coflows]
+    got: set[tuple[int, int]] = set()
+    done = 0
+    nxt = 0
+    deadline = t0 + timeout_s
+    try:
+        while done < N:
+            now = time.time()
+            while nxt < N and t0 + plan.coflows[nxt].arrival_s <= now:
+                c = plan.coflows[nxt]
+                try:
+                    cid = register(registration(plan, nxt, clairvoyant))
+                except Exception as e:  # the API refused: the coflow cannot run
+                    res.errors.append(f"coflow {c.trace_id}: register: {e}")
+                    remaining[nxt] = -1
+                    done += 1
+                    nxt += 1
+                    continue
+                res.registered[nxt] = cid
+                for host, cmds in send_commands(plan, nxt, cid, run, agents.ips, agents.port).items():
+                    for cmd in cmds:
+                        agents.send(host, cmd)
+                res.late_s.append(time.time() - (t0 + c.arrival_s))
+                nxt += 1
+            if now > deadline:
+                res.timed_out = True
+                break
+            wait = 0.2 if nxt >= N else max(0.0, min(0.2, t0 + plan.coflows[nxt].arrival_s - time.time()))
+            try:
+                name, ev = agents.events.get(timeout=wait)
+            except queue.Empty:
+                continue
+            kind = ev["ev"]
+            if kind == "error":
+                res.errors.append(f"{name}: {ev['where']}: {ev['field']}: {ev['message']}")
+            elif kind == "done" and ev["run"] == run:
+                k, i = ev["coflow"], ev["flow"]
+                if k >= N or i >= len(plan.coflows[k].flows) or (k, i) in got:
+                    res.errors.append(f"{name}: unexpected flow report {k}.{i}")
+                    continue
+                got.add((k, i))
+                res.records.append(FlowRecord(k, i, ev["bytes"], float(ev["t"])))
+                remaining[k] -= 1
+                if remaining[k] == 0:
+                    done += 1
+                    if bar is not None:
+                        bar.update(1)
+                    try:
+                        unregister(res.registered[k])
+                    except Exception as e:
+                        res.errors.append(f"coflow {plan.coflows[k].trace_id}: unregister: {e}")
+    finally:
+        if bar is not None:
+            bar.close()
+        res.wall_s = time.monotonic() - t_start
+        res.errors.extend(agents.errors)
+        agents.errors.clear()
+    return res

@@ -1,0 +1,391 @@
+"""Experiment runner: one fabric, the modes one after another, emulated and simulated CCTs.
+
+Per mode: fresh BMv2 processes (empty tables, counters, registers), the traffic manager of the
+mode on every switch egress interface, a fresh controller process (:mod:`coflow.emu.ctlproc`:
+pipeline, routes, roles, mode, and the coflow API on a unix socket), the replay
+(:func:`coflow.emu.driver.drive`), then the controller stops and the agents abort anything left.
+Afterwards the simulator runs the same scaled workload at the same link rate (payload rate of
+MTU frames) with the same scaled parameters, and both go into one report.
+
+Everything started is stopped on success, failure, timeout or Ctrl-C (SIGTERM too): agents,
+controller, BMv2 processes, Mininet hosts and links, the run directory.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .. import topology as topo
+from .. import trace as T
+from ..report import compare_table, format_table, make_report, plot_reports, write_json
+from . import plan as P
+from .driver import AGENT_PORT, CLAIRVOYANT_MODES, AgentPool, drive
+from .fabric import QUEUE_BUDGET, Fabric, tm_for_mode
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+FB_TRACE = os.path.join(os.path.dirname(REPO), "shared", "traces", "FB2010-1Hr-150-0.txt")
+BUNDLED_TRACE = os.path.join(REPO, "traces", "fb-like-120x16.txt")
+DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug")
+EMU_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "utopia", "fai")
+#: the simulator's scheduler for each emulated mode (strict queues in the emulated TM)
+SIM_OF = {"fair": "fair", "dclas": "dclas-strict", "fifo-lm": "fifo-lm", "sebf": "sebf",
+          "hug": "hug", "utopia": "utopia", "fai": "fai"}
+
+
+def default_trace() -> str:
+    env = os.environ.get("FB_TRACE")
+    if env and os.path.exists(env):
+        return env
+    return FB_TRACE if os.path.exists(FB_TRACE) else BUNDLED_TRACE
+
+
+@dataclass
+class EmuConfig:
+    topology: str = "fattree:4"            # kind:param or a topology file
+    trace: str = ""
+    modes: tuple[str, ...] = DEFAULT_MODES
+    coflows: int = 60
+    rate_mbps: float = 1.0
+    work_s: float = 60.0
+    load: float = 2.0
+    bytes_factor: float | None = None
+    time_scale: float | None = None
+    mode_timeout_s: float | None = None
+    weighted_dclas: bool = False
+    queue_budget: int = QUEUE_BUDGET
+    out_dir: str = "out/emu"
+    log_level: str = "off"
+    settings: dict[str, str] = field(default_factory=dict)
+    simulate: bool = True
+    progress: bool = True
+    keep_run_dir: bool = False
+
+    def validate(self) -> None:
+        bad = [m for m in self.modes if m not in EMU_MODES]
+        if not self.modes:
+            raise P.PlanError("modes", "no mode given")
+        if bad:
+            raise P.PlanError("modes", f"unknown mode(s) {', '.join(bad)}; known: {', '.join(EMU_MODES)}")
+        if len(set(self.modes)) != len(self.modes):
+            raise P.PlanError("modes", "a mode is listed twice")
+        if not (isinstance(self.coflows, int) and self.coflows >= 1):
+            raise P.PlanError("coflows", f"must be an integer >= 1, got {self.coflows!r}")
+        if not self.rate_mbps > 0 or self.rate_mbps > 100:
+            raise P.PlanError("rate", f"must be in (0, 100] Mb/s, got {self.rate_mbps!r}")
+        if self.mode_timeout_s is not None and not self.mode_timeout_s > 0:
+            raise P.PlanError("timeout", f"must be > 0, got {self.mode_timeout_s!r}")
+        if self.queue_budget < 2:
+            raise P.PlanError("queue-budget", f"must be >= 2 frames, got {self.queue_budget!r}")
+        if self.log_level not in ("off", "trace", "debug", "info", "warn", "error", "critical"):
+            raise P.PlanError("log-level", f"unknown level {self.log_level!r}")
+
+    @property
+    def rate_kbit(self) -> int:
+        return int(round(self.rate_mbps * 1000))
+
+
+def load_topology(spec: str) -> topo.Topology:
+    """``fattree:4``, ``leafspine:2,2,4``, ``bigswitch:16`` or a topology file."""
+    if os.path.exists(spec):
+        return topo.load(spec)
+    kind, _, arg = spec.partition(":")
+    if kind not in topo.GENERATORS:
+        raise P.PlanError("topology", f"{spec!r} is neither a file nor one of "
+                          f"{', '.join(k + ':...' for k in topo.GENERATORS)}")
+    try:
+        nums = [int(x) for x in arg.split(",")] if arg else []
+        return topo.GENERATORS[kind](*nums)
+    except (TypeError, ValueError) as e:
+        raise P.PlanError("topology", f"{spec}: {e}") from None
+
+
+def make_plan(cfg: EmuConfig, t: topo.Topology) -> P.Plan:
+    tr = T.read_trace(cfg.trace or default_trace(), allow_unsorted=True)
+    hosts = [h.name for h in sorted(t.hosts, key=lambda h: h.index)]
+    return P.build_plan(tr, hosts, cfg.coflows, cfg.rate_mbps * 1e6, cfg.bytes_factor,
+                        cfg.time_scale, cfg.work_s, cfg.load)
+
+
+def mode_timeout(cfg: EmuConfig, plan: P.Plan) -> float:
+    if cfg.mode_timeout_s:
+        return cfg.mode_timeout_s
+    return 60.0 + 3.0 * (plan.span_s + plan.work_s)
+
+
+def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan) -> dict[str, str]:
+    s = P.scaled_mode_settings(mode, plan)
+    s["link_mbps"] = repr(cfg.rate_mbps)
+    s.update(cfg.settings)
+    return s
+
+
+# --- the simulator beside the emulation -----------------------------------------------------------
+
+def simulate_mode(plan: P.Plan, mode: str, weighted_dclas: bool = False, progress: bool = False) -> dict:
+    from ..sched import make_scheduler, params_dict
+    from ..sim import coflow_records, simulate
+    name = SIM_OF[mode]
+    if mode == "dclas" and weighted_dclas:
+        name = "dclas"
+    settings = P.scaled_mode_settings(name, plan)
+    wl = plan.workload()
+    cap = plan.rate_bps / 8 * P.PAYLOAD_PER_FRAME / P.FRAME_BYTES
+    s = make_scheduler(name, settings)
+    res = simulate(wl, s, cap, progress=progress, label=f"sim {mode}")
+    recs = coflow_records(wl, res, cap)
+    for r, c in zip(recs, plan.coflows):
+        r["bin"] = c.bin
+    return make_report(name, params_dict(s), wl.ports, recs, res.wall_s, label=f"sim-{mode}",
+                       driver="sim", capacity_Bps=cap, convention=wl.convention)
+
+
+# --- controller process ----------------------------------------------------------------------------
+
+class ControllerProc:
+    def __init__(self, topo_file: str, mode: str, p4info: str, bmv2_json: str,
+                 switch_addrs: dict[str, str], api_sock: str, settings: dict[str, str], log: str):
+        self.api_sock = api_sock
+        cmd = [sys.executable, "-u", "-m", "coflow.emu.ctlproc", "--topo", topo_file, "--mode", mode,
+               "--p4info", p4info, "--json", bmv2_json, "--api-unix", api_sock]
+        for n, a in sorted(switch_addrs.items()):
+            cmd += ["--switch", f"{n}={a}"]
+        for k, v in sorted(settings.items()):
+            cmd += ["--set", f"{k}={v}"]
+        env = dict(os.environ)
+        pkg = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = pkg + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.log = open(log, "ab")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, env=env, start_new_session=True)
+        self.status: dict | None = None
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        box: list = []
+        th = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()), daemon=True)
+        th.start()
+        th.join(timeout)
+        if not box or not box[0]:
+            self.stop()
+            raise RuntimeError(f"controller not ready within {timeout:.0f} s "
+                               f"(see {self.log.name})")
+        ev = json.loads(box[0])
+        if ev.get("ev") != "ready":
+            raise RuntimeError(f"controller: unexpected first line {box[0]!r}")
+
+    def stop(self) -> None:
+        p = self.proc
+        if p.poll() is None:
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+            try:
+                out, _ = p.communicate(timeout=10)
+                for line in out.decode(errors="replace").splitlines():
+                    try:
+                        ev = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue
+                    if ev.get("ev") == "status":
+                        self.status = ev.get("status")
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(5)
+        self.log.close()
+
+
+# --- the experiment ---------------------------------------------------------------------------------
+
+def _tm_drops(stats: dict) -> dict:
+    sent = sum(c.get("packets", 0) for d in stats.values() for k, c in d.items() if k != "1:1")
+    dropped = sum(c.get("dropped", 0) for d in stats.values() for k, c in d.items() if k != "1:1")
+    return {"packets": sent, "dropped": dropped}
+
+
+class Experiment:
+    def __init__(self, cfg: EmuConfig):
+        cfg.validate()
+        self.cfg = cfg
+        self.t = load_topology(cfg.topology)
+        self.plan = make_plan(cfg, self.t)
+        self.fabric: Fabric | None = None
+        self.agents: AgentPool | None = None
+        self.ctl: ControllerProc | None = None
+
+    def _artifacts(self):
+        from ..dataplane.toolchain import discover
+        p4info = os.path.join(REPO, "build", "coflow.p4info.txt")
+        bmv2 = os.path.join(REPO, "build", "coflow.json")
+        if not (os.path.exists(p4info) and os.path.exists(bmv2)):
+            if not discover().p4c:
+                raise RuntimeError("build/coflow.json missing and p4c-bm2-ss not found")
+            subprocess.run(["make", "-C", REPO, "--no-print-directory", "p4"], check=True)
+        return p4info, bmv2
+
+    def run(self) -> dict:
+        cfg, plan = self.cfg, self.plan
+        p4info, bmv2 = self._artifacts()
+        os.makedirs(cfg.out_dir, exist_ok=True)
+        self.fabric = Fabric(self.t, log_level=cfg.log_level)
+        run_dir = self.fabric.run_dir
+        topo_file = os.path.join(run_dir, "topology.json")
+        self.t.save(topo_file)
+        old = signal.signal(signal.SIGTERM, _sigterm)
+        reports: dict[str, dict] = {}
+        try:
+            _say(f"fabric: {self.t.name}, {len(self.t.switches)} BMv2 switches, {len(self.t.hosts)} hosts, "
+                 f"{cfg.rate_mbps:g} Mb/s links; run dir {run_dir}")
+            self.fabric.start()
+            ips = {h.name: h.ip for h in self.t.hosts}
+            self.agents = AgentPool({h.name: self.fabric.host(h.name) for h in self.t.hosts}, ips,
+                                    run_dir, AGENT_PORT)
+            self.agents.start()
+            timeout = mode_timeout(cfg, plan)
+            for i, mode in enumerate(cfg.modes):
+                reports[mode] = self.run_mode(mode, i, p4info, bmv2, topo_file, timeout)
+                write_json(reports[mode], os.path.join(cfg.out_dir, f"emu-{mode}.json"))
+        finally:
+            signal.signal(signal.SIGTERM, old)
+            self.shutdown()
+        return self.finish(reports)
+
+    def run_mode(self, mode: str, i: int, p4info: str, bmv2: str, topo_file: str, timeout: float) -> dict:
+        cfg, plan, fab = self.cfg, self.plan, self.fabric
+        t_mode = time.monotonic()
+        if i > 0:
+            fab.restart_switches()
+        tmp = tm_for_mode(mode, cfg.weighted_dclas)
+        tmc = fab.apply_tm(tmp, cfg.rate_kbit, cfg.queue_budget)
+        sock = os.path.join(fab.run_dir, f"api-{mode}.sock")
+        settings = mode_settings(cfg, mode, plan)
+        self.ctl = ControllerProc(topo_file, mode, p4info, bmv2, fab.switch_addrs(), sock, settings,
+                                  os.path.join(fab.run_dir, f"ctl-{mode}.log"))
+        self.ctl.wait_ready()
+        from ..api.client import CoflowClient
+        client = CoflowClient(f"unix:{sock}")
+        try:
+            _say(f"[{i + 1}/{len(cfg.modes)}] {mode}: {len(plan.coflows)} coflows, TM {tmp.discipline} x{tmp.queues}"
+                 f" (limit {tmc.limit_pkts} frames), timeout {timeout:.0f} s")
+            res = drive(plan, self.agents, lambda flows: client.register(flows=flows),
+                        client.unregister, run=i + 1, clairvoyant=mode in CLAIRVOYANT_MODES,
+                        timeout_s=timeout, progress=cfg.progress, label=mode)
+        finally:
+            client.close() if hasattr(client, "close") else None
+            self.agents.broadcast({"op": "reset"})
+            self.ctl.stop()
+            ctl_status, self.ctl = self.ctl.status, None
+        tm_stats = _tm_drops(fab.tm_stats())
+        ccts = P.coflow_ccts(plan, res.t0, res.records)
+        recs = P.coflow_report_records(plan, ccts)
+        rep = make_report(mode, {**settings, "tm": asdict(tmc)}, len(plan.hosts), recs, res.wall_s,
+                          label=f"emu-{mode}", driver="emu", topology=self.t.name,
+                          plan=plan.summary(), timed_out=res.timed_out, errors=res.errors[:50],
+                          error_count=len(res.errors), tm=tm_stats,
+                          dispatch_late_s={"max": max(res.late_s, default=0.0),
+                                           "mean": float(np.mean(res.late_s)) if res.late_s else 0.0},
+                          controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode)
+        s = rep["summary"]
+        _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "
+             f"{(s['avg_cct_s'] or float('nan')):.3f} s, p95 {(s['p95_cct_s'] or float('nan')):.3f} s, "
+             f"{len(res.errors)} errors, TM drops {tm_stats['dropped']}/{tm_stats['packets'] + tm_stats['dropped']}"
+             f"{', TIMED OUT' if res.timed_out else ''}")
+        for e in res.errors[:3]:
+            _say(f"    error: {e}")
+        return rep
+
+    def shutdown(self) -> None:
+        if self.agents is not None:
+            try:
+                self.agents.stop()
+            except Exception:  # noqa: BLE001
+                pass
+            self.agents = None
+        if self.ctl is not None:
+            try:
+                self.ctl.stop()
+            except Exception:  # noqa: BLE001
+                pass
+            self.ctl = None
+        if self.fabric is not None:
+            self.fabric.stop()
+            if not self.cfg.keep_run_dir:
+                self.fabric.remove_run_dir()
+
+    def finish(self, reports: dict[str, dict]) -> dict:
+        cfg, plan = self.cfg, self.plan
+        out = {"plan": plan.summary(), "config": {k: v for k, v in asdict(cfg).items()},
+               "topology": self.t.name, "reports": reports}
+        base = "fair" if "fair" in reports else next(iter(reports))
+        emu_table = compare_table(reports, base)
+        out["table"] = emu_table
+        print(f"\nemulated: {self.t.name} (BMv2), {len(plan.coflows)} coflows of "
+              f"{os.path.basename(plan.trace_path)}, {cfg.rate_mbps:g} Mb/s links")
+        print(format_table(emu_table))
+        if cfg.simulate:
+            sims = {m: simulate_mode(plan, m, cfg.weighted_dclas) for m in reports}
+            for m, r in sims.items():
+                write_json(r, os.path.join(cfg.out_dir, f"sim-{m}.json"))
+            sim_table = compare_table(sims, base)
+            out["sim_reports"] = sims
+            out["sim_table"] = sim_table
+            print(f"\nsimulated: big switch, same scaled trace, {cfg.rate_mbps:g} Mb/s ports "
+                  f"({', '.join(f'{m}={SIM_OF[m]}' for m in sims if SIM_OF[m] != m)})")
+            print(format_table(sim_table))
+            out["emu_vs_sim"] = emu_vs_sim(emu_table, sim_table)
+            print("\n" + format_emu_vs_sim(out["emu_vs_sim"]))
+            plot_reports({f"sim-{m}": r for m, r in sims.items()}, os.path.join(cfg.out_dir, "sim"),
+                         f"sim-{base}", "simulated CCT")
+        paths = plot_reports({f"emu-{m}": r for m, r in reports.items()}, cfg.out_dir, f"emu-{base}",
+                             f"emulated CCT ({self.t.name})")
+        write_json(out, os.path.join(cfg.out_dir, "compare.json"))
+        print(f"JSON: {os.path.join(cfg.out_dir, 'compare.json')}; plots: {', '.join(paths)}")
+        return out
+
+
+def emu_vs_sim(emu_table: dict, sim_table: dict) -> dict:
+    rows = {}
+    for m, r in emu_table["rows"].items():
+        s = sim_table["rows"].get(m)
+        if s is None:
+            continue
+        row = {}
+        for k in ("avg", "p95"):
+            e, v = r.get(k), s.get(k)
+            row[k] = {"emu": e, "sim": v,
+                      "diff": (e / v - 1.0) if e is not None and v not in (None, 0) else None}
+        rows[m] = row
+    return rows
+
+
+def format_emu_vs_sim(rows: dict) -> str:
+    f = lambda x: f"{x:9.2f}" if x is not None else f"{'-':>9}"
+    g = lambda x: f"{100 * x:+8.0f}%" if x is not None else f"{'-':>9}"
+    out = ["emulated vs simulated normalized CCT (improvement over fair)",
+           f"{'mode':<10}{'emu avg':>9}{'sim avg':>9}{'diff':>9}{'emu p95':>9}{'sim p95':>9}{'diff':>9}"]
+    for m, r in rows.items():
+        out.append(f"{m:<10}{f(r['avg']['emu'])}{f(r['avg']['sim'])}{g(r['avg']['diff'])}"
+                   f"{f(r['p95']['emu'])}{f(r['p95']['sim'])}{g(r['p95']['diff'])}")
+    return "\n".join(out)
+
+
+def _brief(status) -> dict | None:
+    if not isinstance(status, dict):
+        return None
+    keep = ("mode", "rounds", "switches", "coflows", "errors", "writes", "last_round")
+    return {k: status[k] for k in keep if k in status} or {"keys": sorted(status)[:20]}
+
+
+def _sigterm(*_):
+    raise KeyboardInterrupt
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
