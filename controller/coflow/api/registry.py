@@ -22,7 +22,7 @@ with a snapshot of the record; they may read the registry but must not mutate it
 """
 from __future__ import annotations
 
-import copy
+import dataclasses
 import logging
 import math
 import os
@@ -151,6 +151,13 @@ class CoflowRecord:
         }
 
 
+def _copy(x):
+    """Snapshot of a record or a list of records (ids and flow specs are immutable)."""
+    if isinstance(x, list):
+        return [_copy(r) for r in x]
+    return dataclasses.replace(x, flows=list(x.flows), sent_bytes=dict(x.sent_bytes))
+
+
 AdmitFn = Callable[[CoflowRecord, list], "bool | tuple[bool, str]"]
 
 
@@ -209,16 +216,16 @@ class CoflowRegistry:
     def get(self, cid) -> CoflowRecord:
         cid = CoflowId.parse(cid)
         with self._lock:
-            return copy.deepcopy(self._get(cid, "coflow_id"))
+            return _copy(self._get(cid, "coflow_id"))
 
     def list(self) -> list[CoflowRecord]:
         with self._lock:
-            return copy.deepcopy(list(self._recs.values()))
+            return _copy(list(self._recs.values()))
 
     def snapshot(self) -> tuple[int, list[CoflowRecord]]:
         """``(version, records)`` read atomically."""
         with self._lock:
-            return self._version, copy.deepcopy(list(self._recs.values()))
+            return self._version, _copy(list(self._recs.values()))
 
     def __len__(self) -> int:
         with self._lock:
@@ -310,7 +317,7 @@ class CoflowRegistry:
             self._next_internal[cid.external] = cid.internal + 1
             self._changed("register", rec)
         self._emit()
-        return copy.deepcopy(rec)
+        return _copy(rec)
 
     def add_flows(self, cid, flows) -> CoflowRecord:
         cid = CoflowId.parse(cid)
@@ -321,7 +328,7 @@ class CoflowRegistry:
                 for i, f in enumerate(specs):
                     if f.size_bytes is None:
                         raise _invalid(f"flows[{i}].size_bytes", f"required: coflow {cid} has a deadline")
-            rec = copy.deepcopy(old)
+            rec = _copy(old)
             first = len(rec.flows)
             rec.flows.extend(specs)
             if rec.deadline_s is not None:
@@ -330,7 +337,7 @@ class CoflowRegistry:
             self._recs[cid] = rec
             self._changed("add_flows", rec)
         self._emit()
-        return copy.deepcopy(rec)
+        return _copy(rec)
 
     def update(self, cid, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None) -> CoflowRecord:
         cid = CoflowId.parse(cid)
@@ -340,7 +347,7 @@ class CoflowRegistry:
             sent = self._check_counts(sent, "sent_bytes", old)
             if not sizes and not sent:
                 raise _invalid("sizes", "nothing to update: give sizes and/or sent_bytes")
-            rec = copy.deepcopy(old)
+            rec = _copy(old)
             grew = False
             for i, b in sizes.items():
                 f = rec.flows[i]
@@ -355,7 +362,7 @@ class CoflowRegistry:
             self._recs[cid] = rec
             self._changed("update", rec)
         self._emit()
-        return copy.deepcopy(rec)
+        return _copy(rec)
 
     def unregister(self, cid) -> CoflowRecord:
         cid = CoflowId.parse(cid)
@@ -366,7 +373,7 @@ class CoflowRegistry:
             del self._seq[cid]
             self._changed("unregister", rec)
         self._emit()
-        return copy.deepcopy(rec)
+        return _copy(rec)
 
     def close(self):
         """Release the database (the in-memory state stays readable)."""
@@ -475,7 +482,7 @@ class CoflowRegistry:
         if self.admit is None:
             return
         others = [r for c, r in self._recs.items() if c != rec.cid]
-        res = self.admit(copy.deepcopy(rec), copy.deepcopy(others))
+        res = self.admit(_copy(rec), _copy(others))
         ok, reason = (res if isinstance(res, tuple) else (res, ""))
         if not ok:
             raise ApiError("FAILED_PRECONDITION", "deadline_s",
@@ -483,7 +490,7 @@ class CoflowRegistry:
 
     def _changed(self, event: str, rec: CoflowRecord):
         self._version += 1
-        self._pending.append((event, copy.deepcopy(rec)))
+        self._pending.append((event, _copy(rec)))
 
     # SQLite ------------------------------------------------------------------------------------
 
