@@ -37,9 +37,10 @@ except ImportError:  # pragma: no cover
 class P4RuntimeError(Exception):
     """A P4Runtime call failed; ``details`` lists the per-update errors when the server sent them."""
 
-    def __init__(self, message: str, details: list[str] | None = None):
+    def __init__(self, message: str, details: list[str] | None = None, code: str | None = None):
         super().__init__(message + ("".join("\n  " + d for d in details) if details else ""))
         self.details = details or []
+        self.code = code  # the gRPC status name (e.g. PERMISSION_DENIED), when there is one
 
 
 # --- value encoding ----------------------------------------------------------------------
@@ -190,22 +191,64 @@ class P4RuntimeClient:
         self._responses: queue.Queue = queue.Queue()
         self._stream_thread = None
         self._journal: _Journal | None = None
+        self.is_master = False
+        self.stream_error: Exception | None = None
+        self.on_event = None
 
     # connection and arbitration ------------------------------------------------------------
-    def connect(self, timeout: float = 10.0) -> None:
+    # gRPC's default reconnect backoff grows to minutes; a controller must notice a restarted
+    # switch within a second or two.
+    CHANNEL_OPTIONS = (("grpc.initial_reconnect_backoff_ms", 100),
+                       ("grpc.min_reconnect_backoff_ms", 100),
+                       ("grpc.max_reconnect_backoff_ms", 500),
+                       ("grpc.max_receive_message_length", 64 << 20))
+
+    def connect(self, timeout: float = 10.0, require_master: bool = True,
+                on_event=None) -> bool:
+        """Open the channel and the stream, send the arbitration request, wait for the answer.
+
+        Returns True when this client is the primary (master). With ``require_master`` (the
+        default) a backup answer raises P4RuntimeError; otherwise the client stays connected as
+        a backup and becomes primary when the server says so (``is_master``).
+        ``on_event(client, kind, detail)`` is called from the stream thread on
+        ``"mastership"`` changes (detail: bool) and ``"stream_error"`` (detail: the exception);
+        the stream breaks when the switch goes away."""
         import grpc
         pb, pb_grpc = _pb()
-        self.channel = grpc.insecure_channel(self.address)
-        grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        self.on_event = on_event
+        self.is_master = False
+        self.stream_error = None
+        self._requests = queue.Queue()
+        self._arb = queue.Queue()
+        self.channel = grpc.insecure_channel(self.address, options=list(self.CHANNEL_OPTIONS))
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self.channel.close()
+            self.channel = None
+            raise P4RuntimeError(f"{self.address}: not reachable within {timeout} s") from None
         self.stub = pb_grpc.P4RuntimeStub(self.channel)
         stream = self.stub.StreamChannel(iter(self._requests.get, None))
+        self._stream = stream
 
         def pump():
             try:
                 for resp in stream:
-                    self._responses.put(resp)
+                    if resp.HasField("arbitration"):
+                        master = resp.arbitration.status.code == 0
+                        changed = master != self.is_master
+                        self.is_master = master
+                        self._arb.put(resp)
+                        if changed and self.on_event is not None:
+                            self.on_event(self, "mastership", master)
+                    else:
+                        self._responses.put(resp)
             except Exception as exc:  # stream closed (switch gone or close())
-                self._responses.put(exc)
+                self.stream_error = exc
+                self.is_master = False
+                self._arb.put(exc)
+                if self.on_event is not None:
+                    self.on_event(self, "stream_error", exc)
 
         self._stream_thread = threading.Thread(target=pump, daemon=True, name="p4rt-stream")
         self._stream_thread.start()
@@ -215,15 +258,24 @@ class P4RuntimeClient:
         req.arbitration.election_id.low = self.election_id & ((1 << 64) - 1)
         self._requests.put(req)
         try:
-            resp = self._responses.get(timeout=timeout)
+            resp = self._arb.get(timeout=timeout)
         except queue.Empty:
+            self.close()
             raise P4RuntimeError("no arbitration response") from None
         if isinstance(resp, Exception):
+            self.close()
             raise P4RuntimeError(f"stream failed: {resp}")
-        if not resp.HasField("arbitration") or resp.arbitration.status.code != 0:
+        if resp.arbitration.status.code != 0 and require_master:
+            self.close()
             raise P4RuntimeError(f"not master: {resp}")
+        return self.is_master
+
+    @property
+    def connected(self) -> bool:
+        return self.channel is not None and self.stream_error is None
 
     def close(self) -> None:
+        self.on_event = None
         self._requests.put(None)
         if self.channel is not None:
             self.channel.close()
@@ -241,7 +293,10 @@ class P4RuntimeClient:
         msg.election_id.low = self.election_id & ((1 << 64) - 1)
 
     # pipeline -------------------------------------------------------------------------------
-    def set_pipeline(self, p4info_path: str, bmv2_json_path: str) -> None:
+    def set_pipeline(self, p4info_path: str, bmv2_json_path: str, cookie: int | None = None) -> None:
+        """Push the pipeline (VERIFY_AND_COMMIT: the switch's state is reset). ``cookie``
+        (uint64) tags the config so that :meth:`pipeline_cookie` can tell later whether this
+        exact pipeline is already installed."""
         pb, _ = _pb()
         helper = P4InfoHelper.from_file(p4info_path)
         self.p4info = helper
@@ -252,7 +307,23 @@ class P4RuntimeClient:
         req.config.p4info.CopyFrom(helper.p4info)
         with open(bmv2_json_path, "rb") as f:
             req.config.p4_device_config = f.read()
+        if cookie is not None:
+            req.config.cookie.cookie = cookie
         self._call(self.stub.SetForwardingPipelineConfig, req)
+
+    def pipeline_cookie(self) -> int | None:
+        """The cookie of the installed pipeline; None when there is no pipeline (or no cookie)."""
+        pb, _ = _pb()
+        req = pb.GetForwardingPipelineConfigRequest()
+        req.device_id = self.device_id
+        req.response_type = pb.GetForwardingPipelineConfigRequest.COOKIE_ONLY
+        try:
+            resp = self._call(self.stub.GetForwardingPipelineConfig, req)
+        except P4RuntimeError:
+            return None
+        if not resp.config.HasField("cookie"):
+            return None
+        return resp.config.cookie.cookie
 
     def load_p4info(self, p4info_path: str) -> None:
         self.p4info = P4InfoHelper.from_file(p4info_path)
@@ -284,7 +355,7 @@ class P4RuntimeClient:
         except grpc.RpcError as err:
             raise P4RuntimeError(f"{method._method.decode() if hasattr(method, '_method') else 'rpc'}"
                                  f" failed: {err.code().name}: {err.details()}",
-                                 self._details(err)) from None
+                                 self._details(err), code=err.code().name) from None
 
     # write / read ---------------------------------------------------------------------------
     def write(self, updates: Iterable[tuple[str, Any]]) -> None:
@@ -350,15 +421,20 @@ class P4RuntimeClient:
         self.write(("DELETE", e) for e in entities)
 
     def read(self, entity) -> list:
+        return self.read_many([entity])
+
+    def read_many(self, entities) -> list:
+        """One ReadRequest with several (possibly wildcard) entities; every entity read back."""
         pb, _ = _pb()
         req = pb.ReadRequest()
         req.device_id = self.device_id
-        req.entities.add().CopyFrom(entity)
+        req.entities.extend(entities)
         import grpc
         try:
             return [e for resp in self.stub.Read(req) for e in resp.entities]
         except grpc.RpcError as err:
-            raise P4RuntimeError(f"Read failed: {err.code().name}: {err.details()}") from None
+            raise P4RuntimeError(f"Read failed: {err.code().name}: {err.details()}",
+                                 code=err.code().name) from None
 
     def read_one(self, entity):
         got = self.read(entity)

@@ -1,0 +1,144 @@
+"""``coflow ctl ...``: run the controller daemon, and ask a running one for its status.
+
+    coflow ctl run --topo topologies/fattree-k4.json --mode dclas [--set K=8 --set link_mbps=10]
+                   [--switch e0=127.0.0.1:50001 ... | --grpc-base 50000]
+                   [--p4info build/coflow.p4info.txt --json build/coflow.json]
+                   [--api 127.0.0.1:50051] [--api-unix /tmp/coflow-api.sock] [--db reg.sqlite]
+                   [--metrics 127.0.0.1:9100] [--status-file F] [--election-id 10] [--delta-ms 10]
+    coflow ctl status --address 127.0.0.1:9100      (or --file F)
+
+``run`` stays in the foreground until SIGINT/SIGTERM. ``status`` prints the JSON status that the
+controller serves on ``GET http://<metrics address>/status`` (or wrote to ``--status-file``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+class _ArgError(ValueError):
+    pass
+
+
+def _kv(items, opt: str) -> dict[str, str]:
+    out = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        if not sep or not k:
+            raise _ArgError(f"{opt} {it!r}: expected KEY=VALUE")
+        out[k] = v
+    return out
+
+
+def cmd_run(args) -> int:
+    from .. import topology as topo
+    from .daemon import Controller, default_switch_addrs
+    try:
+        t = topo.load(args.topo)
+        settings = _kv(args.set, "--set")
+        addrs = default_switch_addrs(t, args.grpc_base)
+        given = _kv(args.switch, "--switch")
+        unknown = sorted(set(given) - set(addrs))
+        if unknown:
+            raise _ArgError(f"--switch: no switch named {', '.join(unknown)} in {args.topo}")
+        addrs.update(given)
+        for path, opt in ((args.p4info, "--p4info"), (args.json, "--json")):
+            if not os.path.exists(path):
+                raise _ArgError(f"{opt} {path}: not found (run `make p4`)")
+    except (_ArgError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    registry = None
+    from ..api.registry import CoflowRegistry
+    registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db)
+    try:
+        ctl = Controller(t, args.mode, args.p4info, args.json, addrs, registry=registry,
+                         settings=settings, election_id=args.election_id,
+                         delta_s=args.delta_ms / 1e3, metrics_addr=args.metrics,
+                         status_file=args.status_file, start_timeout=args.start_timeout)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        registry.close()
+        return 2
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    server = None
+    try:
+        ctl.start()
+        if args.api or args.api_unix:
+            from ..api.server import serve
+            extra = (f"unix:{args.api_unix}" if not args.api_unix.startswith("unix:")
+                     else args.api_unix,) if args.api_unix else ()
+            server = serve(registry, address=args.api, extra_addresses=extra)
+        print(json.dumps({"controller": "running", "mode": args.mode, "switches": addrs,
+                          "api": getattr(server, "coflow_addresses", None),
+                          "metrics": ctl.metrics_addr}), flush=True)
+        done.wait()
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if server is not None:
+            server.stop(grace=0.5)
+        ctl.stop()
+        registry.close()
+    return 0
+
+
+def cmd_status(args) -> int:
+    if args.file:
+        try:
+            with open(args.file) as f:
+                st = json.load(f)
+        except (OSError, ValueError) as exc:
+            print(f"error: {args.file}: {exc}", file=sys.stderr)
+            return 2
+    else:
+        import urllib.request
+        url = f"http://{args.address}/status"
+        try:
+            with urllib.request.urlopen(url, timeout=args.timeout) as r:
+                st = json.load(r)
+        except (OSError, ValueError) as exc:
+            print(f"error: {url}: {exc}", file=sys.stderr)
+            return 2
+    print(json.dumps(st, indent=1))
+    return 0
+
+
+def add_commands(sub) -> None:
+    from .translate import MODES
+    ctl = sub.add_parser("ctl", help="the P4Runtime controller daemon").add_subparsers(
+        dest="ctlcmd", required=True)
+    p = ctl.add_parser("run", help="run the controller (foreground)")
+    p.add_argument("--topo", required=True, help="topology file (coflow-topology/1)")
+    p.add_argument("--mode", required=True, choices=MODES)
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="scheduler parameter (e.g. K=8, T=2) or controller setting (link_mbps, "
+                        "fair_prio, burst_ms, min_burst_bytes, min_rate_frac, audit_s)")
+    p.add_argument("--switch", action="append", metavar="NAME=HOST:PORT",
+                   help="gRPC address of one switch (default 127.0.0.1:grpc_base+device_id)")
+    p.add_argument("--grpc-base", type=int, default=50000)
+    p.add_argument("--p4info", default=os.path.join(REPO, "build", "coflow.p4info.txt"))
+    p.add_argument("--json", default=os.path.join(REPO, "build", "coflow.json"))
+    p.add_argument("--api", help="serve the coflow API on HOST:PORT")
+    p.add_argument("--api-unix", help="also serve it on this unix socket path")
+    p.add_argument("--db", help="registry SQLite file (a restarted controller reloads it)")
+    p.add_argument("--metrics", default=None, metavar="HOST:PORT",
+                   help="serve /metrics (Prometheus) and /status (JSON), e.g. 127.0.0.1:9100")
+    p.add_argument("--status-file", help="also write the JSON status here (about once a second)")
+    p.add_argument("--election-id", type=int, default=10)
+    p.add_argument("--delta-ms", type=float, default=10.0, help="D-CLAS coordination interval")
+    p.add_argument("--start-timeout", type=float, default=30.0)
+    p.set_defaults(fn=cmd_run)
+    p = ctl.add_parser("status", help="print a running controller's JSON status")
+    p.add_argument("--address", default="127.0.0.1:9100", help="the controller's --metrics address")
+    p.add_argument("--file", help="read a --status-file instead")
+    p.add_argument("--timeout", type=float, default=5.0)
+    p.set_defaults(fn=cmd_status)

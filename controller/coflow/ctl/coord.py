@@ -1,0 +1,113 @@
+"""Global D-CLAS coordination (Aalo section 4.3), pure: edge counters -> global sizes -> queues
+-> the overrides each edge switch needs.
+
+Every Δ the controller reads the per-coflow byte counter (``coflow_bytes[slot]``) of every edge
+switch. A coflow's global size is the sum over edges; the core's D-CLAS
+(:func:`coflow.sched.queues.dclas_queues`, fed ``cf_sent`` = global sizes, memory kept between
+rounds, so a coflow is never promoted) gives its queue. Each edge decides locally from its own
+counter (the same thresholds in the range table); where the local queue differs from the global
+one, the edge gets a ``coflow_override`` entry with the global queue's priority. A coflow below
+the first threshold needs nothing: every edge's local count is below it too.
+
+Switch restarts: a restarted switch counts from 0 again. The bytes it had counted (the last
+read before it went away) are kept as an offset and added to what it counts from then on, so
+the global size never goes backwards. The local decision of the restarted edge uses its fresh
+count (as its data plane does), so the override restores the global queue there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..params import DclasParams, hw_priority
+from ..sched.base import View
+from ..sched.queues import dclas_queues
+
+
+def cf_number(cid) -> int:
+    """A CoflowId (external, internal) as one integer for the core's arrays."""
+    return (int(cid[0]) << 8) | int(cid[1])
+
+
+def coordination_view(now: float, cids: list, sizes: list[float], memory: dict) -> View:
+    """A View with no flows: D-CLAS's queue decision reads only ids, global sizes and time."""
+    n = len(cids)
+    z = np.zeros(0, dtype=np.int64)
+    ids = np.array([cf_number(c) for c in cids], dtype=np.int64)
+    due = memory.setdefault("due", {})
+    for i in ids.tolist():
+        due[i] = now  # every coflow is coordinated at this tick
+    return View(now=now, ports=0, cap_up=np.zeros(0), cap_down=np.zeros(0), src=z, dst=z,
+                sent=np.zeros(0), cf=z, reducer=z, cf_id=ids, cf_arrival=np.zeros(n),
+                cf_sent=np.asarray(sizes, dtype=float), cf_lo=np.zeros(n + 1, dtype=np.int64),
+                memory=memory)
+
+
+@dataclass
+class RoundResult:
+    sizes: dict  # cid -> global bytes
+    queues: dict  # cid -> 1-based Aalo queue
+    overrides: dict  # switch -> {cid: BMv2 priority}
+
+
+class DclasCoordinator:
+    def __init__(self, params: DclasParams):
+        self.p = params
+        self.memory: dict = {}
+        self.last: dict = {}  # (switch, slot) -> last raw counter value read
+        self.offset: dict = {}  # (switch, slot) -> bytes counted before that switch restarted
+
+    # inputs ------------------------------------------------------------------------------
+    def observe(self, switch: str, counts: dict) -> None:
+        """Raw counter values read from one switch (slot -> bytes)."""
+        for slot, b in counts.items():
+            self.last[(switch, slot)] = int(b)
+
+    def switch_reset(self, switch: str) -> None:
+        """The switch lost its counters (restarted, or the pipeline was pushed again)."""
+        for key in [k for k in self.last if k[0] == switch]:
+            self.offset[key] = self.offset.get(key, 0) + self.last.pop(key)
+
+    def slot_reset(self, slot: int) -> None:
+        """The slot was (re)assigned: its counters were zeroed on every switch."""
+        for d in (self.last, self.offset):
+            for key in [k for k in d if k[1] == slot]:
+                del d[key]
+
+    def forget(self, cid) -> None:
+        i = cf_number(cid)
+        for k in ("queue", "due"):
+            self.memory.get(k, {}).pop(i, None)
+
+    def seed_queue(self, cid, queue: int) -> None:
+        """A queue read back from a switch's override (controller restart): D-CLAS never
+        promotes, so the coflow stays at least there."""
+        q = self.memory.setdefault("queue", {})
+        i = cf_number(cid)
+        q[i] = max(q.get(i, 1), min(int(queue), self.p.K))
+
+    # outputs -----------------------------------------------------------------------------
+    def local_bytes(self, switch: str, slot: int) -> int:
+        return self.last.get((switch, slot), 0)
+
+    def global_bytes(self, slot: int, switches) -> int:
+        return sum(self.offset.get((s, slot), 0) + self.last.get((s, slot), 0) for s in switches)
+
+    def round(self, now: float, slots: dict, edges: list[str]) -> RoundResult:
+        """``slots``: cid -> counter slot of every coordinated coflow; ``edges``: the edge
+        switches (every one gets the overrides it needs, whether or not it was read)."""
+        cids = list(slots)
+        sizes = [self.global_bytes(slots[c], edges) for c in cids]
+        v = coordination_view(now, cids, sizes, self.memory)
+        q = dclas_queues(v, self.p) if cids else np.zeros(0, dtype=np.int64)
+        queues = {c: int(x) for c, x in zip(cids, q.tolist())}
+        overrides: dict = {e: {} for e in edges}
+        for c, qc in queues.items():
+            if qc <= 1:
+                continue
+            prio = hw_priority(qc)
+            for e in edges:
+                if self.p.queue_of(self.local_bytes(e, slots[c])) != qc:
+                    overrides[e][c] = prio
+        return RoundResult(dict(zip(cids, sizes)), queues, overrides)

@@ -1,0 +1,411 @@
+"""The controller daemon: desired state from topology + mode + coflows, reconciled onto every
+switch over P4Runtime; global D-CLAS coordination every Δ; rates for the rate modes.
+
+Round (one thread, ``_loop``):
+1. read (D-CLAS only): ``coflow_bytes[slot]`` of every registered coflow from every edge
+   switch, in parallel threads, one ReadRequest per switch;
+2. compute: the coordinator's global queues and overrides (D-CLAS), or the scheduler core's
+   Allocation (rate modes, when the registry changed or the scheduler's next event is due);
+3. write: per switch, desired = static (routes, ECMP, roles, config, thresholds) + coflow slots
+   + overrides + meters; the diff against the switch's cached state goes out as one Write per
+   switch, in parallel.
+Switch (re)connections, pipeline pushes and read-backs happen in each switch's keeper thread
+(:mod:`coflow.ctl.switch`); the loop is woken when one completes.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from .. import topology as topo_mod
+from ..params import DclasParams, MB
+from ..sched.base import INF, make_scheduler, params_dict
+from . import model as M
+from . import translate as TR
+from .codec import Codec
+from .coord import DclasCoordinator
+from .observe import Metrics, StatusServer
+from .rates import plan as rate_plan
+from .switch import SwitchAgent, pipeline_cookie
+
+log = logging.getLogger(__name__)
+
+
+def default_switch_addrs(topology, grpc_base: int = 50000, host: str = "127.0.0.1") -> dict:
+    return {s.name: f"{host}:{grpc_base + s.device_id}" for s in topology.switches}
+
+
+class Controller:
+    def __init__(self, topology, mode: str, p4info: str, bmv2_json: str, switch_addrs: dict,
+                 registry=None, settings: dict | None = None, election_id: int = 10,
+                 delta_s: float = 0.01, metrics_addr: str | None = None,
+                 status_file: str | None = None, start_timeout: float = 30.0):
+        if mode not in TR.MODES:
+            raise ValueError(f"unknown mode {mode!r}; modes: {', '.join(TR.MODES)}")
+        missing = [s.name for s in topology.switches if s.name not in switch_addrs]
+        if missing:
+            raise ValueError(f"no gRPC address for switch(es) {', '.join(missing)}")
+        if delta_s <= 0:
+            raise ValueError("delta_s must be > 0")
+        self.topo = topology
+        self.mode = mode
+        self.p4info_path = os.path.abspath(p4info)
+        self.bmv2_json_path = os.path.abspath(bmv2_json)
+        self.ctl, sched_settings = TR.split_settings(settings)
+        if mode in ("dclas", "fai"):
+            sched_settings.setdefault("K", "8")  # the switch has 8 queues
+        self.sched = make_scheduler(TR.SCHEDULER_OF[mode], sched_settings)
+        self.dclas_params = self.sched.params if mode in ("dclas", "fai") else DclasParams(K=8)
+        self.dclas_entities = TR.dclas_entities(self.dclas_params)  # validates K <= 8
+        if mode == "fifo-lm":
+            hb = self.sched.params.heavy_bytes
+            self.heavy_bytes = int(hb) if hb is not None else 10 * MB
+        else:
+            self.heavy_bytes = TR.NO_HEAVY
+        self.delta_s = delta_s
+        self.election_id = election_id
+        self.codec = Codec.from_file(self.p4info_path)
+        self.cookie = pipeline_cookie(self.p4info_path, self.bmv2_json_path)
+        self.routes = topo_mod.routes(topology)
+        self.edges = [s.name for s in topology.edge_switches()]
+        self.host_port = {h.name: i for i, h in enumerate(sorted(topology.hosts, key=lambda h: h.index))}
+        if registry is None:
+            from ..api.registry import CoflowRegistry
+            registry = CoflowRegistry([h.name for h in topology.hosts])
+        self.registry = registry
+        self.metrics = Metrics()
+        self.metrics_addr = metrics_addr
+        self.status_file = status_file
+        self.start_timeout = start_timeout
+        self.agents = {
+            s.name: SwitchAgent(s.name, switch_addrs[s.name], s.device_id, election_id, self.codec,
+                                self.p4info_path, self.bmv2_json_path, self.cookie,
+                                on_change=self._switch_event)
+            for s in topology.switches}
+        # model (guarded by _mu)
+        self._mu = threading.RLock()
+        self.slots = TR.SlotTable()
+        self.coord = DclasCoordinator(self.dclas_params)
+        self.sched_memory: dict = {}
+        self._records: list = []
+        self._registry_dirty = True
+        self._seeded = False
+        self._overrides: dict = {e: {} for e in self.edges}  # switch -> {cid: prio}
+        self._prio: dict = {}  # rate modes: cid -> prio
+        self._meters: dict = {}  # rate modes: switch -> [entities]
+        self._next_event = INF
+        self._rates_stale = True
+        self._static_cache = None
+        self._queues: dict = {}
+        self._sizes: dict = {}
+        self._synced: dict = {}  # switch -> (desired entities, actual object) of the last sync
+        self.rounds = 0
+        self.last_round: dict = {}
+        # threads
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._pool = ThreadPoolExecutor(max_workers=max(2, len(self.agents)),
+                                        thread_name_prefix="ctl-io")
+        self._unsubscribe = None
+        self._http: StatusServer | None = None
+        self._last_status_write = 0.0
+        self._last_audit = time.monotonic()
+
+    # lifecycle ----------------------------------------------------------------------------
+    def start(self) -> "Controller":
+        """Connect to every switch, arbitrate, push the pipeline where needed, read back, adopt
+        what the switches hold (slots, overrides: a restarted controller continues), install
+        the static state, then start the loop. Returns once every switch is connected and every
+        switch this controller is primary for holds the desired state (the fabric forwards)."""
+        if self.metrics_addr:
+            self._http = StatusServer(self.metrics_addr, self.metrics, self.status)
+            self.metrics_addr = self._http.address
+        for a in self.agents.values():
+            a.start()
+        self._unsubscribe = self.registry.subscribe(self._on_registry)
+        deadline = time.monotonic() + self.start_timeout
+        try:
+            while True:
+                states = {n: a.state for n, a in self.agents.items()}
+                if all(s != SwitchAgent.DOWN for s in states.values()):
+                    break
+                if time.monotonic() > deadline:
+                    down = [f"{n} ({self.agents[n].address}: {self.agents[n].last_error or 'no answer'})"
+                            for n, s in states.items() if s == SwitchAgent.DOWN]
+                    raise RuntimeError(f"switches not reachable within {self.start_timeout} s: "
+                                       + "; ".join(down))
+                time.sleep(0.02)
+            self._seed_from_switches()
+            self.round()
+            bad = {n: a.last_error for n, a in self.agents.items()
+                   if a.state == SwitchAgent.MASTER and a.actual is None}
+            if bad:
+                raise RuntimeError("initial sync failed: " + "; ".join(f"{n}: {e}" for n, e in bad.items()))
+        except BaseException:
+            self.stop()
+            raise
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="ctl-loop")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self._unsubscribe is not None:
+            try:
+                self._unsubscribe()
+            except Exception:  # noqa: BLE001
+                pass
+            self._unsubscribe = None
+        for a in self.agents.values():
+            a.stop()
+        self._pool.shutdown(wait=False)
+        if self._http is not None:
+            self._http.close()
+            self._http = None
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    # events --------------------------------------------------------------------------------
+    def _on_registry(self, event: str, rec) -> None:
+        self._registry_dirty = True
+        self._wake.set()
+
+    def _switch_event(self, agent: SwitchAgent, event: str) -> None:
+        if event == "reset":
+            with self._mu:
+                self.coord.switch_reset(agent.name)
+        if event == "down":
+            self.metrics.reconnects.labels(agent.name).inc()
+        self._wake.set()
+
+    def _seed_from_switches(self) -> None:
+        """Adopt slot assignments and D-CLAS overrides that the switches hold for coflows the
+        registry knows (a restarted controller keeps slots, hence counters, and queues)."""
+        with self._mu:
+            known = {(r.cid.external, r.cid.internal) for r in self.registry.list()}
+            for name in self.edges:
+                a = self.agents[name]
+                if a.actual is None:
+                    continue
+                for e in a.actual.table(M.T_SLOT):
+                    cid = (dict(e.match)["external_id"], dict(e.match)["internal_id"])
+                    if cid in known:
+                        self.slots.seed(cid, dict(e.params)["slot"])
+                if self.mode == "dclas":
+                    for e in a.actual.table(M.T_OVERRIDE):
+                        cid = (dict(e.match)["external_id"], dict(e.match)["internal_id"])
+                        if cid in known:
+                            self.coord.seed_queue(cid, 8 - dict(e.params)["prio"])
+            self._seeded = True
+
+    # the loop -----------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if self.mode == "dclas":
+                timeout = self.delta_s
+            else:
+                timeout = min(0.5, max(0.0, self._next_event - time.time()))
+            self._wake.wait(timeout)
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.round()
+            except Exception:  # noqa: BLE001 - the loop must survive anything
+                log.exception("controller round failed")
+
+    def _refresh_coflows(self) -> set:
+        """Registry -> slots; returns the coflows whose slot is new."""
+        self._registry_dirty = False
+        self._rates_stale = True
+        self._records = self.registry.list()
+        live = {(r.cid.external, r.cid.internal) for r in self._records}
+        for cid in [c for c in self.slots.slot if c not in live]:
+            self.slots.release(cid)
+            self.coord.forget(cid)
+        new = set()
+        for cid in sorted(live):
+            if cid not in self.slots.slot:
+                s = self.slots.assign(cid)
+                if s is not None:
+                    self.coord.slot_reset(s)
+                    new.add(cid)
+        return new
+
+    def _read_counters(self) -> float:
+        """D-CLAS read phase: coflow_bytes of every coordinated slot from every edge switch."""
+        t0 = time.perf_counter()
+        idx = sorted(set(self.slots.slot.values()))
+        if not idx:
+            return 0.0
+        readable = [self.agents[e] for e in self.edges
+                    if self.agents[e].state in (SwitchAgent.MASTER, SwitchAgent.BACKUP)]
+        futs = {a.name: self._pool.submit(a.read_counters, M.C_COFLOW_BYTES, idx) for a in readable}
+        for name, f in futs.items():
+            try:
+                counts = f.result(timeout=2.0)
+            except Exception:  # noqa: BLE001
+                self.metrics.read_errors.labels(name).inc()
+                continue
+            with self._mu:
+                self.coord.observe(name, counts)
+        return time.perf_counter() - t0
+
+    def round(self) -> dict:
+        """One read / compute / write round; returns its timings (seconds) and update count."""
+        t0 = time.perf_counter()
+        with self._mu:
+            if self._registry_dirty:
+                self._refresh_coflows()
+        t_read = self._read_counters() if self.mode == "dclas" else 0.0
+        t1 = time.perf_counter()
+        with self._mu:
+            if self.mode == "dclas":
+                res = self.coord.round(time.time(), dict(self.slots.slot), self.edges)
+                self._overrides = res.overrides
+                self._queues, self._sizes = res.queues, res.sizes
+            elif self.mode in TR.RATE_MODES and (self._rates_due()):
+                self._compute_rates()
+            desired = self._desired()
+        t2 = time.perf_counter()
+        written, errors = self._write(desired)
+        t3 = time.perf_counter()
+        m = self.metrics.round_seconds
+        if self.mode == "dclas":
+            m.labels("read").observe(t_read)
+        m.labels("compute").observe(t2 - t1)
+        m.labels("write").observe(t3 - t2)
+        m.labels("total").observe(t3 - t0)
+        self.metrics.rounds.labels(self.mode).inc()
+        self.rounds += 1
+        self.last_round = {"read_s": t_read, "compute_s": t2 - t1, "write_s": t3 - t2,
+                           "total_s": t3 - t0, "updates": written, "errors": errors,
+                           "at": time.time()}
+        self._publish()
+        return self.last_round
+
+    # rate modes ---------------------------------------------------------------------------
+    def _rates_due(self) -> bool:
+        return self._rates_stale or time.time() >= self._next_event
+
+    def _compute_rates(self) -> None:
+        p = rate_plan(self.mode, self.sched, self._records, self.host_port, self.ctl.link_Bps,
+                      time.time(), self.sched_memory, self.ctl.unknown_size_bytes)
+        self._rates_stale = False
+        self._next_event = p.next_event
+        self._prio = p.prio
+        self._meters = TR.meter_entities(self.topo, p.flows, self.slots.slot, self.ctl)
+        if p.alloc is not None and p.alloc.queue is not None:
+            self._queues = {c: int(q) for c, q in zip(p.cids, p.alloc.queue.tolist())}
+        else:
+            self._queues = {c: 8 - pr for c, pr in p.prio.items()}
+
+    # desired state ------------------------------------------------------------------------
+    def _fifo_base(self) -> int:
+        ext = [r.cid.external for r in self._records]
+        return min(ext) if ext else 0
+
+    def _static(self) -> dict:
+        key = (self._fifo_base() if self.mode == "fifo-lm" else 0)
+        cache = self._static_cache
+        if cache is None or cache[0] != key:
+            st = TR.static_state(self.topo, self.routes, self.mode, self.dclas_params,
+                                 self.ctl.fair_prio, self.heavy_bytes, key)
+            cache = (key, {n: M.SwitchState.of(ents) for n, ents in st.items()})
+            self._static_cache = cache
+        return cache[1]
+
+    def _desired(self) -> dict:
+        static = self._static()
+        slot_ents = TR.slot_entities(self.slots.slot)
+        out = {}
+        for name in self.agents:
+            st = static[name].copy()
+            if name in self.edges:
+                st.update(slot_ents)
+                if self.mode == "dclas":
+                    st.update(TR.override_entity(c, p) for c, p in self._overrides.get(name, {}).items())
+                elif self.mode in TR.RATE_MODES:
+                    st.update(TR.override_entity(c, p) for c, p in self._prio.items())
+            if self.mode in TR.RATE_MODES:
+                st.update(self._meters.get(name, []))
+            out[name] = st
+        return out
+
+    def _write(self, desired: dict) -> tuple[int, int]:
+        audit = self.ctl.audit_s > 0 and time.monotonic() - self._last_audit >= self.ctl.audit_s
+        if audit:
+            self._last_audit = time.monotonic()
+        futs = {}
+        for name, st in desired.items():
+            a = self.agents[name]
+            if a.state != SwitchAgent.MASTER:
+                self.metrics.switch_up.labels(name).set(0.5 if a.state == SwitchAgent.BACKUP else 0)
+                continue
+            self.metrics.switch_up.labels(name).set(1)
+            if audit:
+                a.audit()
+            last = self._synced.get(name)
+            if last is not None and a.actual is not None and last[1] is a.actual \
+                    and last[0] == st.entities:
+                continue  # nothing changed on either side since the last sync
+            futs[name] = self._pool.submit(a.sync, st)
+        written = errors = 0
+        for name, f in futs.items():
+            n, err = f.result()
+            a = self.agents[name]
+            if err is None:
+                written += n
+                self.metrics.updates.labels(name).inc(n)
+                self._synced[name] = (desired[name].entities, a.actual)
+            else:
+                errors += 1
+                self._synced.pop(name, None)
+                self.metrics.write_errors.labels(name).inc()
+        return written, errors
+
+    # status -------------------------------------------------------------------------------
+    def _publish(self) -> None:
+        with self._mu:
+            counts: dict = {}
+            for q in self._queues.values():
+                counts[q] = counts.get(q, 0) + 1
+        for q in range(1, 9):
+            self.metrics.coflows.labels(str(q)).set(counts.get(q, 0))
+        if self.status_file and time.monotonic() - self._last_status_write >= 1.0:
+            self._last_status_write = time.monotonic()
+            tmp = f"{self.status_file}.tmp{os.getpid()}"
+            with open(tmp, "w") as f:
+                json.dump(self.status(), f, indent=1, default=str)
+            os.replace(tmp, self.status_file)
+
+    def status(self) -> dict:
+        with self._mu:
+            coflows = []
+            for r in self._records:
+                c = (r.cid.external, r.cid.internal)
+                coflows.append({"cid": str(r.cid), "slot": self.slots.slot.get(c),
+                                "global_bytes": self._sizes.get(c), "queue": self._queues.get(c),
+                                "override_prio": self._prio.get(c) if self.mode in TR.RATE_MODES
+                                else {e: o[c] for e, o in self._overrides.items() if c in o}})
+            return {"mode": self.mode, "election_id": self.election_id,
+                    "scheduler": {"name": self.sched.name, "params": params_dict(self.sched)},
+                    "settings": self.ctl.__dict__, "delta_s": self.delta_s,
+                    "topology": self.topo.name, "rounds": self.rounds,
+                    "last_round": self.last_round,
+                    "switches": {n: a.status() for n, a in self.agents.items()},
+                    "coflows": coflows, "metrics_addr": self.metrics_addr}

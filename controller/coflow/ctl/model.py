@@ -1,0 +1,233 @@
+"""Desired state: what one switch should hold, as plain immutable values keyed by identity.
+
+No protobuf here: the translation layer (:mod:`coflow.ctl.translate`) builds these values from
+the topology, the mode and the scheduler's Allocation; :mod:`coflow.ctl.codec` turns them into
+P4Runtime entities and read-back entities into them; :func:`diff` compares two states and
+returns the writes that turn one into the other, in an order the switch accepts.
+
+Identity (``key``) follows P4Runtime's: a table entry is its table, match and priority; a
+member / group its profile and id; a meter config its meter and index; a default action its
+table. Values are ints (addresses already converted); match values are ``int`` (exact),
+``(value, prefix_len)`` (LPM), ``(low, high)`` (range) or ``(value, mask)`` (ternary).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Union
+
+# P4Info full names (the codec resolves them; tests check they exist in the compiled P4Info)
+T_PORT_ROLE = "CoflowIngress.config.port_role"
+T_CONFIG = "CoflowIngress.config.pipeline_config"
+T_ROUTING = "CoflowIngress.routing.routing_v4"
+T_SLOT = "CoflowIngress.coflow_counter.coflow_slot"
+T_DCLAS = "CoflowIngress.dclas.dclas_thresholds"
+T_OVERRIDE = "CoflowIngress.override.coflow_override"
+T_UNTAGGED = "CoflowIngress.default_class.untagged_class"
+T_FLOW_METER = "CoflowIngress.flow_meter.flow_meter"
+A_SET_ROLE = "CoflowIngress.config.set_role"
+A_SET_CONFIG = "CoflowIngress.config.set_config"
+A_NEXT_HOP = "CoflowIngress.routing.set_next_hop"
+A_SET_SLOT = "CoflowIngress.coflow_counter.set_slot"
+A_DCLAS_QUEUE = "CoflowIngress.dclas.set_queue"
+A_OVERRIDE_QUEUE = "CoflowIngress.override.set_queue"
+A_SET_CLASS = "CoflowIngress.default_class.set_class"
+A_SET_METER = "CoflowIngress.flow_meter.set_meter"
+P_ECMP = "CoflowIngress.routing.ecmp_selector"
+C_COFLOW_BYTES = "CoflowIngress.coflow_counter.coflow_bytes"
+C_COLLISIONS = "CoflowIngress.coflow_counter.slot_collisions"
+C_RED_DROPS = "CoflowIngress.flow_meter.meter_red_drops"
+M_FLOW = "CoflowIngress.flow_meter.flow_meters"
+
+# Tables whose entries the controller owns entirely: anything else found there is deleted.
+MANAGED_TABLES = (T_PORT_ROLE, T_ROUTING, T_SLOT, T_DCLAS, T_OVERRIDE, T_UNTAGGED, T_FLOW_METER)
+DEFAULT_TABLES = (T_CONFIG,)  # tables whose default action the controller writes
+
+Params = tuple  # ((name, int), ...) sorted by name
+
+
+def params(**kw) -> Params:
+    return tuple(sorted((k, int(v)) for k, v in kw.items()))
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    table: str
+    match: tuple  # ((field, value), ...) sorted by field
+    action: str | None = None
+    params: Params = ()
+    priority: int = 0
+    member_id: int | None = None
+    group_id: int | None = None
+
+    @property
+    def key(self):
+        return ("table", self.table, self.match, self.priority)
+
+
+@dataclass(frozen=True)
+class DefaultAction:
+    table: str
+    action: str
+    params: Params = ()
+
+    @property
+    def key(self):
+        return ("default", self.table)
+
+
+@dataclass(frozen=True)
+class Member:
+    profile: str
+    member_id: int
+    action: str
+    params: Params = ()
+
+    @property
+    def key(self):
+        return ("member", self.profile, self.member_id)
+
+
+@dataclass(frozen=True)
+class Group:
+    profile: str
+    group_id: int
+    members: tuple[int, ...]  # sorted member ids, weight 1 each
+    max_size: int = 0
+
+    @property
+    def key(self):
+        return ("group", self.profile, self.group_id)
+
+
+@dataclass(frozen=True)
+class MeterConfig:
+    """A MeterEntry's config: rates in units per second (bytes/s for a bytes meter), bursts in
+    units (bytes). Absent from a state = the meter is unconfigured (every packet GREEN)."""
+    meter: str
+    index: int
+    cir: int
+    cburst: int
+    pir: int
+    pburst: int
+
+    @property
+    def key(self):
+        return ("meter", self.meter, self.index)
+
+
+@dataclass(frozen=True)
+class CounterReset:
+    """Not state: a one-off write that zeroes one index of an indirect counter. The diff emits
+    it right before inserting or re-pointing a ``coflow_slot`` entry (the mirror counter of a
+    slot the controller (re)assigns must start at 0, as the data plane's register does)."""
+    counter: str
+    index: int
+
+    @property
+    def key(self):
+        return ("counter", self.counter, self.index)
+
+
+Entity = Union[TableEntry, DefaultAction, Member, Group, MeterConfig]
+
+
+@dataclass
+class SwitchState:
+    """Entities of one switch by key. Equality of two states = equality of their dicts."""
+    entities: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, items: Iterable[Entity]) -> "SwitchState":
+        s = cls()
+        for e in items:
+            s.add(e)
+        return s
+
+    def add(self, e: Entity) -> None:
+        old = self.entities.get(e.key)
+        if old is not None and old != e:
+            raise ValueError(f"conflicting desired entities for {e.key}: {old} vs {e}")
+        self.entities[e.key] = e
+
+    def update(self, items: Iterable[Entity]) -> None:
+        for e in items:
+            self.add(e)
+
+    def copy(self) -> "SwitchState":
+        return SwitchState(dict(self.entities))
+
+    def __len__(self) -> int:
+        return len(self.entities)
+
+    def of_kind(self, kind: str) -> list:
+        return [e for k, e in self.entities.items() if k[0] == kind]
+
+    def table(self, name: str) -> list[TableEntry]:
+        return [e for k, e in self.entities.items() if k[0] == "table" and k[1] == name]
+
+
+# Write ordering ------------------------------------------------------------------------------
+# Inserts and modifies: members, then groups (they reference members), then table entries (they
+# reference members or groups), defaults, meters. Deletes: the reverse (entries, groups, members).
+_ORDER = {"member": 0, "group": 1, "table": 2, "default": 3, "meter": 4}
+
+
+@dataclass(frozen=True)
+class Op:
+    type: str  # INSERT | MODIFY | DELETE
+    entity: object  # an Entity, or a CounterReset (type MODIFY); a MeterConfig DELETE resets it
+
+    def __str__(self):
+        return f"{self.type} {self.entity.key}"
+
+
+def diff(desired: SwitchState, actual: SwitchState,
+         managed_tables: Iterable[str] = MANAGED_TABLES) -> list[Op]:
+    """Writes that turn ``actual`` into ``desired``, ordered for one batch:
+    inserts/modifies of members, groups, table entries, defaults, meters; then deletes of table
+    entries, groups, members, meters. Table entries in tables the controller does not manage
+    and default actions it has no opinion on are left alone. A ``coflow_slot`` entry that is
+    inserted, or modified to another slot, is preceded by a reset of that slot's counter."""
+    managed = set(managed_tables)
+    ups: list[tuple[int, Op]] = []
+    dels: list[tuple[int, Op]] = []
+    for key, want in desired.entities.items():
+        have = actual.entities.get(key)
+        if have == want:
+            continue
+        kind = key[0]
+        if have is None and kind not in ("default", "meter"):
+            typ = "INSERT"
+        else:
+            typ = "MODIFY"
+        if kind == "table" and want.table == T_SLOT:
+            slot = dict(want.params).get("slot")
+            if have is None or dict(have.params).get("slot") != slot:
+                ups.append((_ORDER["table"], Op("MODIFY", CounterReset(C_COFLOW_BYTES, slot))))
+        ups.append((_ORDER[kind], Op(typ, want)))
+    for key, have in actual.entities.items():
+        if key in desired.entities:
+            continue
+        kind = key[0]
+        if kind == "default":
+            continue  # the controller only rewrites defaults it wants; nothing to delete
+        if kind == "table" and have.table not in managed:
+            continue
+        dels.append((-_ORDER[kind] if kind != "meter" else 0, Op("DELETE", have)))
+    ups.sort(key=lambda t: t[0])  # stable: keeps the translation's order inside a kind
+    dels.sort(key=lambda t: t[0])
+    return [op for _, op in ups] + [op for _, op in dels]
+
+
+def apply_ops(state: SwitchState, ops: Iterable[Op]) -> SwitchState:
+    """The state a switch holds after ``ops`` succeeded (the controller's cache)."""
+    out = state.copy()
+    for op in ops:
+        e = op.entity
+        if isinstance(e, CounterReset):
+            continue
+        if op.type == "DELETE":
+            out.entities.pop(e.key, None)
+        else:
+            out.entities[e.key] = e
+    return out

@@ -1,0 +1,217 @@
+"""One switch as the controller sees it: a P4Runtime connection that comes back by itself.
+
+A :class:`SwitchAgent` owns a :class:`~coflow.dataplane.p4rt.P4RuntimeClient` and a keeper
+thread. The keeper connects (arbitration with the controller's election id; a backup stays
+connected and waits), and once primary makes sure the pipeline is ours: the pipeline's cookie
+(a hash of the P4Info and BMv2 JSON) tells a switch that already runs it (controller restart:
+keep its state and counters, read it back) from one that does not (fresh or restarted switch:
+push it; its state is then empty). When the stream breaks (the switch went away) or the switch
+makes another controller primary, the keeper reconnects with backoff (50 ms doubling to 0.5 s,
+and gRPC's own reconnect backoff is capped at 0.5 s too), so a restarted switch is primary-
+connected, re-pushed and handed back to the controller well within 2 s of it listening again.
+
+``actual`` is the controller's cache of what the switch holds: read back on (re)connect, updated
+by every successful write, dropped (and read back again) after a failed one.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+
+from ..dataplane.p4rt import P4RuntimeClient, P4RuntimeError
+from . import model as M
+from .codec import Codec
+
+log = logging.getLogger(__name__)
+
+
+def pipeline_cookie(p4info_path: str, bmv2_json_path: str) -> int:
+    h = hashlib.sha256()
+    for p in (p4info_path, bmv2_json_path):
+        with open(p, "rb") as f:
+            h.update(f.read())
+    return int.from_bytes(h.digest()[:8], "big") >> 1  # < 2^63
+
+
+class SwitchAgent:
+    DOWN, BACKUP, MASTER = "down", "backup", "master"
+
+    def __init__(self, name: str, address: str, device_id: int, election_id: int,
+                 codec: Codec, p4info_path: str, bmv2_json_path: str, cookie: int,
+                 on_change=None, connect_timeout: float = 1.0):
+        self.name = name
+        self.address = address
+        self.device_id = device_id
+        self.election_id = election_id
+        self.codec = codec
+        self.p4info_path = p4info_path
+        self.bmv2_json_path = bmv2_json_path
+        self.cookie = cookie
+        self.on_change = on_change  # fn(agent, event) event in up|down|reset|backup
+        self.connect_timeout = connect_timeout
+        self.client: P4RuntimeClient | None = None
+        self.state = self.DOWN
+        self.actual: M.SwitchState | None = None
+        self.lock = threading.RLock()  # serialises use of the client
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.generation = 0  # bumps on every (re)connection
+        self.pipeline_pushes = 0
+        self.reconnects = 0
+        self.last_error = ""
+        self.write_errors = 0
+        self.writes = 0
+        self.up_since: float | None = None
+
+    # lifecycle ---------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._keeper, daemon=True,
+                                        name=f"ctl-switch-{self.name}")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self.lock:
+            if self.client is not None:
+                self.client.close()
+                self.client = None
+            self.state = self.DOWN
+
+    def _event(self, client, kind, detail) -> None:
+        """From the client's stream thread."""
+        if client is not self.client:
+            return
+        if kind == "stream_error":
+            log.info("%s: stream broke: %s", self.name, detail)
+            self.state = self.DOWN
+            self.up_since = None
+            self._wake.set()
+            if self.on_change:
+                self.on_change(self, "down")
+        elif kind == "mastership":
+            # promoted (the primary went away) or demoted (a higher id arrived): the keeper
+            # re-runs bring-up (pipeline check, read back) before writes continue
+            self.state = self.DOWN if detail else self.BACKUP
+            self._wake.set()
+            if not detail and self.on_change:
+                self.on_change(self, "backup")
+
+    def _keeper(self) -> None:
+        backoff = 0.05
+        while not self._stop.is_set():
+            if self.state == self.MASTER or (self.state == self.BACKUP and self.client is not None
+                                             and self.client.connected and not self.client.is_master):
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
+            try:
+                self._bring_up()
+                backoff = 0.05
+                continue
+            except Exception as exc:  # noqa: BLE001 - any failure: retry with backoff
+                self.last_error = str(exc).splitlines()[0][:300]
+                log.debug("%s: bring-up failed: %s", self.name, exc)
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, 0.5)
+
+    def _bring_up(self) -> None:
+        with self.lock:
+            c = self.client
+            if c is None or not c.connected:
+                if c is not None:
+                    c.close()
+                c = P4RuntimeClient(self.address, self.device_id, self.election_id,
+                                    self.codec.h)
+                self.client = c
+                c.connect(timeout=self.connect_timeout, require_master=False, on_event=self._event)
+                self.generation += 1
+                if self.generation > 1:
+                    self.reconnects += 1
+            if not c.is_master:
+                self.state = self.BACKUP
+                self.actual = None
+                if self.on_change:
+                    self.on_change(self, "backup")
+                return
+            reset = False
+            if c.pipeline_cookie() != self.cookie:
+                c.set_pipeline(self.p4info_path, self.bmv2_json_path, cookie=self.cookie)
+                self.pipeline_pushes += 1
+                reset = True
+            self.actual = self.read_state()
+            self.state = self.MASTER
+            self.up_since = time.time()
+        if self.on_change:
+            self.on_change(self, "reset" if reset else "up")
+
+    # state -------------------------------------------------------------------------------
+    def read_state(self) -> M.SwitchState:
+        """Everything the controller manages, read back in one ReadRequest."""
+        with self.lock:
+            got = self.client.read_many(self.codec.wildcard_reads())
+        st = M.SwitchState()
+        for ent in got:
+            v = self.codec.decode(ent)
+            if v is not None:
+                st.entities[v.key] = v
+        return st
+
+    def sync(self, desired: M.SwitchState) -> tuple[int, str | None]:
+        """Write the difference between ``desired`` and the cached actual state in one Write.
+        Returns (updates written, error or None)."""
+        if self.state != self.MASTER:  # don't wait for the keeper's lock while it reconnects
+            return 0, "not primary"
+        with self.lock:
+            if self.state != self.MASTER or self.client is None:
+                return 0, "not primary"
+            try:
+                if self.actual is None:
+                    self.actual = self.read_state()
+                ops = M.diff(desired, self.actual)
+                if not ops:
+                    return 0, None
+                self.client.write([self.codec.encode_op(op) for op in ops])
+                self.actual = M.apply_ops(self.actual, ops)
+                self.writes += 1
+                return len(ops), None
+            except P4RuntimeError as exc:
+                self.write_errors += 1
+                self.last_error = str(exc).splitlines()[0][:300]
+                self.actual = None  # partially applied: read back before the next diff
+                if exc.code in ("UNAVAILABLE", "CANCELLED"):
+                    self.state = self.DOWN
+                    self._wake.set()
+                elif exc.code == "PERMISSION_DENIED":
+                    self.state = self.BACKUP
+                    self._wake.set()
+                return 0, self.last_error
+
+    def audit(self) -> None:
+        """Drop the cache: the next sync reads the switch back first."""
+        with self.lock:
+            self.actual = None
+
+    def read_counters(self, counter: str, indices) -> dict:
+        """index -> byte count, one ReadRequest (allowed for a backup too)."""
+        idx = list(indices)
+        if not idx:
+            return {}
+        with self.lock:
+            c = self.client
+            if c is None or not c.connected:
+                raise P4RuntimeError(f"{self.name}: not connected", code="UNAVAILABLE")
+        got = c.read_many(self.codec.counter_reads(counter, idx))
+        return {e.counter_entry.index.index: e.counter_entry.data.byte_count for e in got}
+
+    def status(self) -> dict:
+        return {"address": self.address, "device_id": self.device_id, "state": self.state,
+                "entities": None if self.actual is None else len(self.actual),
+                "writes": self.writes, "write_errors": self.write_errors,
+                "pipeline_pushes": self.pipeline_pushes, "reconnects": self.reconnects,
+                "last_error": self.last_error, "up_since": self.up_since}

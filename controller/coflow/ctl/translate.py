@@ -1,0 +1,257 @@
+"""Translation: topology, mode, parameters and Allocations -> desired switch state (pure).
+
+Everything here returns :mod:`coflow.ctl.model` values per switch name; nothing talks to a
+switch. Units: rates in bytes per second (P4Runtime's MeterConfig unit for a bytes meter, and
+the scheduler core's), bursts in bytes, counters in Ethernet frame bytes without FCS.
+"""
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass, fields
+from typing import Iterable, Mapping
+
+from ..params import DclasParams, HW_QUEUES, hw_priority
+from . import model as M
+
+MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "utopia", "fai")
+RATE_MODES = ("sebf", "hug", "utopia", "fai")
+MODE_CODE = {"fair": 0, "dclas": 1, "fifo-lm": 2, "sebf": 3, "hug": 3, "utopia": 3, "fai": 3}
+SCHEDULER_OF = {"fair": "fair", "dclas": "dclas", "fifo-lm": "fifo-lm", "sebf": "sebf",
+                "hug": "hug", "utopia": "utopia", "fai": "fai"}
+
+ASSIGNED_SLOTS = 512          # size.p4 ASSIGNED_SLOTS: slots 0..511 are controller-assigned
+HASH_SLOT_BASE = 512
+FLOW_SLOTS_PER_COFLOW = 8     # size.p4: meter index = coflow slot * 8 + flow slot
+NO_HEAVY = (1 << 64) - 1
+MAX_FRAME = 1514              # Ethernet frame without FCS at MTU 1500
+
+
+@dataclass(frozen=True)
+class CtlSettings:
+    """Controller settings (``--set key=value`` keys the scheduler does not own).
+
+    - ``link_mbps``: capacity of every host link in the rate modes' big-switch view (Mb/s,
+      10^6 bit/s); the scheduler's rates are bytes/s of this.
+    - ``fair_prio``: BMv2 priority of fair mode and of unordered coflows in the rate modes.
+    - ``burst_ms`` / ``min_burst_bytes``: meter burst = max(rate * burst_ms, min_burst_bytes).
+    - ``min_rate_frac``: floor of a meter's rate as a fraction of the link (a flow the schedule
+      pauses keeps a trickle, so its TCP connection does not back off for seconds).
+    - ``unknown_size_bytes``: remaining bytes assumed for a flow whose size the application did
+      not give (clairvoyant schedulers order it last).
+    - ``audit_s``: full read-back of every switch at this period (0 = only after a reconnect
+      or a failed write).
+    """
+    link_mbps: float = 10.0
+    fair_prio: int = 4
+    burst_ms: float = 20.0
+    min_burst_bytes: int = 10 * MAX_FRAME
+    min_rate_frac: float = 0.01
+    unknown_size_bytes: int = 1 << 40
+    audit_s: float = 5.0
+
+    @property
+    def link_Bps(self) -> float:
+        return self.link_mbps * 1e6 / 8
+
+
+def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dict[str, str]]:
+    """(controller settings, scheduler settings) from one ``--set`` dict."""
+    own = {f.name: f for f in fields(CtlSettings)}
+    kw, rest = {}, {}
+    for k, v in (settings or {}).items():
+        if k in own:
+            typ = own[k].type
+            try:
+                kw[k] = int(v) if typ in ("int", int) else float(v)
+            except ValueError:
+                raise ValueError(f"setting {k}: cannot read {v!r} as {typ}") from None
+        else:
+            rest[k] = v
+    s = CtlSettings(**kw)
+    if s.link_mbps <= 0:
+        raise ValueError("setting link_mbps: must be > 0")
+    if not 0 <= s.fair_prio < HW_QUEUES:
+        raise ValueError(f"setting fair_prio: must be in 0..{HW_QUEUES - 1}")
+    if s.burst_ms < 0 or s.min_burst_bytes < 1 or not 0 <= s.min_rate_frac <= 1:
+        raise ValueError("settings burst_ms >= 0, min_burst_bytes >= 1, 0 <= min_rate_frac <= 1")
+    return s, rest
+
+
+def ip_int(ip: str) -> int:
+    return int(ipaddress.IPv4Address(ip))
+
+
+def mac_int(mac: str) -> int:
+    return int(mac.replace(":", ""), 16)
+
+
+def cid_key(external: int, internal: int) -> tuple:
+    return (("external_id", int(external)), ("internal_id", int(internal)))
+
+
+# Static state ------------------------------------------------------------------------------
+
+def routing_entities(switch, routes) -> list:
+    """Members (one per next hop, id = its port), groups (one per distinct ECMP set, ids from
+    1 in order of first use) and one LPM entry per route."""
+    out_members, out_groups, out_routes = {}, {}, []
+    smac = mac_int(switch.mac)
+    for r in routes:
+        for nh in r.next_hops:
+            m = M.Member(M.P_ECMP, nh.port, M.A_NEXT_HOP,
+                         M.params(port=nh.port, smac=smac, dmac=mac_int(nh.dmac)))
+            prev = out_members.setdefault(nh.port, m)
+            if prev != m:
+                raise ValueError(f"{switch.name}: port {nh.port} has two next hops ({prev}, {m})")
+        net = ipaddress.IPv4Network(r.prefix)
+        match = (("ipv4_dst", (int(net.network_address), net.prefixlen)),)
+        if len(r.next_hops) == 1:
+            out_routes.append(M.TableEntry(M.T_ROUTING, match, member_id=r.next_hops[0].port))
+        else:
+            ports = tuple(sorted(nh.port for nh in r.next_hops))
+            g = out_groups.get(ports)
+            if g is None:
+                g = out_groups[ports] = M.Group(M.P_ECMP, len(out_groups) + 1, ports, len(ports))
+            out_routes.append(M.TableEntry(M.T_ROUTING, match, group_id=g.group_id))
+    return list(out_members.values()) + list(out_groups.values()) + out_routes
+
+
+def config_entity(mode: str, fair_prio: int = 4, heavy_bytes: int = NO_HEAVY,
+                  fifo_base: int = 0) -> M.DefaultAction:
+    return M.DefaultAction(M.T_CONFIG, M.A_SET_CONFIG,
+                           M.params(mode=MODE_CODE[mode], fair_prio=fair_prio,
+                                    heavy_bytes=min(int(heavy_bytes), NO_HEAVY),
+                                    fifo_base=fifo_base))
+
+
+def dclas_entities(p: DclasParams) -> list:
+    """The range table from the shared parameter object: Aalo queue q -> hw_priority(q)."""
+    if p.K > HW_QUEUES:
+        raise ValueError(f"D-CLAS K={p.K}: the switch has {HW_QUEUES} queues (set K<=8)")
+    return [M.TableEntry(M.T_DCLAS, (("bytes", (lo, hi)),), M.A_DCLAS_QUEUE,
+                         M.params(prio=hw_priority(q)), priority=1)
+            for lo, hi, q in p.ranges()]
+
+
+def static_state(topo, routes: Mapping[str, list], mode: str, dclas: DclasParams,
+                 fair_prio: int = 4, heavy_bytes: int = NO_HEAVY, fifo_base: int = 0) -> dict:
+    """Per switch: routing (members, ECMP groups, LPM), port roles (switch-facing ports are
+    fabric; unlisted ports are edges), the pipeline config and the D-CLAS thresholds."""
+    out = {}
+    cfg = config_entity(mode, fair_prio, heavy_bytes, fifo_base)
+    thresholds = dclas_entities(dclas)
+    for sw in topo.switches:
+        ents = routing_entities(sw, routes.get(sw.name, []))
+        ents += [M.TableEntry(M.T_PORT_ROLE, (("ingress_port", p),), M.A_SET_ROLE,
+                              M.params(role=0)) for p in topo.fabric_ports(sw.name)]
+        ents.append(cfg)
+        ents += thresholds
+        out[sw.name] = ents
+    return out
+
+
+# Coflow slots ----------------------------------------------------------------------------
+
+class SlotTable:
+    """CoflowId -> counter slot 0..511 (the same slot on every edge switch). The lowest free
+    slot first; a released slot goes to the back of the free list (reused after every other
+    free slot), so a late packet of a finished coflow rarely meets a new owner."""
+
+    def __init__(self, size: int = ASSIGNED_SLOTS):
+        self.size = size
+        self.slot: dict = {}  # cid (external, internal) -> slot
+        self._free = list(range(size - 1, -1, -1))  # pop() gives the lowest
+
+    def assign(self, cid) -> int | None:
+        """The coflow's slot (assigning one); None when all are taken (its packets hash)."""
+        s = self.slot.get(cid)
+        if s is not None:
+            return s
+        if not self._free:
+            return None
+        s = self._free.pop()
+        self.slot[cid] = s
+        return s
+
+    def release(self, cid) -> int | None:
+        s = self.slot.pop(cid, None)
+        if s is not None:
+            self._free.insert(0, s)
+        return s
+
+    def seed(self, cid, slot: int) -> bool:
+        """Adopt an assignment read back from a switch (controller restart). False if taken."""
+        if not 0 <= slot < self.size or slot not in self._free or cid in self.slot:
+            return False
+        self._free.remove(slot)
+        self.slot[cid] = slot
+        return True
+
+    def __len__(self):
+        return len(self.slot)
+
+
+def slot_entities(slots: Mapping) -> list:
+    """coflow_slot entries (installed on every edge switch)."""
+    return [M.TableEntry(M.T_SLOT, cid_key(*cid), M.A_SET_SLOT, M.params(slot=s))
+            for cid, s in sorted(slots.items(), key=lambda kv: kv[1])]
+
+
+def override_entity(cid, prio: int) -> M.TableEntry:
+    if not 0 <= prio < HW_QUEUES:
+        raise ValueError(f"override priority {prio} outside 0..{HW_QUEUES - 1}")
+    return M.TableEntry(M.T_OVERRIDE, cid_key(*cid), M.A_OVERRIDE_QUEUE, M.params(prio=prio))
+
+
+def order_priorities(order: Iterable, top: int = 7, bottom: int = 1) -> dict:
+    """Coflows in service order -> BMv2 priorities top, top-1, ..., saturating at ``bottom``
+    (priority 0 stays for untagged background traffic)."""
+    return {cid: max(bottom, top - r) for r, cid in enumerate(order)}
+
+
+# Meters --------------------------------------------------------------------------------------
+
+def meter_config(index: int, rate_Bps: float, s: CtlSettings) -> M.MeterConfig:
+    """MeterConfig for a bytes meter: cir = pir = the rate in BYTES PER SECOND (P4Runtime's unit;
+    the Thrift CLI would want bytes per microsecond), floored at ``min_rate_frac`` of the link;
+    burst = max(rate * burst_ms, min_burst_bytes), at least one maximum-size frame."""
+    floor = s.min_rate_frac * s.link_Bps
+    rate = max(float(rate_Bps), floor, 1.0)
+    cir = int(math.ceil(rate))
+    burst = max(int(math.ceil(rate * s.burst_ms / 1e3)), int(s.min_burst_bytes), MAX_FRAME)
+    return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, burst)
+
+
+def meter_entities(topo, flows: Iterable, slots: Mapping, s: CtlSettings) -> dict:
+    """Per switch: flow_meter entries and meter configs for metered flows.
+
+    ``flows``: (cid, src host name, dst host name, rate bytes/s). A meter sits at the sender's
+    edge switch and meters one (coflow, src, dst) pair (the table's key), so flows of a coflow
+    on the same host pair share it (their rates add). Each (coflow, edge switch) has 8 flow
+    slots: pairs get slots in order of first appearance; beyond 8, pairs share slot
+    ``i mod 8`` and that meter enforces the sum of their rates. Coflows without an assigned
+    counter slot are not metered."""
+    pair_rate: dict = {}
+    for cid, src, dst, rate in flows:
+        k = (cid, src, dst)
+        pair_rate[k] = pair_rate.get(k, 0.0) + float(rate)
+    nslot: dict = {}
+    meter_rate: dict = {}  # (switch, index) -> rate
+    out: dict = {}
+    for (cid, src, dst), rate in pair_rate.items():
+        slot = slots.get(cid)
+        if slot is None:
+            continue
+        h_src, h_dst = topo.host(src), topo.host(dst)
+        sw = h_src.switch
+        j = nslot.get((cid, sw), 0)
+        nslot[(cid, sw)] = j + 1
+        index = slot * FLOW_SLOTS_PER_COFLOW + j % FLOW_SLOTS_PER_COFLOW
+        meter_rate[(sw, index)] = meter_rate.get((sw, index), 0.0) + rate
+        match = cid_key(*cid) + (("ipv4_dst", ip_int(h_dst.ip)), ("ipv4_src", ip_int(h_src.ip)))
+        out.setdefault(sw, []).append(M.TableEntry(M.T_FLOW_METER, tuple(sorted(match)),
+                                                   M.A_SET_METER, M.params(index=index)))
+    for (sw, index), rate in meter_rate.items():
+        out.setdefault(sw, []).append(meter_config(index, rate, s))
+    return out
