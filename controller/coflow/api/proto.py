@@ -90,10 +90,8 @@ def _trusted(root: Path) -> bool:
     """Code is imported from the cache: skip a shared-tmp root that another user owns."""
     try:
         st = root.stat()
-    except FileNotFoundError:
+    except OSError:   # missing or unreachable: creating it reports the real problem
         return True
-    except OSError:
-        return False
     return not hasattr(os, "getuid") or st.st_uid == os.getuid() or not str(root).startswith(tempfile.gettempdir())
 
 
@@ -121,8 +119,12 @@ def ensure_built() -> Path:
 
 def _build(d: Path) -> Path:
     """Compile into a scratch directory beside ``d`` and rename it onto ``d`` (which must not exist)."""
-    from grpc_tools import protoc
-    import grpc_tools
+    try:
+        from grpc_tools import protoc
+        import grpc_tools
+    except ImportError:
+        raise ProtoBuildError("grpcio-tools is not installed: it compiles coflow.proto "
+                              "(pip install -e '.[ctl]', or `make venv`)") from None
     scratch = Path(tempfile.mkdtemp(prefix=".build-", dir=d.parent))
     try:
         src = scratch / "src" / GEN_PACKAGE
