@@ -1,6 +1,5 @@
 """Coflow registry: validation, CoflowId assignment, parent/child stages, multi-wave updates,
 SQLite durability, events, thread safety, and Varys admission from the scheduler core."""
-import os
 import sqlite3
 import subprocess
 import sys
@@ -9,7 +8,7 @@ import threading
 import pytest
 
 from coflow.api.admission import varys_admission
-from coflow.api.registry import (ApiError, CoflowId, CoflowRecord, CoflowRegistry, FlowSpec,
+from coflow.api.registry import (ApiError, CoflowId, CoflowRegistry, FlowSpec,
                                  RegistryDbError)
 
 HOSTS = [f"h{i}" for i in range(8)]
