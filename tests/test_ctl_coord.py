@@ -1,0 +1,83 @@
+"""Global D-CLAS coordination (pure): sums of edge counters -> global queues -> the overrides
+each edge needs, with hand-checked numbers (K=8, E=10, Q1=10 MB: queue 2 from 10 MB, queue 3
+from 100 MB; BMv2 priority = 8 - queue)."""
+from coflow.ctl.coord import DclasCoordinator, cf_number
+from coflow.params import MB, DclasParams
+
+EDGES = ["e0", "e1", "e2"]
+A, B, C, D = (1, 0), (2, 0), (3, 0), (4, 1)
+SLOTS = {A: 0, B: 1, C: 2, D: 3}
+
+
+def coordinator():
+    c = DclasCoordinator(DclasParams(K=8))
+    c.observe("e0", {0: 6 * MB, 1: 50 * MB, 2: 120 * MB, 3: 4 * MB})
+    c.observe("e1", {0: 5 * MB, 1: 60 * MB, 2: 1 * MB, 3: 5 * MB})
+    c.observe("e2", {0: 0, 1: 0, 2: 0, 3: 0})
+    return c
+
+
+def test_global_sizes_and_queues():
+    r = coordinator().round(1.0, SLOTS, EDGES)
+    assert r.sizes == {A: 11 * MB, B: 110 * MB, C: 121 * MB, D: 9 * MB}
+    assert r.queues == {A: 2, B: 3, C: 3, D: 1}
+
+
+def test_overrides_only_where_local_differs():
+    r = coordinator().round(1.0, SLOTS, EDGES)
+    # A: 11 MB -> queue 2 (prio 6); every edge is locally in queue 1 (6, 5, 0 MB)
+    # B: 110 MB -> queue 3 (prio 5); e0 (50 MB) and e1 (60 MB) are locally in queue 2, e2 in 1
+    # C: 121 MB -> queue 3; e0 already decides queue 3 locally (120 MB): no override there
+    # D: 9 MB: below Q1 everywhere: nothing to coordinate
+    assert r.overrides == {"e0": {A: 6, B: 5},
+                           "e1": {A: 6, B: 5, C: 5},
+                           "e2": {A: 6, B: 5, C: 5}}
+
+
+def test_threshold_edges_exact():
+    c = DclasCoordinator(DclasParams(K=8))
+    c.observe("e0", {0: 10 * MB - 1})
+    assert c.round(0.0, {A: 0}, ["e0"]).queues[A] == 1
+    c.observe("e0", {0: 10 * MB})
+    r = c.round(0.01, {A: 0}, ["e0"])
+    assert r.queues[A] == 2 and r.overrides == {"e0": {}}  # the edge decides the same itself
+
+
+def test_switch_restart_keeps_global_size():
+    c = coordinator()
+    c.round(1.0, SLOTS, EDGES)
+    c.switch_reset("e1")  # e1 lost its counters: 5, 60, 1, 5 MB become offsets
+    c.observe("e1", {0: 1 * MB, 1: 0, 2: 0, 3: 1 * MB})
+    r = c.round(1.01, SLOTS, EDGES)
+    assert r.sizes[A] == 12 * MB and r.sizes[B] == 110 * MB and r.sizes[D] == 10 * MB
+    assert r.queues[D] == 2  # 4 + 5 + 1 = 10 MB: crossed Q1 with the offset
+    # e1's fresh counts are what its data plane decides on: local queue 1 -> overrides there
+    assert r.overrides["e1"][B] == 5 and r.overrides["e1"][D] == 6
+
+
+def test_queues_never_promote():
+    c = coordinator()
+    assert c.round(1.0, SLOTS, EDGES).queues[B] == 3
+    c.slot_reset(1)  # e.g. counters zeroed; the coflow keeps its queue (Aalo never promotes)
+    assert c.round(1.01, SLOTS, EDGES).queues[B] == 3
+
+
+def test_forget_and_reassign():
+    c = coordinator()
+    c.round(1.0, SLOTS, EDGES)
+    c.forget(B)
+    c.slot_reset(1)
+    r = c.round(1.01, {(9, 0): 1}, EDGES)
+    assert r.sizes == {(9, 0): 0} and r.queues == {(9, 0): 1}
+
+
+def test_seed_queue_from_read_back_override():
+    c = DclasCoordinator(DclasParams(K=8))
+    c.seed_queue(A, 4)  # an override of priority 4 read back after a controller restart
+    c.observe("e0", {0: 1000})
+    r = c.round(0.0, {A: 0}, ["e0"])
+    assert r.queues[A] == 4 and r.overrides == {"e0": {A: 4}}
+
+
+def test_cf_number():
+    assert cf_number((1, 0)) == 256 and cf_number((7, 255)) == 7 * 256 + 255

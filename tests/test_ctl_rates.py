@@ -1,0 +1,108 @@
+"""Rate modes (pure): registry records -> the core's View -> rates, priorities and meters."""
+import numpy as np
+import pytest
+
+from coflow import topology as T
+from coflow.api.registry import CoflowRegistry
+from coflow.ctl import model as M
+from coflow.ctl import translate as TR
+from coflow.ctl.rates import build_view, plan
+from coflow.sched import make_scheduler
+
+LINK = 1.25e6  # 10 Mb/s in bytes/s
+
+
+@pytest.fixture
+def reg():
+    t = T.bigswitch(4)
+    r = CoflowRegistry([h.name for h in t.hosts])
+    yield t, r
+    r.close()
+
+
+def hp(t):
+    return {h.name: h.index for h in t.hosts}
+
+
+def test_view_matches_registry(reg):
+    t, r = reg
+    a = r.register([("h0", "h1", 1_000_000), ("h2", "h1", 500_000)])
+    r.update(a.cid, sent={0: 400_000})
+    b = r.register([("h3", "h0", None)])
+    v, meta, cids = build_view(r.list(), hp(t), LINK, 10.0, {}, unknown_size=10**9)
+    assert cids == [(1, 0), (2, 0)]
+    assert v.src.tolist() == [0, 2, 3] and v.dst.tolist() == [1, 1, 0]
+    assert v.remaining.tolist() == [600_000, 500_000, 10**9]
+    assert v.cf_sent.tolist() == [400_000, 0] and v.cf_lo.tolist() == [0, 2, 3]
+    assert v.caps.tolist() == [LINK] * 8
+    assert meta[2] == ((2, 0), "h3", "h0")
+    r.update(a.cid, sent={0: 1_000_000, 1: 500_000})  # finished: out of the view
+    v, _, cids = build_view(r.list(), hp(t), LINK, 10.0, {}, unknown_size=10**9)
+    assert cids == [(2, 0)]
+
+
+def test_sebf_hand_checked(reg):
+    """A: h0->h1 1 MB (Γ = 0.8 s); B: h0->h2 2 MB and h3->h2 2 MB (Γ = 1.6 s). SEBF serves A
+    first at the full link; B's h0 flow gets nothing (h0's uplink is A's), and MADD gives B
+    nothing (its bottleneck h0 is full); backfill then gives h3->h2 the whole free path."""
+    t, r = reg
+    r.register([("h0", "h1", 1_000_000)])
+    r.register([("h0", "h2", 2_000_000), ("h3", "h2", 2_000_000)])
+    s = make_scheduler("sebf")
+    p = plan("sebf", s, r.list(), hp(t), LINK, 100.0, {}, 10**9)
+    rates = {(c, a, b): x for c, a, b, x in p.flows}
+    assert rates[((1, 0), "h0", "h1")] == pytest.approx(LINK)
+    assert rates[((2, 0), "h0", "h2")] == pytest.approx(0.0, abs=1e-6)
+    assert rates[((2, 0), "h3", "h2")] == pytest.approx(LINK)
+    assert p.prio == {(1, 0): 7, (2, 0): 6}
+    ctl = TR.CtlSettings(link_mbps=10)
+    out = TR.meter_entities(t, p.flows, {(1, 0): 0, (2, 0): 1}, ctl)
+    meters = {m.index: m.cir for m in M.SwitchState.of(out["s0"]).of_kind("meter")}
+    assert meters == {0: 1_250_000, 8: 12_500, 9: 1_250_000}  # paused flow: the 1% floor
+
+
+def test_same_rates_as_the_core_directly(reg):
+    """The controller's view gives the core the same inputs as a hand-built View."""
+    import sys, os
+    sys.path.insert(0, os.path.dirname(__file__))
+    from helpers import view
+    t, r = reg
+    flows = [[(0, 1, 3e5), (2, 1, 1e5)], [(0, 3, 2e5)], [(1, 2, 5e5), (3, 0, 1e5)]]
+    for cf in flows:
+        r.register([(f"h{a}", f"h{b}", int(x)) for a, b, x in cf])
+    for name in ("sebf", "hug", "utopia"):
+        got = plan(name, make_scheduler(name), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+        v = view(4, flows, [LINK] * 4, [LINK] * 4)
+        v.cf_id = np.array([256, 512, 768])
+        want = make_scheduler(name).allocate(v).rates
+        assert np.allclose([f[3] for f in got.flows], want), name
+
+
+def test_priorities_by_mode(reg):
+    t, r = reg
+    r.register([("h0", "h1", 3_000_000)])
+    r.register([("h2", "h3", 1_000_000)])
+    sebf = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert sebf.prio == {(2, 0): 7, (1, 0): 6}  # smaller bottleneck first
+    hug = plan("hug", make_scheduler("hug"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert hug.prio == {}
+    fai = plan("fai", make_scheduler("fai", {"K": "8"}), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert fai.prio == {(1, 0): 7, (2, 0): 7}  # nothing sent yet: queue 1
+    ut = plan("utopia", make_scheduler("utopia"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert ut.prio == {(2, 0): 7, (1, 0): 6}
+
+
+def test_sebf_memory_carries_starvation_clock(reg):
+    t, r = reg
+    r.register([("h0", "h1", 10_000_000)])
+    r.register([("h0", "h1", 20_000_000)])
+    mem = {}
+    s = make_scheduler("sebf", {"T": "2", "delta": "0.2"})
+    t0 = max(rec.registered_at for rec in r.list())  # the View's clock is time.time()
+    p1 = plan("sebf", s, r.list(), hp(t), LINK, t0, mem, 10**9)
+    assert p1.next_event == pytest.approx(t0 + 2.0)  # the next starvation check
+    rates = {c: x for c, _, _, x in p1.flows}
+    assert rates[(2, 0)] == 0.0
+    p2 = plan("sebf", s, r.list(), hp(t), LINK, t0 + 2.0, mem, 10**9)  # T later: B starved
+    rates = {c: x for c, _, _, x in p2.flows}
+    assert rates[(2, 0)] > 0 and p2.next_event == pytest.approx(t0 + 2.2)
