@@ -127,6 +127,8 @@ class Controller:
             self.metrics_addr = self._http.address
         for a in self.agents.values():
             a.start()
+        if self.mode in TR.RATE_MODES:
+            self._warm_up()  # while the switches connect
         self._unsubscribe = self.registry.subscribe(self._on_registry)
         deadline = time.monotonic() + self.start_timeout
         try:
@@ -299,6 +301,20 @@ class Controller:
         return self.last_round
 
     # rate modes ---------------------------------------------------------------------------
+    def _warm_up(self) -> None:
+        """Run the scheduler once on a made-up view: the core's numba kernels compile on first
+        use (about a second), which must not delay the first real coflow."""
+        from types import SimpleNamespace as NS
+        from ..api.registry import CoflowId, FlowSpec
+        hosts = list(self.host_port)
+        if len(hosts) < 2:
+            return
+        fake = [NS(cid=CoflowId(i + 1, 0), admitted=True, registered_at=time.time(), sent_bytes={},
+                   flows=[FlowSpec(hosts[0], hosts[1], 1000 * (i + 1)),
+                          FlowSpec(hosts[1], hosts[0], 500)]) for i in range(2)]
+        rate_plan(self.mode, self.sched, fake, self.host_port, self.ctl.link_Bps, time.time(), {},
+                  self.ctl.unknown_size_bytes)
+
     def _rates_due(self) -> bool:
         return self._rates_stale or time.time() >= self._next_event
 
