@@ -11,7 +11,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 EXTRAS ?= test,p4,ctl
 
-.PHONY: all venv test test-py run bench clean help
+.PHONY: all venv test test-py run bench bench-ctl clean help
 
 all: help
 
@@ -40,6 +40,12 @@ run: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) bench/bench_sim.py --trace $(FB_TRACE) --out out/bench
+
+# controller: SEBF+MADD round (100 coflows / 10k flows) and D-CLAS coordination over a k=4
+# fat-tree's 8 edges (20 BMv2 processes; needs `make p4` and simple_switch_grpc)
+bench-ctl: $(VENV)/.installed
+	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
+	$(PY) bench/bench_ctl.py --out out/bench/bench_ctl.json
 
 clean:
 	rm -rf build out .pytest_cache

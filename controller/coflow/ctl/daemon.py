@@ -117,11 +117,13 @@ class Controller:
         self._last_audit = time.monotonic()
 
     # lifecycle ----------------------------------------------------------------------------
-    def start(self) -> "Controller":
+    def start(self, loop: bool = True) -> "Controller":
         """Connect to every switch, arbitrate, push the pipeline where needed, read back, adopt
         what the switches hold (slots, overrides: a restarted controller continues), install
         the static state, then start the loop. Returns once every switch is connected and every
-        switch this controller is primary for holds the desired state (the fabric forwards)."""
+        switch this controller is primary for holds the desired state (the fabric forwards).
+        ``loop=False`` (benchmarks, tests): no background loop; call :meth:`round` yourself
+        (switch reconnections still happen in the background)."""
         if self.metrics_addr:
             self._http = StatusServer(self.metrics_addr, self.metrics, self.status)
             self.metrics_addr = self._http.address
@@ -151,8 +153,9 @@ class Controller:
         except BaseException:
             self.stop()
             raise
-        self._thread = threading.Thread(target=self._loop, daemon=True, name="ctl-loop")
-        self._thread.start()
+        if loop:
+            self._thread = threading.Thread(target=self._loop, daemon=True, name="ctl-loop")
+            self._thread.start()
         return self
 
     def stop(self) -> None:
