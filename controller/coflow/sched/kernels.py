@@ -147,6 +147,18 @@ def ordered_fill(order, cf_lo, src, dst, w, eligible, P, rem, rel_tol, rates):
 
 
 @njit(cache=True)
+def segment_sum(lo, x):
+    """Sum of ``x`` over each segment lo[k]:lo[k+1] (per-coflow totals of per-flow values)."""
+    out = np.zeros(lo.shape[0] - 1)
+    for k in range(lo.shape[0] - 1):
+        acc = 0.0
+        for f in range(lo[k], lo[k + 1]):
+            acc += x[f]
+        out[k] = acc
+    return out
+
+
+@njit(cache=True)
 def min_time_to_finish(rem, rates):
     m = INF
     for f in range(rem.shape[0]):
@@ -276,3 +288,321 @@ def waterfill_links(links, w, rem, rel_tol):
         if rem[l] < tol[l]:
             rem[l] = max(rem[l], 0.0)
     return rate
+
+
+# Queue-based max-min (D-CLAS, Fai) ---------------------------------------------------------------
+#
+# Inside a coflow every flow has weight 1, so :func:`fill` only ever sees integer weights: its
+# per-link weights are flow counts, exact in floating point whatever the summation order.  A
+# coflow with many flows is therefore handled as a dense (P x P) matrix of flow counts per
+# (uplink, downlink) pair: the link weights come from the matrix (O(P^2), not O(flows)), the
+# water-fill runs on link levels only, and the flows' rates are written once at the end
+# (rate += min(level(uplink), level(downlink)) per fill, in the same order as before).  The
+# arithmetic is the same as :func:`fill`'s, step by step, so the rates are bit-identical.
+
+
+@njit(cache=True)
+def _restricted_counts(MT, rs, cs, P, e, W):
+    """W[l] = flows of the count matrix (``MT``: its transpose, downlink x uplink; ``rs``/``cs``:
+    its row and column sums) on link l whose two links are both in ``e``.  Integer counts:
+    exact in any order, so each sum runs over the ineligible or the eligible side, whichever
+    is smaller."""
+    nbu = 0
+    nbd = 0
+    for i in range(P):
+        if not e[i]:
+            nbu += 1
+        if not e[P + i]:
+            nbd += 1
+    # uplinks: sums over downlinks (rows of MT), vectorised over uplinks
+    if nbd <= P - nbd:
+        for i in range(P):
+            W[i] = rs[i]
+        for j in range(P):
+            if not e[P + j]:
+                for i in range(P):
+                    W[i] -= MT[j, i]
+    else:
+        for i in range(P):
+            W[i] = 0.0
+        for j in range(P):
+            if e[P + j]:
+                for i in range(P):
+                    W[i] += MT[j, i]
+    for i in range(P):
+        if not e[i]:
+            W[i] = 0.0
+    # downlinks: sums over uplinks within each row of MT
+    for j in range(P):
+        if not e[P + j]:
+            W[P + j] = 0.0
+        elif nbu <= P - nbu:
+            x = cs[j]
+            for i in range(P):
+                if not e[i]:
+                    x -= MT[j, i]
+            W[P + j] = x
+        else:
+            x = 0
+            for i in range(P):
+                if e[i]:
+                    x += MT[j, i]
+            W[P + j] = x
+
+
+@njit(cache=True)
+def _dense_fill(MT, rs, cs, P, rem, rel_tol, e, lv):
+    """:func:`fill` (unit weights) for the flows counted in ``M`` whose two links are in ``e``.
+    Writes the link levels into ``lv`` (0 on links outside ``e``, so that min(level(up),
+    level(down)) is each flow's rate, 0 for flows not eligible).  Returns False if no flow is
+    eligible (nothing done).  Same steps as :func:`fill`; links without unfrozen flows are
+    dropped from the scan (they take no part in any later step)."""
+    W = np.empty(2 * P)
+    _restricted_counts(MT, rs, cs, P, e, W)
+    act = np.empty(2 * P, dtype=np.int64)
+    na = 0
+    for l in range(2 * P):
+        if W[l] > 0.5:
+            act[na] = l
+            na += 1
+    if na == 0:
+        return False
+    tol = np.empty(2 * P)
+    for l in range(2 * P):
+        tol[l] = max(rem[l], 1.0) * rel_tol
+    level = np.full(2 * P, INF)
+    alive = W > 0.5
+    sat = np.zeros(2 * P, dtype=np.bool_)
+    lam = 0.0
+    while na > 0:
+        step = INF
+        for t in range(na):
+            l = act[t]
+            s = max(rem[l], 0.0) / W[l]
+            if s < step:
+                step = s
+        lam += step
+        for t in range(na):
+            l = act[t]
+            rem[l] -= W[l] * step
+            if rem[l] <= tol[l]:
+                sat[l] = True
+                level[l] = lam
+        # act is ascending: saturated uplinks first, then downlinks, each in index order
+        for t in range(na):
+            i = act[t]
+            if i >= P:
+                break
+            if sat[i]:
+                for j in range(P):
+                    if alive[P + j] and MT[j, i] != 0:
+                        W[P + j] -= MT[j, i]
+                alive[i] = False
+                W[i] = 0.0
+        for t in range(na):
+            l = act[t]
+            if l < P or not sat[l]:
+                continue
+            j = l - P
+            for i in range(P):
+                if alive[i] and MT[j, i] != 0:
+                    W[i] -= MT[j, i]
+            alive[l] = False
+            W[l] = 0.0
+        m = 0
+        for t in range(na):
+            l = act[t]
+            sat[l] = False
+            if alive[l] and W[l] > 0.5:
+                act[m] = l
+                m += 1
+        na = m
+    for l in range(2 * P):
+        if rem[l] < 0:
+            rem[l] = 0.0
+        lv[l] = level[l] if e[l] else 0.0
+    return True
+
+
+@njit(cache=True)
+def _ordered_units(seg, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT, rs, cs, N, Cm, buf,
+                   rec_lv, rec_slot, nrec):
+    """:func:`ordered_fill` (unit weights, every flow eligible) over the coflows ``seg``; dense
+    coflows (``slot[k] >= 0``) record their levels in ``rec_lv`` instead of writing rates.
+    Returns the new record count."""
+    tol = np.empty(2 * P)
+    for l in range(2 * P):
+        tol[l] = max(rem[l], 1.0) * rel_tol
+    e = np.empty(2 * P, dtype=np.bool_)
+    for c in range(seg.shape[0]):
+        upfree = False
+        for i in range(P):
+            if rem[i] > tol[i]:
+                upfree = True
+                break
+        dnfree = False
+        for j in range(P):
+            if rem[P + j] > tol[P + j]:
+                dnfree = True
+                break
+        if not (upfree and dnfree):
+            break
+        k = seg[c]
+        s = slot[k]
+        if s >= 0:
+            for l in range(2 * P):
+                e[l] = rem[l] > tol[l]
+            if _dense_fill(MT[s], rs[s], cs[s], P, rem, rel_tol, e, rec_lv[nrec]):
+                rec_slot[nrec] = s
+                nrec += 1
+        else:
+            n = 0
+            for f in range(cf_lo[k], cf_lo[k + 1]):
+                if rem[src[f]] > tol[src[f]] and rem[P + dst[f]] > tol[P + dst[f]]:
+                    buf[n] = f
+                    n += 1
+            if n > 0:
+                fill(src, dst, ones, buf[:n], P, rem, rel_tol, N, Cm, rates)
+    return nrec
+
+
+@njit(cache=True)
+def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_min, ones, buf):
+    """D-CLAS rates (:func:`coflow.sched.queues.weighted_queues`): ``rounds`` rounds of weighted
+    sharing across queues (each link's residual split among the queues with a usable flow on
+    it, in proportion to ``wq[queue]``; FIFO by ``order`` inside a queue, max-min inside a
+    coflow), then strict priority in ``order`` for what is left.  ``rounds=0`` is strict
+    priority across queues.  ``order`` lists the coflows queue first (``cfq`` ascending).
+    With ``rounds > 0`` coflows with at least ``dense_min`` flows use the dense path (see
+    above); with strict priority every coflow is filled at most once and the flow path is faster.  ``ones`` (all
+    1.0) and ``buf`` are scratch arrays of at least the number of flows."""
+    C = cf_lo.shape[0] - 1
+    nf = src.shape[0]
+    K = wq.shape[0]
+    rates = np.zeros(nf)
+    N = np.zeros((P, P))
+    Cm = np.zeros((P, P))
+    slot = np.full(C, -1, dtype=np.int64)
+    nd = 0
+    for k in range(C):
+        if rounds > 0 and cf_lo[k + 1] - cf_lo[k] >= dense_min:
+            slot[k] = nd
+            nd += 1
+    MT = np.zeros((nd, P, P), dtype=np.int32)
+    rs = np.zeros((nd, P), dtype=np.int64)
+    cs = np.zeros((nd, P), dtype=np.int64)
+    for k in range(C):
+        s = slot[k]
+        if s >= 0:
+            # flows are grouped by reducer (downlink): fill the transpose row by row
+            for f in range(cf_lo[k], cf_lo[k + 1]):
+                MT[s, dst[f], src[f]] += 1
+                rs[s, src[f]] += 1
+                cs[s, dst[f]] += 1
+    rec_lv = np.empty((nd * (rounds + 1) + 1, 2 * P))
+    rec_slot = np.empty(nd * (rounds + 1) + 1, dtype=np.int64)
+    nrec = 0
+    rem = caps.copy()
+    tolg = np.empty(2 * P)
+    for l in range(2 * P):
+        tolg[l] = max(caps[l], 1.0) * rel_tol
+    # queue segments of ``order``
+    qa = np.empty(C + 1, dtype=np.int64)
+    nseg = 0
+    for c in range(C):
+        if c == 0 or cfq[order[c]] != cfq[order[c - 1]]:
+            qa[nseg] = c
+            nseg += 1
+    qa[nseg] = C
+    pres = np.zeros((K, 2 * P), dtype=np.bool_)
+    eg = np.empty(2 * P, dtype=np.bool_)
+    Wt = np.empty(2 * P)
+    wlink = np.empty(2 * P)
+    share = np.empty((K, 2 * P))
+    used = np.empty(2 * P)
+    sh = np.empty(2 * P)
+    tsum = 0.0
+    for l in range(2 * P):
+        tsum += tolg[l]
+    for _ in range(rounds):
+        for l in range(2 * P):
+            eg[l] = rem[l] > tolg[l]
+        pres[:, :] = False
+        anyu = False
+        for k in range(C):
+            q = cfq[k]
+            s = slot[k]
+            if s >= 0:
+                _restricted_counts(MT[s], rs[s], cs[s], P, eg, Wt)
+                for l in range(2 * P):
+                    if Wt[l] > 0.5:
+                        pres[q, l] = True
+                        anyu = True
+            else:
+                for f in range(cf_lo[k], cf_lo[k + 1]):
+                    if eg[src[f]] and eg[P + dst[f]]:
+                        pres[q, src[f]] = True
+                        pres[q, P + dst[f]] = True
+                        anyu = True
+        if not anyu:
+            break
+        for l in range(2 * P):
+            acc = 0.0
+            for q in range(K):
+                acc += (wq[q] if pres[q, l] else 0.0)
+            wlink[l] = acc
+        for q in range(K):
+            for l in range(2 * P):
+                wl = wq[q] if pres[q, l] else 0.0
+                share[q, l] = wl * (rem[l] / wlink[l] if wlink[l] > 0 else 0.0)
+        for l in range(2 * P):
+            used[l] = 0.0
+        for g in range(nseg):
+            q = cfq[order[qa[g]]]
+            anyp = False
+            for l in range(2 * P):
+                if pres[q, l]:
+                    anyp = True
+                    break
+            if not anyp:
+                continue
+            for l in range(2 * P):
+                sh[l] = share[q, l]
+            nrec = _ordered_units(order[qa[g]:qa[g + 1]], cf_lo, src, dst, ones, P, sh, rel_tol, rates,
+                                  slot, MT, rs, cs, N, Cm, buf, rec_lv, rec_slot, nrec)
+            for l in range(2 * P):
+                used[l] += share[q, l] - sh[l]
+        usum = 0.0
+        for l in range(2 * P):
+            rem[l] -= used[l]
+            if rem[l] < 0:
+                rem[l] = 0.0
+            usum += used[l]
+        if usum <= tsum:
+            break
+    nrec = _ordered_units(order, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT, rs, cs, N, Cm,
+                          buf, rec_lv, rec_slot, nrec)
+    # dense coflows: each flow adds min(level(up), level(down)) of every fill, in order
+    if nrec > 0:
+        recs = np.empty(nrec, dtype=np.int64)
+        for k in range(C):
+            s = slot[k]
+            if s < 0:
+                continue
+            m = 0
+            for r in range(nrec):
+                if rec_slot[r] == s:
+                    recs[m] = r
+                    m += 1
+            if m == 0:
+                continue
+            for f in range(cf_lo[k], cf_lo[k + 1]):
+                acc = rates[f]
+                a0 = src[f]
+                b0 = P + dst[f]
+                for x in range(m):
+                    a = rec_lv[recs[x], a0]
+                    b = rec_lv[recs[x], b0]
+                    acc += (a if a < b else b)
+                rates[f] = acc
+    return rates

@@ -138,4 +138,21 @@ def concurrency_mask(v, limit: int) -> np.ndarray:
 
 
 def coflow_rates(v, rates: np.ndarray) -> np.ndarray:
-    return np.bincount(v.cf, weights=rates, minlength=v.ncoflows)
+    """Per-coflow sum of per-flow ``rates`` (flows are grouped by coflow: ``v.cf_lo``)."""
+    return kernels.segment_sum(np.ascontiguousarray(v.cf_lo, dtype=np.int64), rates)
+
+
+_SCRATCH: dict = {}
+
+
+def scratch(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Read-only scratch for the kernels: (n ones, n int64 slots), grown on demand and reused
+    (per thread) so that events do not page in fresh memory."""
+    import threading
+    key = threading.get_ident()
+    ones, buf = _SCRATCH.get(key, (np.ones(0), np.empty(0, dtype=np.int64)))
+    if ones.size < n:
+        m = max(n, int(ones.size * 1.5))
+        ones, buf = np.ones(m), np.empty(m, dtype=np.int64)
+        _SCRATCH[key] = (ones, buf)
+    return ones, buf

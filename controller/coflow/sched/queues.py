@@ -17,7 +17,8 @@ import numpy as np
 
 from ..params import DclasParams, FifoLmParams, MB
 from .base import Allocation, INF, Scheduler, View, register
-from .primitives import REL_TOL, coflow_rates, ordered_waterfill, pair_waterfill
+from . import kernels
+from .primitives import REL_TOL, coflow_rates, scratch, ordered_waterfill, pair_waterfill
 from .ordered import fifo_order
 
 
@@ -75,13 +76,41 @@ def queue_order(v: View, queues: np.ndarray) -> np.ndarray:
     return np.lexsort((v.cf_id, v.cf_arrival, queues))
 
 
-def weighted_queues(v: View, queues: np.ndarray, weights: list[float], rounds: int = 4) -> np.ndarray:
+def dense_threshold(P: int) -> int:
+    """Coflows with at least this many flows take the kernels' dense path (a P x P count
+    matrix costs about as much as P^2 / 8 flows)."""
+    return max(64, P * P // 8)
+
+
+def weighted_queues(v: View, queues: np.ndarray, weights: list[float], rounds: int = 4,
+                    dense_min: int | None = None) -> np.ndarray:
     """Weighted sharing across queues, FIFO inside a queue, max-min inside a coflow.
 
     Each link's residual capacity is split among the queues that still have a flow able to use
     it, in proportion to the queue weights; each queue serves its coflows FIFO on its share.
     What a queue cannot use is split again among the others (``rounds`` times), and a final
-    strict-priority pass hands out anything left, so the allocation is work-conserving."""
+    strict-priority pass hands out anything left, so the allocation is work-conserving.
+    ``rounds=0`` is strict priority across queues.  One compiled kernel
+    (:func:`coflow.sched.kernels.queue_fill`); :func:`weighted_queues_reference` is the same
+    algorithm step by step in numpy (the tests check they agree)."""
+    if v.nflows == 0:
+        return np.zeros(0)
+    order = queue_order(v, queues)
+    K = int(queues.max()) + 1
+    wq = np.zeros(K)
+    for q in np.unique(queues).tolist():
+        wq[q] = float(weights[q - 1])
+    dm = dense_threshold(v.ports) if dense_min is None else dense_min
+    ones, buf = scratch(v.nflows)
+    return kernels.queue_fill(np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(queues, dtype=np.int64),
+                              wq, np.ascontiguousarray(v.cf_lo, dtype=np.int64), v.src, v.dst, v.ports,
+                              np.ascontiguousarray(v.caps, dtype=float), REL_TOL, int(rounds), int(dm), ones, buf)
+
+
+def weighted_queues_reference(v: View, queues: np.ndarray, weights: list[float], rounds: int = 4) -> np.ndarray:
+    """Reference implementation of :func:`weighted_queues` (numpy + per-coflow fills)."""
+    if rounds == 0:
+        return ordered_waterfill(v, queue_order(v, queues), v.caps.copy())
     P = v.ports
     rem = v.caps.copy()
     tol = np.maximum(v.caps, 1.0) * REL_TOL
@@ -127,7 +156,7 @@ class Dclas(Scheduler):
 
     def rates_for(self, v: View, queues: np.ndarray) -> np.ndarray:
         if self.params.strict:
-            return ordered_waterfill(v, queue_order(v, queues), v.caps.copy())
+            return weighted_queues(v, queues, self.params.queue_weights(), rounds=0)
         return weighted_queues(v, queues, self.params.queue_weights())
 
     def allocate(self, v: View) -> Allocation:
