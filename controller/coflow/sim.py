@@ -128,8 +128,11 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             memory=memory,
         )
         alloc = sched.allocate(v)
-        rates = alloc.rates
-        if rates.shape != (a_rem.size,) or not (rates.min() >= 0 and np.isfinite(rates.max())):
+        rates = np.ascontiguousarray(alloc.rates, dtype=float)
+        if rates.shape != (a_rem.size,):
+            raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
+        dt_c, ok = kernels.check_rates(a_rem, rates)
+        if not ok:
             raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
         if check:
             load = np.concatenate([np.bincount(a_src, rates, P), np.bincount(a_dst, rates, P)])
@@ -150,7 +153,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             cnt = np.bincount(pos, minlength=acf.size)
             if a_rem.size == 0:
                 continue
-        dt_c = kernels.min_time_to_finish(a_rem, rates)
+            dt_c = kernels.min_time_to_finish(a_rem, rates)
         t_arr = float(wl.arrival[nxt]) if nxt < C else INF
         t_ev = alloc.next_event if alloc.next_event > t else INF
         t_next = min(t + dt_c, t_arr, t_ev)
@@ -168,12 +171,12 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         # flows due at t + dt_c finish now (within float precision, or ``rtol``)
         fin_before = dt_c * (1 + max(rtol, 1e-9)) + 1e-12 if t + dt_c <= t_next else -1.0
         cf_moved = np.zeros(acf.size)
-        fin = kernels.advance(a_rem, a_sent, rates, dt, fin_before, pos, cf_moved)
+        # advance every flow; flows that finish are dropped from the active arrays in the same pass
+        n = kernels.advance_compact(a_rem, a_sent, rates, dt, fin_before, pos, cf_moved,
+                                    a_src, a_dst, a_red, a_cof, a_size, cnt)
         cf_sent[acf] += cf_moved
-        any_fin = fin_before >= 0 and fin.any()
         t = t_next
-        if any_fin:
-            n = kernels.compact(fin, a_src, a_dst, a_red, a_cof, a_rem, a_sent, a_size, pos, cnt)
+        if n < a_rem.size:
             a_src, a_dst, a_red, a_cof = a_src[:n], a_dst[:n], a_red[:n], a_cof[:n]
             a_rem, a_sent, a_size, pos = a_rem[:n], a_sent[:n], a_size[:n], pos[:n]
             gone = cnt == 0

@@ -170,6 +170,55 @@ def min_time_to_finish(rem, rates):
 
 
 @njit(cache=True)
+def check_rates(rem, rates):
+    """One pass over the simulator's rates: (time until the first flow finishes, all rates
+    finite and >= 0)."""
+    m = INF
+    ok = True
+    for f in range(rem.shape[0]):
+        r = rates[f]
+        if not (r >= 0.0 and r < INF):
+            ok = False
+        elif r > 0:
+            t = rem[f] / r
+            if t < m:
+                m = t
+    return m, ok
+
+
+@njit(cache=True)
+def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, cof, size, cnt):
+    """:func:`advance` and :func:`compact` in one pass: finished flows are dropped from the
+    active arrays (in place) as they finish.  Returns the new length."""
+    n = rem.shape[0]
+    k = 0
+    for f in range(n):
+        r = rates[f]
+        p = pos[f]
+        if r > 0:
+            if rem[f] <= fin_before * r:
+                moved = rem[f]
+                cf_moved[p] += moved
+                cnt[p] -= 1
+                continue
+            moved = r * dt
+            rem[f] -= moved
+            sent[f] += moved
+            cf_moved[p] += moved
+        if k != f:
+            src[k] = src[f]
+            dst[k] = dst[f]
+            red[k] = red[f]
+            cof[k] = cof[f]
+            rem[k] = rem[f]
+            sent[k] = sent[f]
+            size[k] = size[f]
+            pos[k] = p
+        k += 1
+    return k
+
+
+@njit(cache=True)
 def advance(rem, sent, rates, dt, fin_before, pos, cf_moved):
     """Advance every flow by ``dt`` at its rate.  Flows whose time to finish is at most
     ``fin_before`` finish now: they are credited exactly their remaining bytes.  Adds the bytes
