@@ -150,7 +150,8 @@ def test_fabric_live(fabric):
         sends = [("h0-eth0", frame(t, "h0", "h1", cid=c, length=1000, ident=i)) for i in range(2)] + \
                 [("h1-eth0", frame(t, "h1", "h0", cid=c, length=1000, ident=i)) for i in range(2)]
         got = io(f, sends, ["h0-eth0", "h1-eth0"], expect=4)
-        assert [prio_of(x) for x in got["h1-eth0"] + got["h0-eth0"]] == [7, 7, 7, 7]
+        assert [prio_of(x) for x in got["h1-eth0"] + got["h0-eth0"]] == [7, 7, 7, 7], \
+            ("step 2", ctl.status()["coflows"])
         assert wait_for(lambda: ctl._sizes.get(c) == 4000 and ctl._queues.get(c) == 2)
         assert wait_for(lambda: ctl.status()["coflows"][0]["override_prio"] == {"l0": 6, "l1": 6})
         time.sleep(0.05)
@@ -182,4 +183,4 @@ def test_fabric_live(fabric):
     sends = [("h0-eth0", frame(t, "h0", "h1", cid=new, length=1500, ident=i)) for i in range(3)]
     sends.append(("h0-eth0", frame(t, "h0", "h1", cid=new, length=100, ident=3)))
     got = io(f, sends, ["h1-eth0"], expect=4)
-    assert [prio_of(x) for x in got["h1-eth0"]] == [7, 7, 6, 6]  # 3000 B before the 3rd: queue 2
+    assert [prio_of(x) for x in got["h1-eth0"]] == [7, 7, 6, 6], "step 4"  # 3000 B before the 3rd

@@ -31,6 +31,7 @@ from .coord import DclasCoordinator
 from .observe import Metrics, StatusServer
 from .rates import plan as rate_plan
 from .switch import SwitchAgent, pipeline_cookie
+from .wire import EncodedCache
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class Controller:
         self.delta_s = delta_s
         self.election_id = election_id
         self.codec = Codec.from_file(self.p4info_path)
+        self.encoded = EncodedCache(self.codec)
         self.cookie = pipeline_cookie(self.p4info_path, self.bmv2_json_path)
         self.routes = topo_mod.routes(topology)
         self.edges = [s.name for s in topology.edge_switches()]
@@ -84,7 +86,7 @@ class Controller:
         self.agents = {
             s.name: SwitchAgent(s.name, switch_addrs[s.name], s.device_id, election_id, self.codec,
                                 self.p4info_path, self.bmv2_json_path, self.cookie,
-                                on_change=self._switch_event)
+                                on_change=self._switch_event, encoded=self.encoded)
             for s in topology.switches}
         # model (guarded by _mu)
         self._mu = threading.RLock()

@@ -22,6 +22,7 @@ import time
 
 from ..dataplane.p4rt import P4RuntimeClient, P4RuntimeError
 from . import model as M
+from . import wire
 from .codec import Codec
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,8 @@ class SwitchAgent:
 
     def __init__(self, name: str, address: str, device_id: int, election_id: int,
                  codec: Codec, p4info_path: str, bmv2_json_path: str, cookie: int,
-                 on_change=None, connect_timeout: float = 1.0):
+                 on_change=None, connect_timeout: float = 1.0,
+                 encoded: "wire.EncodedCache | None" = None):
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -51,6 +53,8 @@ class SwitchAgent:
         self.cookie = cookie
         self.on_change = on_change  # fn(agent, event) event in up|down|reset|backup
         self.connect_timeout = connect_timeout
+        self.encoded = encoded or wire.EncodedCache(codec)
+        self._read_req: tuple = ((), b"")  # (indices, serialised ReadRequest)
         self.client: P4RuntimeClient | None = None
         self.state = self.DOWN
         self.actual: M.SwitchState | None = None
@@ -176,7 +180,8 @@ class SwitchAgent:
                 ops = M.diff(desired, self.actual)
                 if not ops:
                     return 0, None
-                self.client.write([self.codec.encode_op(op) for op in ops])
+                req = self.client.write_header() + b"".join(self.encoded.op(op) for op in ops)
+                self.client.write_raw(req)
                 self.actual = M.apply_ops(self.actual, ops)
                 self.writes += 1
                 return len(ops), None
@@ -206,8 +211,17 @@ class SwitchAgent:
             c = self.client
             if c is None or not c.connected:
                 raise P4RuntimeError(f"{self.name}: not connected", code="UNAVAILABLE")
-        got = c.read_many(self.codec.counter_reads(counter, idx))
-        return {e.counter_entry.index.index: e.counter_entry.data.byte_count for e in got}
+        key = (counter, tuple(idx))
+        if self._read_req[0] != key:
+            from p4.v1 import p4runtime_pb2 as pb
+            req = pb.ReadRequest()
+            req.device_id = self.device_id
+            req.entities.extend(self.codec.counter_reads(counter, idx))
+            self._read_req = (key, req.SerializeToString())
+        out: dict = {}
+        for resp in c.read_raw(self._read_req[1], timeout=2.0):
+            wire.parse_counter_bytes(resp, out)
+        return out
 
     def status(self) -> dict:
         return {"address": self.address, "device_id": self.device_id, "state": self.state,

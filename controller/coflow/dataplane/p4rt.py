@@ -436,6 +436,45 @@ class P4RuntimeClient:
             raise P4RuntimeError(f"Read failed: {err.code().name}: {err.details()}",
                                  code=err.code().name) from None
 
+    # serialised fast path (coflow.ctl.wire builds and parses the bytes) ---------------------
+    def _raw(self, kind: str, method: str):
+        key = (kind, method, id(self.channel))
+        fn = self.__dict__.setdefault("_raw_methods", {}).get(key)
+        if fn is None:
+            make = self.channel.unary_stream if kind == "stream" else self.channel.unary_unary
+            fn = self._raw_methods[key] = make(f"/p4.v1.P4Runtime/{method}")  # bytes in, bytes out
+        return fn
+
+    def read_raw(self, request: bytes, timeout: float | None = None) -> list[bytes]:
+        """A serialised ReadRequest; returns the serialised ReadResponses."""
+        import grpc
+        try:
+            return list(self._raw("stream", "Read")(request, timeout=timeout))
+        except grpc.RpcError as err:
+            raise P4RuntimeError(f"Read failed: {err.code().name}: {err.details()}",
+                                 code=err.code().name) from None
+
+    def write_header(self) -> bytes:
+        """A serialised WriteRequest with this client's device id and election id, no updates:
+        append serialised ``updates`` fields to it for :meth:`write_raw`."""
+        key = (self.device_id, self.election_id)
+        cached = self.__dict__.get("_write_header")
+        if cached is None or cached[0] != key:
+            pb, _ = _pb()
+            req = pb.WriteRequest()
+            req.device_id = self.device_id
+            self._election(req)
+            cached = self._write_header = (key, req.SerializeToString())
+        return cached[1]
+
+    def write_raw(self, request: bytes, timeout: float | None = None) -> None:
+        import grpc
+        try:
+            self._raw("unary", "Write")(request, timeout=timeout)
+        except grpc.RpcError as err:
+            raise P4RuntimeError(f"Write failed: {err.code().name}: {err.details()}",
+                                 self._details(err), code=err.code().name) from None
+
     def read_one(self, entity):
         got = self.read(entity)
         return got[0] if got else None
