@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delta", type=float, default=0.01)
     args = ap.parse_args(argv)
 
+    from ..dataplane import p4rt  # noqa: F401  (first: sets the protobuf implementation)
     from .. import topology as topo
     from ..api.registry import CoflowRegistry
     from ..api.server import serve

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -169,6 +170,14 @@ class ModeResult:
     timed_out: bool = False
     wall_s: float = 0.0
     late_s: list[float] = field(default_factory=list)   # dispatch lateness per coflow
+    register_s: list[float] = field(default_factory=list)   # API round trip per registration
+
+
+def _unregister(fn, cid: str, trace_id: int, errors: list) -> None:
+    try:
+        fn(cid)
+    except Exception as e:  # noqa: BLE001
+        errors.append(f"coflow {trace_id}: unregister: {e}")
 
 
 def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
@@ -198,25 +207,37 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
     done = 0
     nxt = 0
     deadline = t0 + timeout_s
+    pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="emu-register")
+    pending: dict = {}                    # future -> (coflow index, submit time)
+
+    def dispatch(k: int, cid: str) -> None:
+        res.registered[k] = cid
+        for host, cmds in send_commands(plan, k, cid, run, agents.ips, agents.port).items():
+            for cmd in cmds:
+                agents.send(host, cmd)
+        res.late_s.append(time.time() - (t0 + plan.coflows[k].arrival_s))
+
     try:
         while done < N:
             now = time.time()
+            # registrations run in a small pool: one slow API answer does not hold back the
+            # arrivals behind it
             while nxt < N and t0 + plan.coflows[nxt].arrival_s <= now:
-                c = plan.coflows[nxt]
-                try:
-                    cid = register(registration(plan, nxt, clairvoyant))
-                except Exception as e:  # the API refused: the coflow cannot run
-                    res.errors.append(f"coflow {c.trace_id}: register: {e}")
-                    remaining[nxt] = -1
-                    done += 1
-                    nxt += 1
-                    continue
-                res.registered[nxt] = cid
-                for host, cmds in send_commands(plan, nxt, cid, run, agents.ips, agents.port).items():
-                    for cmd in cmds:
-                        agents.send(host, cmd)
-                res.late_s.append(time.time() - (t0 + c.arrival_s))
+                fut = pool.submit(register, registration(plan, nxt, clairvoyant))
+                pending[fut] = (nxt, time.time())
+                fut.add_done_callback(lambda f: agents.events.put(("driver", {"ev": "registered"})))
                 nxt += 1
+            for fut in [f for f in pending if f.done()]:
+                k, t_sub = pending.pop(fut)
+                try:
+                    cid = fut.result()
+                except Exception as e:  # the API refused: the coflow cannot run
+                    res.errors.append(f"coflow {plan.coflows[k].trace_id}: register: {e}")
+                    remaining[k] = -1
+                    done += 1
+                    continue
+                res.register_s.append(time.time() - t_sub)
+                dispatch(k, cid)
             if now > deadline:
                 res.timed_out = True
                 break
@@ -240,11 +261,10 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
                     done += 1
                     if bar is not None:
                         bar.update(1)
-                    try:
-                        unregister(res.registered[k])
-                    except Exception as e:
-                        res.errors.append(f"coflow {plan.coflows[k].trace_id}: unregister: {e}")
+                    pool.submit(_unregister, unregister, res.registered[k], plan.coflows[k].trace_id,
+                                res.errors)
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)
         if bar is not None:
             bar.close()
         res.wall_s = time.monotonic() - t_start

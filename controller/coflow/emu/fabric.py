@@ -10,9 +10,9 @@ switch ports it goes through.
 Queue limits: BMv2 transmits through an AF_PACKET socket per port, and a frame queued in the
 qdisc counts against that socket's send buffer (``wmem_default``, 208 KiB: about 90 MTU frames
 at their true size). Past it BMv2's single transmit thread blocks, stalling every port of that
-switch. So the leaves of one port hold at most ``queue_budget`` frames in all
-(``limit = budget // queues``), and excess traffic is dropped in the priority queues, where TCP
-sees it, instead of blocking the switch.
+switch. So the queues of one port are sized from a ``queue_budget`` of frames (see
+:func:`tm_config`), and excess traffic is dropped in the priority queues, where TCP sees it,
+instead of blocking the switch.
 """
 from __future__ import annotations
 
@@ -53,8 +53,12 @@ def tm_for_mode(mode: str, weighted_dclas: bool = False) -> TmPlan:
 
 
 def tm_config(plan: TmPlan, rate_kbit: int, budget: int = QUEUE_BUDGET) -> tm.TmConfig:
+    """One class holds the whole budget; with several, each leaf holds half of it: under strict
+    priority the backlog sits in one or two queues at a time (the lowest busy ones), and a
+    leaf of budget/8 frames starves the bulk queue's TCP flows into timeouts."""
+    limit = budget if plan.queues == 1 else max(2, budget // 2)
     return tm.TmConfig(rate_kbit=rate_kbit, discipline=plan.discipline, weights=plan.weights,
-                       queues=plan.queues, limit_pkts=max(2, budget // plan.queues))
+                       queues=plan.queues, limit_pkts=limit)
 
 
 class FabricError(RuntimeError):
@@ -137,8 +141,21 @@ class Fabric:
 
     def apply_tm(self, plan: TmPlan, rate_kbit: int, budget: int = QUEUE_BUDGET) -> tm.TmConfig:
         cfg = tm_config(plan, rate_kbit, budget)
-        for dev in self.egress_interfaces():
-            tm.apply(dev, cfg)
+        devs = self.egress_interfaces()
+        # one `tc -batch` for every port (thousands of tc processes otherwise); the removal of
+        # the previous mode's trees may fail where there was none (-force goes on)
+        path = os.path.join(self.run_dir, "tm-clear.batch")
+        with open(path, "w") as f:
+            f.write("".join(" ".join(c[1:]) + "\n" for dev in devs for c in tm.clear_commands(dev)))
+        subprocess.run(["tc", "-force", "-batch", path], capture_output=True)
+        lines = [" ".join(cmd[1:]) for dev in devs for cmd in tm.htb_commands(dev, cfg)]
+        path = os.path.join(self.run_dir, "tm.batch")
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        r = subprocess.run(["tc", "-batch", path], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise FabricError(f"tc -batch {path}: {r.stderr.strip().splitlines()[:1]}")
+        for dev in devs:
             self.tm_applied[dev] = cfg
         return cfg
 

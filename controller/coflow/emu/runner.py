@@ -184,11 +184,7 @@ class ControllerProc:
         p = self.proc
         if p.poll() is None:
             try:
-                p.stdin.close()
-            except OSError:
-                pass
-            try:
-                out, _ = p.communicate(timeout=10)
+                out, _ = p.communicate(timeout=10)   # closes stdin: the controller stops
                 for line in out.decode(errors="replace").splitlines():
                     try:
                         ev = json.loads(line)
@@ -271,6 +267,7 @@ class Experiment:
         self.ctl.wait_ready()
         from ..api.client import CoflowClient
         client = CoflowClient(f"unix:{sock}")
+        client.list()                      # connect before the clock starts
         try:
             _say(f"[{i + 1}/{len(cfg.modes)}] {mode}: {len(plan.coflows)} coflows, TM {tmp.discipline} x{tmp.queues}"
                  f" (limit {tmc.limit_pkts} frames), timeout {timeout:.0f} s")
@@ -291,6 +288,8 @@ class Experiment:
                           error_count=len(res.errors), tm=tm_stats,
                           dispatch_late_s={"max": max(res.late_s, default=0.0),
                                            "mean": float(np.mean(res.late_s)) if res.late_s else 0.0},
+                          register_s={"max": max(res.register_s, default=0.0),
+                                      "mean": float(np.mean(res.register_s)) if res.register_s else 0.0},
                           controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode)
         s = rep["summary"]
         _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "

@@ -1,0 +1,152 @@
+"""Traffic agent and driver protocol without Mininet: command/event/header validation (malformed
+input answered with one error naming the field, the agent keeps running) and a real agent on
+127.0.0.1 sending and receiving flows over TCP."""
+import asyncio
+import io
+import json
+import os
+import socket
+
+import pytest
+
+from coflow.emu import agent as A
+from coflow.emu.driver import EventError, parse_event
+
+
+def good(**kw):
+    msg = {"op": "send", "run": 1, "coflow": 2, "flow": 0, "cid": "7.1", "dst": "10.0.0.2",
+           "port": 5001, "bytes": 1000}
+    msg.update(kw)
+    return json.dumps(msg)
+
+
+def test_parse_command_ok():
+    assert A.parse_command(good())["bytes"] == 1000
+    assert A.parse_command('{"op":"ping","seq":3}') == {"op": "ping", "seq": 3}
+    assert A.parse_command('{"op":"reset"}') == {"op": "reset"}
+    assert A.parse_command('{"op":"quit"}') == {"op": "quit"}
+
+
+@pytest.mark.parametrize("line,field", [
+    ("not json", "json"),
+    ("[1, 2]", "json"),
+    ('{"op": "fly"}', "op"),
+    ('{"seq": 1}', "op"),
+    (good(cid=7), "cid"),
+    (good(cid="7"), "cid"),
+    (good(cid="7.256"), "cid"),
+    (good(cid="-1.0"), "cid"),
+    (good(cid="4294967296.0"), "cid"),
+    (good(dst="10.0.0"), "dst"),
+    (good(dst="host"), "dst"),
+    (good(dst=None), "dst"),
+    (good(port=0), "port"),
+    (good(port=70000), "port"),
+    (good(bytes=-1), "bytes"),
+    (good(bytes=1.5), "bytes"),
+    (good(bytes=True), "bytes"),
+    (good(run="1"), "run"),
+    ('{"op":"send","run":1,"coflow":2,"cid":"7.1","dst":"10.0.0.2","port":1,"bytes":1}', "flow"),
+    ('{"op":"ping"}', "seq"),
+])
+def test_parse_command_malformed(line, field):
+    with pytest.raises(A.MessageError) as e:
+        A.parse_command(line)
+    assert e.value.field == field
+    assert "\n" not in str(e.value) and str(e.value).startswith(field + ":")
+
+
+def test_header_roundtrip_and_malformed():
+    h = A.HEADER.pack(A.MAGIC, 1, 2, 3, 4096)
+    assert A.parse_header(h) == (1, 2, 3, 4096)
+    with pytest.raises(ValueError, match="magic"):
+        A.parse_header(b"XXXX" + h[4:])
+    with pytest.raises(ValueError, match="bytes"):
+        A.parse_header(h[:10])
+    with pytest.raises(ValueError, match="more than"):
+        A.parse_header(A.HEADER.pack(A.MAGIC, 1, 2, 3, A.MAX_BYTES + 1))
+
+
+def test_parse_event():
+    ev = parse_event('{"ev":"done","run":1,"coflow":0,"flow":2,"bytes":5,"t":12.5,"src":"10.0.0.1"}')
+    assert ev["flow"] == 2
+    assert parse_event('{"ev":"error","where":"stdin:1","field":"op","message":"m"}')["field"] == "op"
+    for line, what in (("x", "json"), ('{"ev":1}', "ev"), ('{"ev":"boom"}', "unknown event"),
+                       ('{"ev":"done","run":1,"coflow":0,"flow":2,"bytes":5}', "t: missing"),
+                       ('{"ev":"done","run":1,"coflow":-1,"flow":2,"bytes":5,"t":1}', "coflow"),
+                       ('{"ev":"done","run":1,"coflow":0,"flow":2,"bytes":5,"t":"now"}', "t: not a number"),
+                       ('{"ev":"error","where":"x","field":3,"message":"m"}', "field")):
+        with pytest.raises(EventError) as e:
+            parse_event(line, "agent h3 line 9")
+        assert str(e.value).startswith("agent h3 line 9: ") and what in str(e.value)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_agent_sends_and_receives_over_loopback():
+    """Two commands to one agent that listens on 127.0.0.1: both flows arrive with every byte,
+    malformed lines are answered with errors and do not stop the agent."""
+    port = _free_port()
+    r, w = os.pipe()
+    out = io.StringIO()
+    agent = A.Agent("h0", "127.0.0.1", port, out=out, tag=False)
+    lines = [
+        good(dst="127.0.0.1", port=port, coflow=0, flow=0, bytes=300_000),
+        "garbage",
+        good(dst="127.0.0.1", port=port, coflow=1, flow=0, bytes=0),
+        good(dst="127.0.0.1", port=port, coflow=1, flow=1, bytes=70_000, cid="8.0"),
+        good(dst="127.0.0.1", port=port, coflow=1, flow=2, bytes=1),
+        '{"op":"ping","seq":5}',
+    ]
+
+    async def main():
+        task = asyncio.ensure_future(agent.run(stdin=os.fdopen(r, "rb", buffering=0)))
+        await asyncio.sleep(0.2)
+        os.write(w, ("\n".join(lines) + "\n").encode())
+        for _ in range(200):
+            evs = [json.loads(x) for x in out.getvalue().splitlines()]
+            if sum(e["ev"] == "done" for e in evs) >= 4 and sum(e["ev"] == "sent" for e in evs) >= 4:
+                break
+            await asyncio.sleep(0.05)
+        os.write(w, b'{"op":"quit"}\n')
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    os.close(w)
+    evs = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert evs[0] == {"ev": "ready", "host": "h0", "port": port}
+    done = {(e["coflow"], e["flow"]): e["bytes"] for e in evs if e["ev"] == "done"}
+    assert done == {(0, 0): 300_000, (1, 0): 0, (1, 1): 70_000, (1, 2): 1}
+    errs = [e for e in evs if e["ev"] == "error"]
+    assert len(errs) == 1 and errs[0]["where"] == "stdin:2" and errs[0]["field"] == "json"
+    assert {"ev": "pong", "seq": 5} in evs
+    assert all(e["tag"] == "none" for e in evs if e["ev"] == "sent")
+
+
+def test_receiver_rejects_a_foreign_connection():
+    port = _free_port()
+    out = io.StringIO()
+    agent = A.Agent("h1", "127.0.0.1", port, out=out, tag=False)
+
+    async def main():
+        srv = await asyncio.start_server(agent._serve, "127.0.0.1", port)
+        rd, wr = await asyncio.open_connection("127.0.0.1", port)
+        wr.write(b"GET / HTTP/1.0\r\n\r\n12345678")
+        await wr.drain()
+        await rd.read()
+        wr.close()
+        rd, wr = await asyncio.open_connection("127.0.0.1", port)   # truncated flow
+        wr.write(A.HEADER.pack(A.MAGIC, 1, 0, 0, 1000) + bytes(10))
+        wr.write_eof()
+        await rd.read()
+        wr.close()
+        srv.close()
+
+    asyncio.run(main())
+    evs = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert [e["field"] for e in evs] == ["header", "bytes"]
+    assert "magic" in evs[0]["message"] and "after 10 of 1000 bytes" in evs[1]["message"]

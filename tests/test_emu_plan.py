@@ -1,0 +1,195 @@
+"""Emulation plan (no Mininet): trace slicing and scaling, per-host schedules, CCT from flow
+records, configuration checks, traffic-manager choice per mode, the switch command line."""
+import math
+
+import numpy as np
+import pytest
+
+from coflow import trace as T
+from coflow.emu import plan as P
+from coflow.emu.driver import registration, send_commands
+from coflow.emu.fabric import QUEUE_BUDGET, tm_config, tm_for_mode
+from coflow.emu.runner import EmuConfig, load_topology, mode_settings, simulate_mode
+from coflow.emu.switch import switch_command
+
+HOSTS = [f"h{i}" for i in range(4)]
+TEXT = """8 4
+1 0 1 0 1 1:1.0
+2 1000 2 0 4 1 2:2.0
+3 2000 2 1 5 2 1:0.5 3:1.5
+4 3000 1 2 1 6:3.0
+"""
+
+
+def trace():
+    return T.parse_trace(TEXT, "t.txt")
+
+
+def test_plan_hand_checked():
+    # explicit factors: bytes x 0.001 (1 MB = 10^6 B -> 1000 B), time x 0.5
+    p = P.build_plan(trace(), HOSTS, 4, 1e6, bytes_factor=1e-3, time_factor=0.5)
+    assert [c.trace_id for c in p.coflows] == [1, 2, 3]      # coflow 4: port 2 -> port 6 = host 2 -> host 2
+    assert p.dropped_coflows == [4]
+    c1, c2, c3 = p.coflows
+    assert c1.arrival_s == 0 and c2.arrival_s == 0.5 and c3.arrival_s == 1.0
+    assert [(f.src, f.dst, f.bytes) for f in c1.flows] == [("h0", "h1", 1000)]
+    # mappers 0 and 4 fold onto host 0: one flow of all 2000 bytes
+    assert [(f.src, f.dst, f.bytes) for f in c2.flows] == [("h0", "h2", 2000)]
+    # mappers 1 and 5 fold onto host 1; reducer 1 is on host 1 too: that flow never leaves it
+    assert [(f.src, f.dst, f.bytes) for f in c3.flows] == [("h1", "h3", 1500)]
+    assert p.dropped_local_flows == 2
+    assert [f.index for c in p.coflows for f in c.flows] == [0, 0, 0]
+    assert p.total_bytes == 4500
+    assert c1.bin == "SN"
+
+
+def test_auto_factors_keep_work_and_load():
+    tr = trace()
+    bf, tf = P.auto_factors(tr, 4, 4, 1e6, work_s=10.0, load=2.0)
+    total = (1.0 + 2.0 + 2.0 + 3.0) * 1e6
+    assert math.isclose(bf * total / (4 * 1e6 / 8), 10.0)        # bytes keep 4 links busy 10 s
+    assert math.isclose(3.0 * tf, 10.0 / 2.0)                     # arrivals span work / load
+    # first N: only those coflows count
+    bf2, tf2 = P.auto_factors(tr, 2, 4, 1e6, work_s=10.0, load=2.0)
+    assert math.isclose(bf2 * 3.0e6 / (4 * 1e6 / 8), 10.0) and math.isclose(tf2 * 1.0, 5.0)
+
+
+def test_plan_first_n_and_workload_match():
+    p = P.build_plan(trace(), HOSTS, 2, 2e6, work_s=4.0, load=1.0)
+    assert len(p.coflows) == 2
+    wl = p.workload()
+    assert wl.ncoflows == 2 and wl.nflows == 2
+    assert list(wl.src) == [0, 0] and list(wl.dst) == [1, 2]
+    assert wl.size.sum() == p.total_bytes
+    assert math.isclose(p.work_s, p.total_bytes / (4 * 2e6 / 8))
+
+
+def test_plan_bad_parameters_name_the_field():
+    tr = trace()
+    for kw, field in (({"first": 0}, "coflows"), ({"rate_bps": 0}, "rate"), ({"work_s": -1}, "work"),
+                      ({"load": 0}, "load"), ({"bytes_factor": 0}, "bytes-factor"),
+                      ({"time_factor": float("nan")}, "time-scale")):
+        args = {"first": 4, "rate_bps": 1e6, **kw}
+        with pytest.raises(P.PlanError) as e:
+            P.build_plan(tr, HOSTS, **args)
+        assert e.value.field == field and str(e.value).startswith(field + ":")
+    with pytest.raises(P.PlanError, match="hosts"):
+        P.build_plan(tr, [], 4, 1e6)
+
+
+def test_scaled_thresholds():
+    p = P.build_plan(trace(), HOSTS, 4, 1e6, bytes_factor=1e-3, time_factor=1.0)
+    s = P.scaled_mode_settings("dclas", p)
+    assert s["K"] == "8" and math.isclose(float(s["Q1"]), 10 * 2**20 * 1e-3)
+    hb = P.scaled_mode_settings("fifo-lm", p)["heavy_bytes"]
+    assert int(hb) == int(np.percentile([1000, 2000, 1500], 80))
+    assert P.scaled_mode_settings("fair", p) == {}
+    cfg = EmuConfig(rate_mbps=2.0, settings={"fair_prio": "3"})
+    assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "fair_prio": "3"}
+
+
+def test_schedule_commands_and_registration():
+    p = P.build_plan(trace(), HOSTS, 4, 1e6, bytes_factor=1e-3, time_factor=1.0)
+    ips = {h: f"10.0.0.{i + 1}" for i, h in enumerate(HOSTS)}
+    cmds = send_commands(p, 1, "7.0", 3, ips, 5001)
+    assert cmds == {"h0": [{"op": "send", "run": 3, "coflow": 1, "flow": 0, "cid": "7.0",
+                            "dst": "10.0.0.3", "port": 5001, "bytes": 2000}]}
+    assert registration(p, 2, clairvoyant=True) == [("h1", "h3", 1500)]
+    assert registration(p, 2, clairvoyant=False) == [("h1", "h3", None)]
+    per = p.per_host()
+    assert [(c.trace_id, f.dst) for c, f in per["h0"]] == [(1, "h1"), (2, "h2")]
+    assert per["h2"] == [] and per["h3"] == []
+
+
+def _wide_plan():
+    tr = T.parse_trace("4 2\n1 0 2 0 1 2 2:1.0 3:1.0\n2 500 1 2 1 3:0.5\n", "w.txt")
+    return P.build_plan(tr, HOSTS, 2, 1e6, bytes_factor=1e-3, time_factor=1.0)
+
+
+def test_cct_is_last_flow_minus_arrival():
+    p = _wide_plan()
+    c0, c1 = p.coflows
+    assert len(c0.flows) == 4 and c1.arrival_s == 0.5
+    t0 = 100.0
+    recs = [P.FlowRecord(0, i, c0.flows[i].bytes, t0 + 1.0 + i) for i in range(4)]
+    recs.append(P.FlowRecord(1, 0, c1.flows[0].bytes, t0 + 2.0))
+    assert P.coflow_ccts(p, t0, recs) == [4.0, 1.5]
+
+
+def test_cct_incomplete_short_duplicate_and_unknown_records():
+    p = _wide_plan()
+    c0 = p.coflows[0]
+    t0 = 10.0
+    recs = [P.FlowRecord(0, i, c0.flows[i].bytes, t0 + 1) for i in range(3)]   # flow 3 missing
+    assert P.coflow_ccts(p, t0, recs)[0] is None
+    recs.append(P.FlowRecord(0, 3, c0.flows[3].bytes - 1, t0 + 2))            # short: not done
+    assert P.coflow_ccts(p, t0, recs)[0] is None
+    recs.append(P.FlowRecord(0, 3, c0.flows[3].bytes, t0 + 3))
+    recs.append(P.FlowRecord(0, 3, c0.flows[3].bytes, t0 + 9))                # duplicate: first counts
+    recs += [P.FlowRecord(7, 0, 10, t0), P.FlowRecord(0, 9, 10, t0), P.FlowRecord(-1, 0, 1, t0)]
+    assert P.coflow_ccts(p, t0, recs) == [3.0, None]
+
+
+def test_report_records_follow_the_report_schema():
+    p = _wide_plan()
+    recs = P.coflow_report_records(p, [2.0, None])
+    assert set(recs[0]) == {"id", "arrival_s", "finish_s", "cct_s", "isolation_s", "bytes", "width",
+                            "length_bytes", "bin", "admitted"}
+    assert recs[0]["cct_s"] == 2.0 and recs[1]["cct_s"] is None and recs[1]["finish_s"] is None
+    cap = 1e6 / 8 * P.PAYLOAD_PER_FRAME / P.FRAME_BYTES
+    # coflow 1: 2 mappers x 2 reducers of 500 B: each host sends 1000 B
+    assert math.isclose(recs[0]["isolation_s"], 1000 / cap)
+
+
+def test_simulator_beside_emulation_uses_the_same_flows():
+    p = _wide_plan()
+    rep = simulate_mode(p, "fair")
+    assert rep["summary"]["completed"] == 2 and rep["label"] == "sim-fair"
+    assert [c["bin"] for c in rep["coflows"]] == [c.bin for c in p.coflows]
+    # coflow 2 (500 B, h2 -> h3) shares h3's downlink with coflow 1's flows: never faster than alone
+    assert rep["coflows"][1]["cct_s"] >= rep["coflows"][1]["isolation_s"] - 1e-12
+    rep = simulate_mode(p, "dclas")
+    assert rep["scheduler"] == "dclas-strict"
+
+
+def test_config_validation():
+    EmuConfig().validate()
+    for kw, field in (({"modes": ("fair", "nope")}, "modes"), ({"modes": ()}, "modes"),
+                      ({"modes": ("fair", "fair")}, "modes"), ({"coflows": 0}, "coflows"),
+                      ({"rate_mbps": 0}, "rate"), ({"mode_timeout_s": -1}, "timeout"),
+                      ({"queue_budget": 1}, "queue-budget"), ({"log_level": "loud"}, "log-level")):
+        with pytest.raises(P.PlanError) as e:
+            EmuConfig(**kw).validate()
+        assert e.value.field == field
+
+
+def test_topology_spec():
+    assert len(load_topology("fattree:4").switches) == 20
+    assert len(load_topology("bigswitch:4").hosts) == 4
+    assert len(load_topology("leafspine:2,2,2").hosts) == 4
+    for bad in ("ring:3", "fattree:3", "fattree:x"):
+        with pytest.raises(P.PlanError) as e:
+            load_topology(bad)
+        assert e.value.field == "topology"
+
+
+def test_tm_per_mode():
+    fair = tm_config(tm_for_mode("fair"), 1000)
+    assert fair.queues == 1 and fair.limit_pkts == QUEUE_BUDGET
+    for m in ("dclas", "fifo-lm", "sebf", "hug"):
+        c = tm_config(tm_for_mode(m), 1000)
+        assert c.discipline == "strict" and c.queues == 8 and c.limit_pkts == QUEUE_BUDGET // 2
+    w = tm_config(tm_for_mode("dclas", weighted_dclas=True), 1000)
+    assert w.discipline == "weighted" and w.weights == (8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0)
+
+
+def test_switch_command_line():
+    cmd = switch_command("/x/simple_switch_grpc", 7, {2: "e0-eth2", 1: "e0-eth1"}, 9001, 9002,
+                         "/tmp/r/coflow-emu-e0-7.ipc")
+    assert cmd[:9] == ["/x/simple_switch_grpc", "--device-id", "7", "--thrift-port", "9001",
+                       "--notifications-addr", "ipc:///tmp/r/coflow-emu-e0-7.ipc", "--log-level", "off"]
+    assert cmd[9:13] == ["-i", "1@e0-eth1", "-i", "2@e0-eth2"]
+    assert cmd[13:] == ["--no-p4", "--", "--grpc-server-addr", "127.0.0.1:9002", "--priority-queues", "8"]
+    assert "--log-file" not in cmd
+    cmd = switch_command("s", 1, {}, 1, 2, "/tmp/i.ipc", log_level="trace", log_file="/tmp/s.log")
+    assert cmd[cmd.index("--log-file") + 1] == "/tmp/s.log"
