@@ -6,8 +6,6 @@ implementation of its step; the modules above call it.
 """
 from __future__ import annotations
 
-import heapq
-
 import numpy as np
 from numba import njit
 
@@ -263,15 +261,56 @@ def compact(fin, src, dst, red, cof, rem, sent, size, pos, cnt):
 
 
 @njit(cache=True)
+def _hless(key, a, b):
+    return key[a] < key[b] or (key[a] == key[b] and a < b)
+
+
+@njit(cache=True)
+def _hup(heap, hpos, key, i):
+    x = heap[i]
+    while i > 0:
+        p = (i - 1) >> 1
+        if _hless(key, x, heap[p]):
+            heap[i] = heap[p]
+            hpos[heap[i]] = i
+            i = p
+        else:
+            break
+    heap[i] = x
+    hpos[x] = i
+
+
+@njit(cache=True)
+def _hdown(heap, hpos, key, i, n):
+    x = heap[i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _hless(key, heap[c + 1], heap[c]):
+            c += 1
+        if _hless(key, heap[c], x):
+            heap[i] = heap[c]
+            hpos[heap[i]] = i
+            i = c
+        else:
+            break
+    heap[i] = x
+    hpos[x] = i
+
+
+@njit(cache=True)
 def waterfill_links(links, w, rem, rel_tol):
     """Weighted max-min by progressive filling for flows that each cross ``links.shape[1]``
     arbitrary links (row f lists flow f's links).  Used where links are not just a port's
     uplink and downlink, e.g. HUG's per-(coflow, link) caps.  ``rem`` updated in place.
 
     Event-driven: every link's projected saturation level (level now + residual / unfrozen
-    weight) sits in a heap; popping the lowest saturates that link and freezes its flows, which
-    changes the weight of their other links, whose projections are pushed again.  Each flow
-    is frozen once, so the cost is O(n k log L) whatever the number of distinct levels."""
+    weight) is the key of an indexed heap (one entry per link, ties by link index); popping the
+    lowest saturates that link and freezes its flows, which changes the weight of their other
+    links, whose keys are updated once per saturation.  Each flow is frozen once, so the cost
+    is O(n k + s L' log L) for s saturations touching L' links each, whatever the number of
+    distinct levels."""
     n, k = links.shape
     L = rem.shape[0]
     deg = np.zeros(L + 1, dtype=np.int64)
@@ -297,24 +336,38 @@ def waterfill_links(links, w, rem, rel_tol):
     done = np.zeros(L, dtype=np.bool_)
     frozen = np.zeros(n, dtype=np.bool_)
     rate = np.zeros(n)
-    heap = [(0.0, np.int64(0))]
-    heap.pop()
+    key = np.full(L, INF)
+    heap = np.empty(L, dtype=np.int64)
+    hpos = np.full(L, -1, dtype=np.int64)
+    hn = 0
     for l in range(L):
         if W[l] > 0:
-            heapq.heappush(heap, (max(rem[l], 0.0) / W[l], np.int64(l)))
+            key[l] = max(rem[l], 0.0) / W[l]
+            heap[hn] = l
+            hpos[l] = hn
+            hn += 1
+            _hup(heap, hpos, key, hn - 1)
     lam = 0.0
-    while len(heap) > 0:
-        p, l = heapq.heappop(heap)
+    touched = np.zeros(L, dtype=np.bool_)
+    tl = np.empty(L, dtype=np.int64)
+    lastw = np.zeros(L)
+    while hn > 0:
+        l = heap[0]
+        hn -= 1
+        hpos[l] = -1
+        if hn > 0:
+            heap[0] = heap[hn]
+            hpos[heap[0]] = 0
+            _hdown(heap, hpos, key, 0, hn)
         if done[l] or W[l] <= 0:
             continue
         cur = last[l] + max(rem[l], 0.0) / W[l]
-        if cur > p * (1 + 1e-12) + 1e-300:
-            continue  # stale entry: a fresher one is in the heap
         if cur > lam:
             lam = cur
         rem[l] -= W[l] * (lam - last[l])
         last[l] = lam
         done[l] = True
+        nt = 0
         for a in range(start[l], start[l + 1]):
             f = adj[a]
             if frozen[f]:
@@ -328,10 +381,30 @@ def waterfill_links(links, w, rem, rel_tol):
                 rem[m] -= W[m] * (lam - last[m])
                 last[m] = lam
                 W[m] -= w[f]
-                if W[m] > 1e-12 * w[f]:
-                    heapq.heappush(heap, (lam + max(rem[m], 0.0) / W[m], m))
+                lastw[m] = w[f]
+                if not touched[m]:
+                    touched[m] = True
+                    tl[nt] = m
+                    nt += 1
+        # one fresh projection per link whose weight changed (not one per frozen flow)
+        for t in range(nt):
+            m = tl[t]
+            touched[m] = False
+            if W[m] > 1e-12 * lastw[m]:
+                old = key[m]
+                key[m] = lam + max(rem[m], 0.0) / W[m]
+                i = hpos[m]
+                if i < 0:
+                    heap[hn] = m
+                    hpos[m] = hn
+                    hn += 1
+                    _hup(heap, hpos, key, hn - 1)
+                elif key[m] < old:
+                    _hup(heap, hpos, key, i)
                 else:
-                    W[m] = 0.0
+                    _hdown(heap, hpos, key, i, hn)
+            else:
+                W[m] = 0.0
         W[l] = 0.0
     for l in range(L):
         if rem[l] < tol[l]:
