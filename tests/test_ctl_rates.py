@@ -29,13 +29,13 @@ def test_view_matches_registry(reg):
     a = r.register([("h0", "h1", 1_000_000), ("h2", "h1", 500_000)])
     r.update(a.cid, sent={0: 400_000})
     b = r.register([("h3", "h0", None)])
-    v, meta, cids = build_view(r.list(), hp(t), LINK, 10.0, {}, unknown_size=10**9)
+    v, (cf, src, dst), cids = build_view(r.list(), hp(t), LINK, 10.0, {}, unknown_size=10**9)
     assert cids == [(1, 0), (2, 0)]
     assert v.src.tolist() == [0, 2, 3] and v.dst.tolist() == [1, 1, 0]
     assert v.remaining.tolist() == [600_000, 500_000, 10**9]
     assert v.cf_sent.tolist() == [400_000, 0] and v.cf_lo.tolist() == [0, 2, 3]
     assert v.caps.tolist() == [LINK] * 8
-    assert meta[2] == ((2, 0), "h3", "h0")
+    assert (cf[2], src[2], dst[2]) == (1, 3, 0)
     r.update(a.cid, sent={0: 1_000_000, 1: 500_000})  # finished: out of the view
     v, _, cids = build_view(r.list(), hp(t), LINK, 10.0, {}, unknown_size=10**9)
     assert cids == [(2, 0)]

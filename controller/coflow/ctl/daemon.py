@@ -102,6 +102,11 @@ class Controller:
         self._next_event = INF
         self._rates_stale = True
         self._static_cache = None
+        self._slot_cache: tuple = (None, [])
+        self._desired_cache: dict = {}
+        self._rates_version = 0
+        self._view_cache: dict = {}
+        self._meter_ctx = TR.MeterContext(topology)
         self._queues: dict = {}
         self._sizes: dict = {}
         self._synced: dict = {}  # switch -> (desired entities, actual object) of the last sync
@@ -325,11 +330,13 @@ class Controller:
 
     def _compute_rates(self) -> None:
         p = rate_plan(self.mode, self.sched, self._records, self.host_port, self.ctl.link_Bps,
-                      time.time(), self.sched_memory, self.ctl.unknown_size_bytes)
+                      time.time(), self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache)
         self._rates_stale = False
         self._next_event = p.next_event
         self._prio = p.prio
-        self._meters = TR.meter_entities(self.topo, p.flows, self.slots.slot, self.ctl)
+        self._meters = TR.meter_entities_arrays(self._meter_ctx, p.cids, p.cf, p.src, p.dst,
+                                                p.rates, self.slots.slot, self.ctl)
+        self._rates_version += 1
         if p.alloc is not None and p.alloc.queue is not None:
             self._queues = {c: int(q) for c, q in zip(p.cids, p.alloc.queue.tolist())}
         else:
@@ -351,19 +358,38 @@ class Controller:
         return cache[1]
 
     def _desired(self) -> dict:
+        """Desired state per switch. A switch's state is rebuilt only when one of its inputs
+        changed (static key, slot assignments, its overrides, the rate plan); otherwise the
+        previous object is returned, so an unchanged switch costs an identity check."""
         static = self._static()
-        slot_ents = TR.slot_entities(self.slots.slot)
+        slots_key = tuple(sorted(self.slots.slot.items()))
+        if self._slot_cache[0] != slots_key:
+            self._slot_cache = (slots_key, TR.slot_entities(self.slots.slot))
+        slot_ents = self._slot_cache[1]
         out = {}
         for name in self.agents:
+            edge = name in self.edges
+            if self.mode == "dclas" and edge:
+                dyn = tuple(sorted(self._overrides.get(name, {}).items()))
+            elif self.mode in TR.RATE_MODES:
+                dyn = self._rates_version
+            else:
+                dyn = None
+            key = (id(static[name]), slots_key if edge else None, dyn)
+            cached = self._desired_cache.get(name)
+            if cached is not None and cached[0] == key:
+                out[name] = cached[1]
+                continue
             st = static[name].copy()
-            if name in self.edges:
+            if edge:
                 st.update(slot_ents)
                 if self.mode == "dclas":
                     st.update(TR.override_entity(c, p) for c, p in self._overrides.get(name, {}).items())
                 elif self.mode in TR.RATE_MODES:
                     st.update(TR.override_entity(c, p) for c, p in self._prio.items())
             if self.mode in TR.RATE_MODES:
-                st.update(self._meters.get(name, []))
+                st.merge_keyed(self._meters.get(name, {}))
+            self._desired_cache[name] = (key, st)
             out[name] = st
         return out
 
@@ -382,7 +408,7 @@ class Controller:
                 a.audit()
             last = self._synced.get(name)
             if last is not None and a.actual is not None and last[1] is a.actual \
-                    and last[0] == st.entities:
+                    and last[0] is st.entities:
                 continue  # nothing changed on either side since the last sync
             futs[name] = self._pool.submit(a.sync, st)
         written = errors = 0

@@ -149,6 +149,11 @@ class SwitchState:
             raise ValueError(f"conflicting desired entities for {e.key}: {old} vs {e}")
         self.entities[e.key] = e
 
+    def merge_keyed(self, keyed: dict) -> None:
+        """Add entities already keyed (``{e.key: e}``) without per-entity checks: the caller
+        guarantees they do not collide with what is there (e.g. meters vs table entries)."""
+        self.entities.update(keyed)
+
     def update(self, items: Iterable[Entity]) -> None:
         for e in items:
             self.add(e)

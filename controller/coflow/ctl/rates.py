@@ -26,59 +26,93 @@ from .translate import order_priorities
 @dataclass
 class RatePlan:
     cids: list  # active coflows (external, internal), registration order
-    flows: list  # (cid, src host, dst host, rate bytes/s) per active flow
+    cf: np.ndarray  # per active flow: position in cids
+    src: np.ndarray  # per active flow: host position (View port)
+    dst: np.ndarray
+    rates: np.ndarray  # bytes/s per active flow
+    hosts: list  # host names by position
     prio: dict  # cid -> BMv2 priority (override); absent = fair_prio
     next_event: float = INF  # absolute time (time.time()) the scheduler wants to run again
     alloc: Allocation | None = None
     view: View | None = field(default=None, repr=False)
 
+    @property
+    def flows(self) -> list:
+        """(cid, src host, dst host, rate bytes/s) per active flow."""
+        h, c = self.hosts, self.cids
+        return [(c[k], h[a], h[b], r) for k, a, b, r in
+                zip(self.cf.tolist(), self.src.tolist(), self.dst.tolist(), self.rates.tolist())]
+
+
+class _RecordArrays:
+    """A record's flows as arrays, rebuilt only when its flow specs change (the registry's
+    snapshots share the immutable FlowSpec objects, so their identities tell)."""
+    __slots__ = ("ids", "src", "dst", "size", "known", "valid")
+
+    def __init__(self, rec, host_port):
+        self.ids = tuple(map(id, rec.flows))
+        n = len(rec.flows)
+        self.src = np.fromiter((host_port[f.src] for f in rec.flows), np.int64, n)
+        self.dst = np.fromiter((host_port[f.dst] for f in rec.flows), np.int64, n)
+        self.size = np.fromiter((f.size_bytes if f.size_bytes is not None else -1
+                                 for f in rec.flows), np.float64, n)
+        self.known = self.size >= 0
+        self.valid = self.src != self.dst
+
 
 def build_view(records, host_port: dict, link_Bps: float, now: float, memory: dict,
-               unknown_size: int) -> tuple[View, list, list]:
-    """(View, [(cid, src, dst)] per View flow, [cid] per View coflow)."""
+               unknown_size: int, cache: dict | None = None) -> tuple[View, tuple, list]:
+    """(View, (cf, src, dst) arrays per View flow, [cid] per View coflow). ``cache`` (a dict
+    the caller keeps) holds each record's flow arrays between rounds."""
+    cache = {} if cache is None else cache
     P = len(host_port)
-    src, dst, sent, rem, cf, lo = [], [], [], [], [], [0]
-    meta, cids, ids, arr, csent = [], [], [], [], []
+    parts_src, parts_dst, parts_sent, parts_rem, parts_cf = [], [], [], [], []
+    cids, ids, arr, csent, lo = [], [], [], [], [0]
+    seen = set()
     for rec in records:
         if not getattr(rec, "admitted", True):
             continue
         c = (rec.cid.external, rec.cid.internal)
-        k = len(cids)
-        n0 = len(src)
+        seen.add(c)
+        ra = cache.get(c)
+        if ra is None or len(ra.ids) != len(rec.flows) or ra.ids != tuple(map(id, rec.flows)):
+            ra = cache[c] = _RecordArrays(rec, host_port)
+        n = len(ra.ids)
+        sent = np.zeros(n)
         sb = rec.sent_bytes or {}
-        for i, f in enumerate(rec.flows):
-            if f.src == f.dst:
-                continue
-            s = int(sb.get(i, 0))
-            r = (f.size_bytes - s) if f.size_bytes is not None else unknown_size
-            if r <= 0:
-                continue  # finished
-            src.append(host_port[f.src])
-            dst.append(host_port[f.dst])
-            sent.append(s)
-            rem.append(r)
-            cf.append(k)
-            meta.append((c, f.src, f.dst))
-        if len(src) == n0:
+        for i, b in sb.items():
+            if 0 <= i < n:
+                sent[i] = b
+        rem = np.where(ra.known, ra.size - sent, float(unknown_size))
+        m = ra.valid & (rem > 0)
+        k = int(m.sum())
+        if k == 0:
             continue
+        parts_src.append(ra.src[m])
+        parts_dst.append(ra.dst[m])
+        parts_sent.append(sent[m])
+        parts_rem.append(rem[m])
+        parts_cf.append(np.full(k, len(cids), dtype=np.int64))
         cids.append(c)
         ids.append((c[0] << 8) | c[1])
         arr.append(rec.registered_at)
         csent.append(float(sum(sb.values())))
-        lo.append(len(src))
+        lo.append(lo[-1] + k)
+    for c in [c for c in cache if c not in seen]:
+        del cache[c]
+    cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
+    src, dst = cat(parts_src, np.int64), cat(parts_dst, np.int64)
+    cf_arr = cat(parts_cf, np.int64)
+    remaining = cat(parts_rem, np.float64)
     caps = np.full(P, float(link_Bps))
-    cf_arr = np.asarray(cf, dtype=np.int64)
-    remaining = np.asarray(rem, dtype=float)
-    v = View(now=now, ports=P, cap_up=caps, cap_down=caps.copy(),
-             src=np.asarray(src, dtype=np.int64), dst=np.asarray(dst, dtype=np.int64),
-             sent=np.asarray(sent, dtype=float), cf=cf_arr,
-             reducer=np.arange(len(src), dtype=np.int64),
+    csent_a = np.asarray(csent, dtype=float)
+    v = View(now=now, ports=P, cap_up=caps, cap_down=caps.copy(), src=src, dst=dst,
+             sent=cat(parts_sent, np.float64), cf=cf_arr, reducer=np.arange(src.size, dtype=np.int64),
              cf_id=np.asarray(ids, dtype=np.int64), cf_arrival=np.asarray(arr, dtype=float),
-             cf_sent=np.asarray(csent, dtype=float), cf_lo=np.asarray(lo, dtype=np.int64),
-             remaining=remaining, cf_deadline=np.full(len(cids), INF),
-             cf_total=np.bincount(cf_arr, remaining, len(cids)) + np.asarray(csent, dtype=float),
-             memory=memory)
-    return v, meta, cids
+             cf_sent=csent_a, cf_lo=np.asarray(lo, dtype=np.int64), remaining=remaining,
+             cf_deadline=np.full(len(cids), INF),
+             cf_total=np.bincount(cf_arr, remaining, len(cids)) + csent_a, memory=memory)
+    return v, (cf_arr, src, dst), cids
 
 
 def priorities(mode: str, sched: Scheduler, v: View, alloc: Allocation, cids: list) -> dict:
@@ -98,12 +132,12 @@ def priorities(mode: str, sched: Scheduler, v: View, alloc: Allocation, cids: li
 
 
 def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float, now: float,
-         memory: dict, unknown_size: int) -> RatePlan:
-    v, meta, cids = build_view(records, host_port, link_Bps, now, memory, unknown_size)
+         memory: dict, unknown_size: int, cache: dict | None = None) -> RatePlan:
+    v, (cf, src, dst), cids = build_view(records, host_port, link_Bps, now, memory, unknown_size,
+                                         cache)
+    hosts = sorted(host_port, key=host_port.get)
     if not cids:
-        return RatePlan([], [], {}, INF, None, v)
+        return RatePlan([], cf, src, dst, np.zeros(0), hosts, {}, INF, None, v)
     alloc = sched.allocate(v)
-    rates = alloc.rates.tolist()
-    flows = [(c, s, d, r) for (c, s, d), r in zip(meta, rates)]
-    return RatePlan(cids, flows, priorities(mode, sched, v, alloc, cids), alloc.next_event,
-                    alloc, v)
+    return RatePlan(cids, cf, src, dst, alloc.rates, hosts,
+                    priorities(mode, sched, v, alloc, cids), alloc.next_event, alloc, v)

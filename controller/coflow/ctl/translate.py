@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Iterable, Mapping
 
+import numpy as np
+
 from ..params import DclasParams, HW_QUEUES, hw_priority
 from . import model as M
 
@@ -223,6 +225,111 @@ def meter_config(index: int, rate_Bps: float, s: CtlSettings) -> M.MeterConfig:
     return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, burst)
 
 
+class MeterContext:
+    """Per-topology arrays for the vectorised meter translation: hosts by position (the rate
+    modes' port numbers), their addresses and edge switches, and caches of entity objects
+    (an unchanged pair or meter config is the same object round after round)."""
+
+    def __init__(self, topo):
+        hosts = sorted(topo.hosts, key=lambda h: h.index)
+        self.names = [h.name for h in hosts]
+        self.pos = {h.name: i for i, h in enumerate(hosts)}
+        self.ip = [ip_int(h.ip) for h in hosts]
+        self.switches = sorted({h.switch for h in hosts})
+        sw_idx = {n: i for i, n in enumerate(self.switches)}
+        self.edge_of = np.array([sw_idx[h.switch] for h in hosts], dtype=np.int64)
+        self._fm: dict = {}
+        self._mc: dict = {}
+        self._last_pairs = None
+        self._last_meters = None
+
+    def flow_meter(self, cid, src: int, dst: int, index: int) -> M.TableEntry:
+        k = (cid, src, dst, index)
+        e = self._fm.get(k)
+        if e is None:
+            if len(self._fm) > 500_000:
+                self._fm.clear()
+            match = cid_key(*cid) + (("ipv4_dst", self.ip[dst]), ("ipv4_src", self.ip[src]))
+            e = self._fm[k] = M.TableEntry(M.T_FLOW_METER, tuple(sorted(match)), M.A_SET_METER, M.params(index=index))
+        return e
+
+    def meter(self, index: int, rate: float, s: CtlSettings) -> M.MeterConfig:
+        k = (index, rate)
+        m = self._mc.get(k)
+        if m is None:
+            if len(self._mc) > 500_000:
+                self._mc.clear()
+            m = self._mc[k] = meter_config(index, rate, s)
+        return m
+
+
+def meter_entities_arrays(ctx: MeterContext, cids: list, cf, src, dst, rate, slots: Mapping,
+                          s: CtlSettings) -> dict:
+    """Vectorised :func:`meter_entities`: flows as arrays (coflow position in ``cids``, src and
+    dst host positions, rate bytes/s). Returns switch -> {key: entity}."""
+    cf = np.asarray(cf, dtype=np.int64)
+    if cf.size == 0:
+        return {}
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    P = len(ctx.names)
+    slot_of = np.array([slots.get(c, -1) for c in cids], dtype=np.int64)
+    keep = slot_of[cf] >= 0
+    if not keep.all():
+        cf, src, dst, rate = cf[keep], src[keep], dst[keep], np.asarray(rate)[keep]
+    if cf.size == 0:
+        return {}
+    pair = (cf * P + src) * P + dst
+    upair, first, inv = np.unique(pair, return_index=True, return_inverse=True)
+    prate = np.bincount(inv, weights=np.asarray(rate, dtype=float), minlength=upair.size)
+    pcf, psrc = cf[first], src[first]
+    pdst = dst[first]
+    pedge = ctx.edge_of[psrc]
+    group = pcf * len(ctx.switches) + pedge
+    order = np.lexsort((first, group))  # pairs by (coflow, edge), then first appearance
+    g = group[order]
+    starts = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
+    run_start = np.repeat(starts, np.diff(np.r_[starts, g.size]))
+    rank = np.empty(g.size, dtype=np.int64)
+    rank[order] = np.arange(g.size) - run_start
+    pindex = slot_of[pcf] * FLOW_SLOTS_PER_COFLOW + rank % FLOW_SLOTS_PER_COFLOW
+    mkey = pedge * (ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW) + pindex
+    umk, minv = np.unique(mkey, return_inverse=True)
+    mrate = np.bincount(minv, weights=prate, minlength=umk.size)
+    span = ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW
+    names = ctx.switches
+    # flow_meter entries depend only on the pairs and their indices: reuse last round's lists
+    # when those did not change (the common case: only rates moved)
+    pkey = (tuple(cids), upair.tobytes(), pindex.tobytes(), first.argsort(kind="stable").tobytes())
+    if ctx._last_pairs is not None and ctx._last_pairs[0] == pkey:
+        fm_out = ctx._last_pairs[1]
+    else:
+        fm_out = {}
+        for k in np.argsort(first, kind="stable").tolist():  # first-appearance order
+            e = ctx.flow_meter(cids[pcf[k]], int(psrc[k]), int(pdst[k]), int(pindex[k]))
+            fm_out.setdefault(names[pedge[k]], {})[e.key] = e
+        ctx._last_pairs = (pkey, fm_out)
+    # meter configs: only the ones whose (index, rate) changed are looked up again
+    mk_l, mr_l = umk.tolist(), mrate.tolist()
+    last = ctx._last_meters
+    if last is not None and last[0] == umk.tobytes():
+        changed = np.flatnonzero(mrate != last[1]).tolist()
+        m_out = {sw: dict(d) for sw, d in last[2].items()} if changed else last[2]
+    else:
+        changed = range(len(mk_l))
+        m_out = {}
+    for i in changed:
+        m = ctx.meter(mk_l[i] % span, mr_l[i], s)
+        m_out.setdefault(names[mk_l[i] // span], {})[m.key] = m
+    ctx._last_meters = (umk.tobytes(), mrate, m_out)
+    out: dict = {}
+    for sw in set(fm_out) | set(m_out):
+        d = dict(fm_out.get(sw, {}))
+        d.update(m_out.get(sw, {}))
+        out[sw] = d
+    return out
+
+
 def meter_entities(topo, flows: Iterable, slots: Mapping, s: CtlSettings) -> dict:
     """Per switch: flow_meter entries and meter configs for metered flows.
 
@@ -232,26 +339,16 @@ def meter_entities(topo, flows: Iterable, slots: Mapping, s: CtlSettings) -> dic
     slots: pairs get slots in order of first appearance; beyond 8, pairs share slot
     ``i mod 8`` and that meter enforces the sum of their rates. Coflows without an assigned
     counter slot are not metered."""
-    pair_rate: dict = {}
-    for cid, src, dst, rate in flows:
-        k = (cid, src, dst)
-        pair_rate[k] = pair_rate.get(k, 0.0) + float(rate)
-    nslot: dict = {}
-    meter_rate: dict = {}  # (switch, index) -> rate
-    out: dict = {}
-    for (cid, src, dst), rate in pair_rate.items():
-        slot = slots.get(cid)
-        if slot is None:
-            continue
-        h_src, h_dst = topo.host(src), topo.host(dst)
-        sw = h_src.switch
-        j = nslot.get((cid, sw), 0)
-        nslot[(cid, sw)] = j + 1
-        index = slot * FLOW_SLOTS_PER_COFLOW + j % FLOW_SLOTS_PER_COFLOW
-        meter_rate[(sw, index)] = meter_rate.get((sw, index), 0.0) + rate
-        match = cid_key(*cid) + (("ipv4_dst", ip_int(h_dst.ip)), ("ipv4_src", ip_int(h_src.ip)))
-        out.setdefault(sw, []).append(M.TableEntry(M.T_FLOW_METER, tuple(sorted(match)),
-                                                   M.A_SET_METER, M.params(index=index)))
-    for (sw, index), rate in meter_rate.items():
-        out.setdefault(sw, []).append(meter_config(index, rate, s))
-    return out
+    ctx = MeterContext(topo)
+    cids, cpos = [], {}
+    cf, src, dst, rate = [], [], [], []
+    for cid, a, b, r in flows:
+        if cid not in cpos:
+            cpos[cid] = len(cids)
+            cids.append(cid)
+        cf.append(cpos[cid])
+        src.append(ctx.pos[a])
+        dst.append(ctx.pos[b])
+        rate.append(float(r))
+    return {sw: list(d.values())
+            for sw, d in meter_entities_arrays(ctx, cids, cf, src, dst, rate, slots, s).items()}
