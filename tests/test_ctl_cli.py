@@ -16,6 +16,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COFLOW = [sys.executable, "-m", "coflow.cli"]
 TOPO = os.path.join(REPO, "topologies", "bigswitch-16.json")
 P4INFO = os.path.join(REPO, "build", "coflow.p4info.txt")
+P4INFO_ANY = os.path.abspath(__file__)  # argument errors are found before the file is read
 
 
 def run(*args, timeout=60):
@@ -30,25 +31,29 @@ def run(*args, timeout=60):
     (["--mode", "sebf", "--set", "link_mbps=fast"], "error: setting link_mbps: cannot read 'fast'"),
     (["--mode", "fair", "--set", "noequals"], "error: --set 'noequals': expected KEY=VALUE"),
 ])
-def test_run_argument_errors(args, msg):
-    r = run("ctl", "run", "--topo", TOPO, "--p4info", __file__, "--json", __file__, *args)
-    assert r.returncode == 2, r.stderr
-    assert r.stderr.strip().splitlines()[-1].startswith(msg), r.stderr
+def test_run_argument_errors(args, msg, capsys):
+    from coflow.cli import main  # in-process: the errors come before any switch is contacted
+    assert main(["ctl", "run", "--topo", TOPO, "--p4info", P4INFO_ANY, "--json", P4INFO_ANY, *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(msg), err
 
 
-def test_run_bad_topology(tmp_path):
+def test_run_bad_topology(tmp_path, capsys):
+    from coflow.cli import main
     bad = tmp_path / "t.json"
     bad.write_text('{"format": "coflow-topology/1"}')
-    r = run("ctl", "run", "--topo", str(bad), "--mode", "fair")
-    assert r.returncode == 2 and r.stderr.startswith("error: ") and str(bad) in r.stderr
+    assert main(["ctl", "run", "--topo", str(bad), "--mode", "fair"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(bad) in err and len(err.strip().splitlines()) == 1
 
 
-def test_status_errors(tmp_path):
-    r = run("ctl", "status", "--file", str(tmp_path / "none.json"))
-    assert r.returncode == 2 and "none.json" in r.stderr
+def test_status_errors(tmp_path, capsys):
+    from coflow.cli import main
     from coflow.ctl.bmv2 import free_port
-    r = run("ctl", "status", "--address", f"127.0.0.1:{free_port()}", "--timeout", "1")
-    assert r.returncode == 2 and r.stderr.startswith("error: http://")
+    assert main(["ctl", "status", "--file", str(tmp_path / "none.json")]) == 2
+    assert "none.json" in capsys.readouterr().err
+    assert main(["ctl", "status", "--address", f"127.0.0.1:{free_port()}", "--timeout", "1"]) == 2
+    assert capsys.readouterr().err.startswith("error: http://")
 
 
 @pytest.mark.skipif(not toolchain.discover().simple_switch_grpc,
