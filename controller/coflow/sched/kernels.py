@@ -104,10 +104,95 @@ def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
 
 
 @njit(cache=True)
+def fill_unit(src, dst, idx, P, rem, rel_tol, NT, rates):
+    """:func:`fill` with every weight 1 (max-min fairness): the per-link weights are flow
+    counts, so one int32 count matrix ``NT`` (downlink x uplink, zeroed, left zeroed) does for
+    both of fill's matrices and the result is bit-identical to fill's."""
+    W = np.zeros(2 * P)
+    for k in range(idx.shape[0]):
+        f = idx[k]
+        NT[dst[f], src[f]] += 1
+        W[src[f]] += 1.0
+        W[P + dst[f]] += 1.0
+    tol = np.empty(2 * P)
+    for l in range(2 * P):
+        tol[l] = max(rem[l], 1.0) * rel_tol
+    level = np.full(2 * P, INF)
+    act = np.empty(2 * P, dtype=np.int64)
+    na = 0
+    for l in range(2 * P):
+        if W[l] > 0.5:
+            act[na] = l
+            na += 1
+    alive = W > 0.5
+    sat = np.zeros(2 * P, dtype=np.bool_)
+    lam = 0.0
+    while na > 0:
+        step = INF
+        for t in range(na):
+            l = act[t]
+            s = max(rem[l], 0.0) / W[l]
+            if s < step:
+                step = s
+        lam += step
+        for t in range(na):
+            l = act[t]
+            rem[l] -= W[l] * step
+            if rem[l] <= tol[l]:
+                sat[l] = True
+                level[l] = lam
+        for t in range(na):
+            i = act[t]
+            if i >= P:
+                break
+            if sat[i]:
+                for j in range(P):
+                    if alive[P + j] and NT[j, i] != 0:
+                        W[P + j] -= NT[j, i]
+                alive[i] = False
+                W[i] = 0.0
+        for t in range(na):
+            l = act[t]
+            if l < P or not sat[l]:
+                continue
+            j = l - P
+            for i in range(P):
+                if alive[i] and NT[j, i] != 0:
+                    W[i] -= NT[j, i]
+            alive[l] = False
+            W[l] = 0.0
+        m = 0
+        for t in range(na):
+            l = act[t]
+            sat[l] = False
+            if alive[l] and W[l] > 0.5:
+                act[m] = l
+                m += 1
+        na = m
+    for l in range(2 * P):
+        if rem[l] < 0:
+            rem[l] = 0.0
+    for k in range(idx.shape[0]):
+        f = idx[k]
+        NT[dst[f], src[f]] = 0
+        a = level[src[f]]
+        b = level[P + dst[f]]
+        rates[f] += (a if a < b else b)
+
+
+@njit(cache=True)
 def pair_levels(src, dst, w, P, rem, rel_tol):
     """Weighted max-min rates of all the flows (see :func:`fill`)."""
     rates = np.zeros(src.shape[0])
-    fill(src, dst, w, np.arange(src.shape[0]), P, rem, rel_tol, np.zeros((P, P)), np.zeros((P, P)), rates)
+    unit = True
+    for f in range(w.shape[0]):
+        if w[f] != 1.0:
+            unit = False
+            break
+    if unit:
+        fill_unit(src, dst, np.arange(src.shape[0]), P, rem, rel_tol, np.zeros((P, P), dtype=np.int32), rates)
+    else:
+        fill(src, dst, w, np.arange(src.shape[0]), P, rem, rel_tol, np.zeros((P, P)), np.zeros((P, P)), rates)
     return rates
 
 
@@ -547,7 +632,7 @@ def _dense_fill(MT, rs, cs, P, rem, rel_tol, e, lv):
 
 
 @njit(cache=True)
-def _ordered_units(seg, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT, rs, cs, N, Cm, buf,
+def _ordered_units(seg, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT, rs, cs, NT, buf,
                    rec_lv, rec_slot, nrec):
     """:func:`ordered_fill` (unit weights, every flow eligible) over the coflows ``seg``; dense
     coflows (``slot[k] >= 0``) record their levels in ``rec_lv`` instead of writing rates.
@@ -584,7 +669,7 @@ def _ordered_units(seg, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT,
                     buf[n] = f
                     n += 1
             if n > 0:
-                fill(src, dst, ones, buf[:n], P, rem, rel_tol, N, Cm, rates)
+                fill_unit(src, dst, buf[:n], P, rem, rel_tol, NT, rates)
     return nrec
 
 
@@ -602,8 +687,7 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
     nf = src.shape[0]
     K = wq.shape[0]
     rates = np.zeros(nf)
-    N = np.zeros((P, P))
-    Cm = np.zeros((P, P))
+    NT = np.zeros((P, P), dtype=np.int32)
     slot = np.full(C, -1, dtype=np.int64)
     nd = 0
     for k in range(C):
@@ -691,7 +775,7 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
             for l in range(2 * P):
                 sh[l] = share[q, l]
             nrec = _ordered_units(order[qa[g]:qa[g + 1]], cf_lo, src, dst, ones, P, sh, rel_tol, rates,
-                                  slot, MT, rs, cs, N, Cm, buf, rec_lv, rec_slot, nrec)
+                                  slot, MT, rs, cs, NT, buf, rec_lv, rec_slot, nrec)
             for l in range(2 * P):
                 used[l] += share[q, l] - sh[l]
         usum = 0.0
@@ -702,7 +786,7 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
             usum += used[l]
         if usum <= tsum:
             break
-    nrec = _ordered_units(order, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT, rs, cs, N, Cm,
+    nrec = _ordered_units(order, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT, rs, cs, NT,
                           buf, rec_lv, rec_slot, nrec)
     # dense coflows: each flow adds min(level(up), level(down)) of every fill, in order
     if nrec > 0:
@@ -727,4 +811,42 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
                     b = rec_lv[recs[x], b0]
                     acc += (a if a < b else b)
                 rates[f] = acc
+    return rates
+
+
+@njit(cache=True)
+def group_fill(gorder, cg, cf_lo, src, dst, P, rem, rel_tol, ones, buf):
+    """FIFO-LM rates: strict priority across groups of coflows, max-min over all the flows of
+    a group (unit weights).  ``gorder`` lists the coflows by group (``cg``), stable; a group's
+    flows take part if both their links still have capacity (> 0) when the group's turn comes;
+    stops once every uplink or every downlink is full.  ``rem`` updated in place."""
+    nf = src.shape[0]
+    rates = np.zeros(nf)
+    NT = np.zeros((P, P), dtype=np.int32)
+    C = gorder.shape[0]
+    c = 0
+    while c < C:
+        g = cg[gorder[c]]
+        n = 0
+        while c < C and cg[gorder[c]] == g:
+            k = gorder[c]
+            for f in range(cf_lo[k], cf_lo[k + 1]):
+                if rem[src[f]] > 0 and rem[P + dst[f]] > 0:
+                    buf[n] = f
+                    n += 1
+            c += 1
+        if n > 0:
+            fill_unit(src, dst, buf[:n], P, rem, rel_tol, NT, rates)
+        upfree = False
+        for i in range(P):
+            if rem[i] > 0:
+                upfree = True
+                break
+        dnfree = False
+        for j in range(P):
+            if rem[P + j] > 0:
+                dnfree = True
+                break
+        if not (upfree and dnfree):
+            break
     return rates
