@@ -18,6 +18,7 @@ from .trace import Workload, coflow_bins
 
 GBPS = 1e9 / 8  # 1 Gbit/s in bytes/s
 COFLOWSIM_BPS = 1024 * 1048576 / 8  # CoflowSim's Constants.RACK_BITS_PER_SEC in bytes/s
+LOG_EVERY_S = 60.0  # progress line period when stderr is not a terminal
 
 
 class SimError(RuntimeError):
@@ -69,8 +70,8 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     # Active flows as compact arrays (struct of arrays), kept sorted by coflow index, which is
     # arrival order; compacted when flows complete.  No per-event gathers from global arrays.
     z_i, z_f = np.zeros(0, dtype=np.int64), np.zeros(0)
-    a_src, a_dst, a_red, a_cof = z_i.astype(np.int32), z_i.astype(np.int32), z_i, z_i
-    a_rem, a_sent, a_size = z_f, z_f, z_f
+    a_src, a_dst, a_red = z_i.astype(np.int32), z_i.astype(np.int32), z_i
+    a_rem, a_sent = z_f, z_f
     acf = z_i  # active coflows, ascending (= arrival order)
     pos, cnt = z_i, z_i  # coflow position per active flow; flows per active coflow
     nxt = 0
@@ -87,6 +88,8 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         except Exception:  # pragma: no cover
             bar = None
     clair = sched.clairvoyant
+    # without a terminal (logs, CI), long runs print a progress line every ``LOG_EVERY_S``
+    log_at = t0 + LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
     while nxt < C or a_rem.size:
         # arrivals at t
         if nxt < C and wl.arrival[nxt] <= t + 1e-12:
@@ -101,11 +104,9 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             a_src = np.concatenate([a_src, wl.src[lo:hi]])
             a_dst = np.concatenate([a_dst, wl.dst[lo:hi]])
             a_red = np.concatenate([a_red, wl.reducer[lo:hi]])
-            a_cof = np.concatenate([a_cof, cof[lo:hi]])
             a_rem = np.concatenate([a_rem, wl.size[lo:hi]])
-            a_size = np.concatenate([a_size, wl.size[lo:hi]])
             a_sent = np.concatenate([a_sent, np.zeros(hi - lo)])
-            pos = np.searchsorted(acf, a_cof)
+            pos = np.concatenate([pos, np.searchsorted(acf, cof[lo:hi])])
             cnt = np.bincount(pos, minlength=acf.size)
             nxt = j
         if a_rem.size == 0:
@@ -114,6 +115,11 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
                 continue
             break
         events += 1
+        if not events & 255 and time.perf_counter() >= log_at:
+            log_at = time.perf_counter() + LOG_EVERY_S
+            done = int(np.isfinite(finish).sum() + (~admitted).sum())
+            print(f"{label or sched.name}: t={t:.1f} s simulated, {done}/{C} coflows done, {events} events, "
+                  f"{a_rem.size} active flows, {time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
         if events > max_events:
             raise SimError(f"more than {max_events} events: giving up")
         cf_lo = np.zeros(acf.size + 1, dtype=np.int64)
@@ -147,9 +153,9 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             if bar is not None:
                 bar.update(len(rej))
         if keep is not None:
-            a_src, a_dst, a_red, a_cof = a_src[keep], a_dst[keep], a_red[keep], a_cof[keep]
-            a_rem, a_sent, a_size = a_rem[keep], a_sent[keep], a_size[keep]
-            pos = np.searchsorted(acf, a_cof)
+            a_src, a_dst, a_red = a_src[keep], a_dst[keep], a_red[keep]
+            a_rem, a_sent = a_rem[keep], a_sent[keep]
+            pos = (np.cumsum(alloc.admitted) - 1)[pos[keep]]
             cnt = np.bincount(pos, minlength=acf.size)
             if a_rem.size == 0:
                 continue
@@ -173,12 +179,12 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         cf_moved = np.zeros(acf.size)
         # advance every flow; flows that finish are dropped from the active arrays in the same pass
         n = kernels.advance_compact(a_rem, a_sent, rates, dt, fin_before, pos, cf_moved,
-                                    a_src, a_dst, a_red, a_cof, a_size, cnt)
+                                    a_src, a_dst, a_red, cnt)
         cf_sent[acf] += cf_moved
         t = t_next
         if n < a_rem.size:
-            a_src, a_dst, a_red, a_cof = a_src[:n], a_dst[:n], a_red[:n], a_cof[:n]
-            a_rem, a_sent, a_size, pos = a_rem[:n], a_sent[:n], a_size[:n], pos[:n]
+            a_src, a_dst, a_red = a_src[:n], a_dst[:n], a_red[:n]
+            a_rem, a_sent, pos = a_rem[:n], a_sent[:n], pos[:n]
             gone = cnt == 0
             if gone.any():
                 finish[acf[gone]] = t
@@ -186,7 +192,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
                     bar.update(int(gone.sum()))
                 acf = acf[~gone]
                 cnt = cnt[~gone]
-                pos = np.searchsorted(acf, a_cof)
+                pos = (np.cumsum(~gone) - 1)[pos]
     if bar is not None:
         bar.close()
     return SimResult(finish, admitted, events, time.perf_counter() - t0, max_over)

@@ -270,7 +270,7 @@ def check_rates(rem, rates):
 
 
 @njit(cache=True)
-def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, cof, size, cnt):
+def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, cnt):
     """:func:`advance` and :func:`compact` in one pass: finished flows are dropped from the
     active arrays (in place) as they finish.  Returns the new length."""
     n = rem.shape[0]
@@ -292,10 +292,8 @@ def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, r
             src[k] = src[f]
             dst[k] = dst[f]
             red[k] = red[f]
-            cof[k] = cof[f]
             rem[k] = rem[f]
             sent[k] = sent[f]
-            size[k] = size[f]
             pos[k] = p
         k += 1
     return k
@@ -336,10 +334,8 @@ def compact(fin, src, dst, red, cof, rem, sent, size, pos, cnt):
             src[k] = src[f]
             dst[k] = dst[f]
             red[k] = red[f]
-            cof[k] = cof[f]
             rem[k] = rem[f]
             sent[k] = sent[f]
-            size[k] = size[f]
             pos[k] = pos[f]
         k += 1
     return k
