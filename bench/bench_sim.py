@@ -1,88 +1,180 @@
 #!/usr/bin/env python3
-"""Simulator benchmark: wall time and peak memory of every scheduler on the FB trace and on a
-generated trace 10x larger, each run in its own process (peak RSS is per run).
+"""Simulator benchmark: wall time, CPU time (user + sys) and peak memory of every scheduler on
+the FB trace and on a generated trace 10x larger (10x the coflows: 5,260 coflows, 14.7M flows),
+each run in its own process (peak RSS and CPU are per run).
 
-Figures are also reported as ratios against the `fair` baseline measured in the same run.
-With COFLOWSIM_CMD set (a command template with {sched} and {trace}, see README), CoflowSim runs
-side by side and the speed-up over it is reported.  A benchmark, not a test: nothing asserts.
+Figures are reported as ratios against baselines measured or recorded alongside:
+- ``fair`` measured in the same run (wall and CPU ratios), so that a loaded machine cancels out;
+- CoflowSim: either run side by side (``COFLOWSIM_CMD``, a command template with {sched} and
+  {trace}) or its recorded runs on the same trace (``--coflowsim-dir``, default ../coflowsim:
+  results/X.json wall_s and runs/X.time user + sys), for the schedulers it has.
+CPU time is the fairer figure when other jobs load the machine: it does not count waiting.
+
+Bounded: every run stops at ``--timeout`` seconds (FB) or ``--timeout-10x`` seconds (10x trace);
+a run that hits the cap reports how far it got (its last progress line: simulated time,
+coflows done).  A benchmark, not a test: nothing asserts.  Writes bench.json and bench.md.
 """
 import argparse
 import json
 import os
-import resource
+import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = "fair,pfp,fifo,scf,ncf,tcf,sebf,dclas,dclas-strict,fifo-lm,drf,hug,utopia,fai,sincronia"
+DEFAULT_10X = "fair,sebf,dclas-strict,dclas,hug"
+# our scheduler -> CoflowSim's name for the same policy
+COFLOWSIM = {"fair": "FAIR", "fifo": "FIFO", "sebf": "SEBF", "dclas-strict": "DARK", "pfp": "PFP",
+             "scf": "SCF", "ncf": "NCF"}
 
 
-def run(cmd, timeout):
-    """Run one command; wall time, and its own peak RSS from /usr/bin/time when available
-    (RUSAGE_CHILDREN would give the maximum over all runs so far)."""
-    timer = ["/usr/bin/time", "-f", "MAXRSS_KB %M"] if os.path.exists("/usr/bin/time") else []
+def run(cmd, timeout, env=None):
+    """Run one command: wall time, CPU (user + sys) and peak RSS of that process alone (from
+    /usr/bin/time when available), success, and its last output line.  At the cap the whole
+    process group is killed (CPU then unknown)."""
+    timer = ["/usr/bin/time", "-f", "BENCH_TIME %M %U %S"] if os.path.exists("/usr/bin/time") else []
     t0 = time.perf_counter()
-    rss_kb = None
+    before = os.times()
+    rss_kb = cpu = None
+    out = {"ok": False}
+    p = subprocess.Popen(timer + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
     try:
-        p = subprocess.run(timer + cmd, capture_output=True, text=True, timeout=timeout)
-        ok = p.returncode == 0
-        err = [l for l in p.stderr.splitlines() if not l.startswith("MAXRSS_KB ")]
-        for l in p.stderr.splitlines():
-            if l.startswith("MAXRSS_KB "):
-                rss_kb = int(l.split()[1])
-        tail = (p.stdout.strip().splitlines() + err)[-1:] or [""]
+        so, se = p.communicate(timeout=timeout)
+        out["ok"] = p.returncode == 0
+        lines = so.strip().splitlines() + se.strip().splitlines()
     except subprocess.TimeoutExpired:
-        ok, tail = False, [f"timeout after {timeout} s"]
+        os.killpg(p.pid, signal.SIGKILL)
+        so, se = p.communicate()
+        lines = se.strip().splitlines() + [f"stopped at the {timeout:.0f} s cap"]
+        out["capped"] = True
     wall = time.perf_counter() - t0
-    if rss_kb is None:
-        rss_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return {"ok": ok, "wall_s": wall, "peak_rss_mb": rss_kb / 1024.0, "last_line": tail[0]}
+    for l in lines:
+        if l.startswith("BENCH_TIME "):
+            _, m, u, s = l.split()
+            rss_kb, cpu = int(m), float(u) + float(s)
+    if cpu is None and not timer and not out.get("capped"):
+        after = os.times()
+        cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    lines = [l for l in lines if not l.startswith("BENCH_TIME ")]
+    out.update(wall_s=wall, cpu_s=cpu, peak_rss_mb=None if rss_kb is None else rss_kb / 1024.0,
+               last_line=(lines[-1] if lines else ""))
+    prog = [l for l in lines if "coflows done" in l]
+    if out.get("capped") and prog:
+        out["progress"] = prog[-1]
+    return out
+
+
+def coflowsim_recorded(d, name, trace):
+    """(wall_s, cpu_s) of CoflowSim's recorded run of ``name`` on the same trace file, or None."""
+    if not d:
+        return None
+    try:
+        with open(os.path.join(d, "results", f"{name}.json")) as f:
+            r = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not r.get("completed") or os.path.basename(str(r.get("trace"))) != os.path.basename(trace):
+        return None
+    cpu = None
+    try:
+        with open(os.path.join(d, "runs", f"{name}.time")) as f:
+            t = f.read()
+        u = re.search(r"User time \(seconds\): ([\d.]+)", t)
+        s = re.search(r"System time \(seconds\): ([\d.]+)", t)
+        if u and s:
+            cpu = float(u.group(1)) + float(s.group(1))
+    except OSError:
+        pass
+    return float(r["wall_s"]), cpu
+
+
+def fmt(x, spec=".1f", none="-"):
+    return none if x is None else format(x, spec)
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", default=os.path.join(REPO, "..", "shared", "traces", "FB2010-1Hr-150-0.txt"))
     ap.add_argument("--schedulers", default=DEFAULT)
-    ap.add_argument("--timeout", type=float, default=1800)
+    ap.add_argument("--schedulers-10x", default=DEFAULT_10X)
+    ap.add_argument("--timeout", type=float, default=1800, help="cap per FB run (s)")
+    ap.add_argument("--timeout-10x", type=float, default=300, help="cap per 10x run (s)")
     ap.add_argument("--out", default="out/bench")
     ap.add_argument("--skip-10x", action="store_true")
+    ap.add_argument("--coflowsim-dir", default=os.environ.get("COFLOWSIM_DIR", os.path.join(REPO, "..", "coflowsim")),
+                    help="CoflowSim checkout with results/X.json and runs/X.time of its FB runs")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     coflow = os.path.join(os.path.dirname(sys.executable), "coflow")
+    env = dict(os.environ, COFLOW_PROGRESS_S="15")
     traces = []
     if os.path.exists(a.trace):
-        traces.append(("fb", a.trace))
+        traces.append(("fb", a.trace, a.schedulers, a.timeout))
     else:
         print(f"bench: FB trace not found at {a.trace}: skipping it", file=sys.stderr)
     if not a.skip_10x:
         big = os.path.join(a.out, "gen-10x.txt")
         if not os.path.exists(big):
             subprocess.run([coflow, "trace", "gen", "--coflows", "5260", "--ports", "150", "--seed", "10", "-o", big], check=True)
-        traces.append(("gen10x", big))
+        traces.append(("gen10x", big, a.schedulers_10x, a.timeout_10x))
     results = {}
-    for tname, path in traces:
-        for s in a.schedulers.split(","):
+    for tname, path, names, cap in traces:
+        for s in names.split(","):
             print(f"bench: {tname} {s} ...", file=sys.stderr, flush=True)
-            r = run([coflow, "sim", "--trace", path, "--scheduler", s, "--quiet",
-                     "--json", os.path.join(a.out, f"{tname}-{s}.json")], a.timeout)
+            r = run([coflow, "sim", "--trace", path, "--scheduler", s,
+                     "--json", os.path.join(a.out, f"{tname}-{s}.json")], cap, env)
             results[f"{tname}/{s}"] = r
-            print(f"  {r['wall_s']:8.1f} s  {r['peak_rss_mb']:7.0f} MB  {'ok' if r['ok'] else 'FAILED'}  {r['last_line']}", flush=True)
+            print(f"  {r['wall_s']:8.1f} s wall {fmt(r['cpu_s'], '8.1f')} s cpu {fmt(r['peak_rss_mb'], '7.0f')} MB  "
+                  f"{'ok' if r['ok'] else 'CAPPED' if r.get('capped') else 'FAILED'}  {r.get('progress', r['last_line'])}", flush=True)
             tmpl = os.environ.get("COFLOWSIM_CMD")
-            if tmpl and tname == "fb":
-                c = run(shlex.split(tmpl.format(sched=s.upper(), trace=path)), a.timeout)
+            if tmpl and tname == "fb" and s in COFLOWSIM:
+                c = run(shlex.split(tmpl.format(sched=COFLOWSIM[s], trace=path)), a.timeout)
                 results[f"{tname}/{s}/coflowsim"] = c
                 print(f"  coflowsim {c['wall_s']:8.1f} s -> speed-up {c['wall_s'] / r['wall_s']:.1f}x", flush=True)
         base = results.get(f"{tname}/fair")
-        if base:
-            for s in a.schedulers.split(","):
-                r = results.get(f"{tname}/{s}")
-                if r:
-                    r["wall_vs_fair"] = r["wall_s"] / base["wall_s"]
+        for s in names.split(","):
+            r = results.get(f"{tname}/{s}")
+            if not r:
+                continue
+            if base and base["ok"]:
+                r["wall_vs_fair"] = r["wall_s"] / base["wall_s"]
+                r["cpu_vs_fair"] = r["cpu_s"] / base["cpu_s"] if base["cpu_s"] and r["cpu_s"] is not None else None
+            if tname == "fb" and s in COFLOWSIM and r["ok"]:
+                side = results.get(f"{tname}/{s}/coflowsim")
+                rec = coflowsim_recorded(a.coflowsim_dir, COFLOWSIM[s], path)
+                if side and side["ok"]:
+                    r["coflowsim"] = {"source": "side by side", "wall_s": side["wall_s"], "cpu_s": side["cpu_s"]}
+                elif rec:
+                    r["coflowsim"] = {"source": "recorded", "wall_s": rec[0], "cpu_s": rec[1]}
+                if r.get("coflowsim"):
+                    c = r["coflowsim"]
+                    r["speedup_wall"] = c["wall_s"] / r["wall_s"]
+                    r["speedup_cpu"] = c["cpu_s"] / r["cpu_s"] if c["cpu_s"] and r["cpu_s"] else None
     with open(os.path.join(a.out, "bench.json"), "w") as f:
         json.dump(results, f, indent=1)
-    print(f"bench: {os.path.join(a.out, 'bench.json')}")
+    md = ["| trace | scheduler | wall (s) | CPU (s) | peak RSS (MB) | wall / fair | CPU / fair | CoflowSim wall (s) | speed-up wall | speed-up CPU |",
+          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for key, r in results.items():
+        if key.endswith("/coflowsim"):
+            continue
+        tname, s = key.split("/")
+        state = "" if r["ok"] else (" (capped)" if r.get("capped") else " (failed)")
+        c = r.get("coflowsim") or {}
+        md.append(f"| {tname} | {s}{state} | {r['wall_s']:.1f} | {fmt(r['cpu_s'])} | {fmt(r['peak_rss_mb'], '.0f')} | "
+                  f"{fmt(r.get('wall_vs_fair'), '.2f')} | {fmt(r.get('cpu_vs_fair'), '.2f')} | {fmt(c.get('wall_s'), '.0f')} | "
+                  f"{fmt(r.get('speedup_wall'), '.0f')}{'x' if r.get('speedup_wall') else ''} | "
+                  f"{fmt(r.get('speedup_cpu'), '.0f')}{'x' if r.get('speedup_cpu') else ''} |")
+        if r.get("progress"):
+            md.append(f"| | ↳ {r['progress']} | | | | | | | | |")
+    with open(os.path.join(a.out, "bench.md"), "w") as f:
+        f.write("\n".join(md) + "\n")
+    print("\n".join(md))
+    print(f"bench: {os.path.join(a.out, 'bench.json')}, {os.path.join(a.out, 'bench.md')}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ ticks, Varys's T/δ).  Between events every flow advances at its rate.  No fixed
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ from .trace import Workload, coflow_bins
 
 GBPS = 1e9 / 8  # 1 Gbit/s in bytes/s
 COFLOWSIM_BPS = 1024 * 1048576 / 8  # CoflowSim's Constants.RACK_BITS_PER_SEC in bytes/s
-LOG_EVERY_S = 60.0  # progress line period when stderr is not a terminal
+# progress line period (s) when stderr is not a terminal
+LOG_EVERY_S = float(os.environ.get("COFLOW_PROGRESS_S", "60"))
 
 
 class SimError(RuntimeError):
