@@ -202,3 +202,15 @@ def test_unit_fill_is_bit_identical_to_weighted_fill(vq):
     kernels.fill_unit(v.src, v.dst, idx, P, ra, 1e-9, np.zeros((P, P), dtype=np.int32), a)
     kernels.fill(v.src, v.dst, np.ones(n), idx, P, rb, 1e-9, np.zeros((P, P)), np.zeros((P, P)), b)
     assert np.array_equal(a, b) and np.array_equal(ra, rb)
+
+
+@FAST
+@given(inst=instances(max_ports=6, max_coflows=5, max_flows=6))
+def test_hug_kernel_is_bit_identical_to_reference(inst):
+    """HUG's compiled DRF stage + capped water-fill equals the numpy reference exactly."""
+    from helpers import view as mkview
+    wl, caps = inst
+    v = mkview(wl.ports, [[(int(wl.src[f]), int(wl.dst[f]), float(wl.size[f])) for f in range(wl.flow_lo[k], wl.flow_lo[k + 1])]
+                          for k in range(wl.ncoflows)], caps[:wl.ports], caps[wl.ports:])
+    s = make_scheduler("hug")
+    assert np.array_equal(s.allocate(v).rates, s.allocate_reference(v).rates)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Allocation, INF, Scheduler, View, register
-from .primitives import ordered_waterfill, pair_waterfill, waterfill
+from . import kernels
+from .primitives import REL_TOL, ordered_waterfill, pair_waterfill, scratch, waterfill
 
 
 def correlation(D: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,6 +69,20 @@ class Hug(Scheduler):
         work_conserving: bool = False
 
     def allocate(self, v: View) -> Allocation:
+        if self.params.work_conserving:
+            return self.allocate_reference(v)
+        # the DRF stage and the capped second stage's links in one compiled pass; the same
+        # arithmetic as allocate_reference below
+        rates, Pstar, links, all_rem = kernels.hug_prepare(
+            v.src, v.dst, np.ascontiguousarray(v.cf, dtype=np.int64), np.ascontiguousarray(v.remaining, dtype=float),
+            np.ascontiguousarray(v.caps, dtype=float), v.ports, v.ncoflows)
+        if not np.isfinite(Pstar):
+            return Allocation(rates)
+        add = kernels.waterfill_links(links, scratch(v.nflows)[0][:v.nflows], all_rem, REL_TOL)
+        return Allocation(rates + add)
+
+    def allocate_reference(self, v: View) -> Allocation:
+        """:meth:`allocate` step by step in numpy (the tests check they agree)."""
         rates, Pstar, _ = drf_rates(v)
         if not np.isfinite(Pstar):
             return Allocation(rates)

@@ -846,3 +846,67 @@ def group_fill(gorder, cg, cf_lo, src, dst, P, rem, rel_tol, ones, buf):
         if not (upfree and dnfree):
             break
     return rates
+
+
+@njit(cache=True)
+def hug_prepare(src, dst, cf, remaining, caps, P, C):
+    """HUG's DRF stage and its second stage's links in one pass per step (same arithmetic as
+    :func:`coflow.sched.isolation.drf_rates` and ``Hug.allocate``'s numpy version).
+    Returns (DRF rates, P*, links (n x 4): uplink, downlink and the coflow's two virtual
+    (coflow, link) caps, residual capacity of the 2P + C*2P links)."""
+    n = src.shape[0]
+    L = 2 * P
+    D = np.zeros(C * L)
+    for f in range(n):
+        D[cf[f] * L + src[f]] += remaining[f]
+    for f in range(n):
+        D[cf[f] * L + P + dst[f]] += remaining[f]
+    dbar = np.zeros(C)
+    t = np.zeros(C * L)
+    for k in range(C):
+        m = 0.0
+        for l in range(L):
+            d = D[k * L + l]
+            x = d / caps[l] if d > 0 else 0.0
+            t[k * L + l] = x
+            if x > m:
+                m = x
+        dbar[k] = m
+    colsum = np.zeros(L)
+    for k in range(C):
+        for l in range(L):
+            colsum[l] += (t[k * L + l] / dbar[k]) if dbar[k] > 0 else 0.0
+    smax = 0.0
+    for l in range(L):
+        if colsum[l] > smax:
+            smax = colsum[l]
+    pstar = 1.0 / smax if smax > 0 else INF
+    rates = np.zeros(n)
+    links = np.empty((n, 4), dtype=np.int64)
+    allrem = np.empty(L + C * L)
+    if not pstar < INF:
+        return rates, pstar, links, allrem
+    for f in range(n):
+        db = dbar[cf[f]]
+        rates[f] = pstar * remaining[f] / db if db > 0 else 0.0
+    used = np.zeros(L)
+    for f in range(n):
+        used[src[f]] += rates[f]
+    for f in range(n):
+        used[P + dst[f]] += rates[f]
+    for l in range(L):
+        allrem[l] = max(caps[l] - used[l], 0.0)
+    usage = np.zeros(C * L)
+    for f in range(n):
+        usage[cf[f] * L + src[f]] += rates[f]
+    for f in range(n):
+        usage[cf[f] * L + P + dst[f]] += rates[f]
+    for k in range(C):
+        for l in range(L):
+            allrem[L + k * L + l] = max(pstar * caps[l] - usage[k * L + l], 0.0)
+    for f in range(n):
+        links[f, 0] = src[f]
+        links[f, 1] = dst[f] + P
+        links[f, 2] = cf[f] * L + src[f] + L
+        links[f, 3] = cf[f] * L + P + dst[f] + L
+    return rates, pstar, links, allrem
