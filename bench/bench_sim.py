@@ -46,7 +46,8 @@ def run(cmd, timeout, env=None):
     try:
         so, se = p.communicate(timeout=timeout)
         out["ok"] = p.returncode == 0
-        lines = so.strip().splitlines() + se.strip().splitlines()
+        # the summary is the last line on stdout; errors and progress are on stderr
+        lines = se.strip().splitlines() + (so.strip().splitlines() if out["ok"] else [])
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         so, se = p.communicate()
