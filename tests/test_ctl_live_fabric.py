@@ -123,6 +123,7 @@ def wait_for(pred, timeout=3.0, step=0.01):
 def test_fabric_live(fabric):
     """One controller lifetime, several checks in order (the fabric is slow to build)."""
     from scapy.all import IP, UDP
+    from coflow.ctl import model as M
     t, f = fabric
     ctl = make_controller(t, f, settings={"Q1": "3000"}, delta_s=0.01)
     try:
@@ -144,8 +145,7 @@ def test_fabric_live(fabric):
         cid = ctl.registry.register([("h0", "h1", None), ("h1", "h0", None)])
         c = (cid.cid.external, cid.cid.internal)
         assert wait_for(lambda: c in ctl.slots.slot and ctl.agents["l0"].actual is not None
-                        and any(e.table.endswith("coflow_slot") for e in ctl.agents["l0"].actual.entities.values()
-                                if hasattr(e, "table")))
+                        and ctl.agents["l0"].actual.table(M.T_SLOT))
         time.sleep(0.05)
         sends = [("h0-eth0", frame(t, "h0", "h1", cid=c, length=1000, ident=i)) for i in range(2)] + \
                 [("h1-eth0", frame(t, "h1", "h0", cid=c, length=1000, ident=i)) for i in range(2)]
@@ -165,8 +165,7 @@ def test_fabric_live(fabric):
         t_back = time.monotonic()
         assert wait_for(lambda: ctl.agents["l1"].pipeline_pushes == before + 1
                         and ctl.agents["l1"].state == "master"
-                        and ctl._synced.get("l1") is not None
-                        and ctl._synced["l1"][1] is ctl.agents["l1"].actual, 2.0), \
+                        and ctl.agents["l1"].in_sync and not ctl.book.dirty["l1"], 2.0), \
             ctl.agents["l1"].status()
         took = time.monotonic() - t_back
         assert took < 2.0

@@ -28,9 +28,10 @@ from . import model as M
 from . import translate as TR
 from .codec import Codec
 from .coord import DclasCoordinator
+from .desired import DesiredBook
 from .observe import Metrics, StatusServer
 from .rates import plan as rate_plan
-from .switch import SwitchAgent, pipeline_cookie
+from .switch import SwitchAgent, pipeline_cookie, sync_many
 from .wire import EncodedCache
 
 log = logging.getLogger(__name__)
@@ -98,18 +99,20 @@ class Controller:
         self._seeded = False
         self._overrides: dict = {e: {} for e in self.edges}  # switch -> {cid: prio}
         self._prio: dict = {}  # rate modes: cid -> prio
-        self._meters: dict = {}  # rate modes: switch -> [entities]
         self._next_event = INF
         self._rates_stale = True
         self._static_cache = None
-        self._slot_cache: tuple = (None, [])
-        self._desired_cache: dict = {}
-        self._rates_version = 0
+        self._slot_cache: tuple = (None, {})
+        self._ovr_cache: tuple = (None, {})  # rate modes: (prio dict, keyed override entities)
+        self._ovr_src: dict = {}  # dclas: edge -> the override dict its component was built from
         self._view_cache: dict = {}
         self._meter_ctx = TR.MeterContext(topology)
+        # desired state per switch, kept incrementally (components + keys changed since each
+        # switch's last successful sync)
+        self.book = DesiredBook(self.agents)
         self._queues: dict = {}
         self._sizes: dict = {}
-        self._synced: dict = {}  # switch -> (desired entities, actual object) of the last sync
+        self._round_lock = threading.Lock()  # one round at a time (loop, start, tests)
         self.rounds = 0
         self.last_round: dict = {}
         # threads
@@ -259,17 +262,23 @@ class Controller:
         return new
 
     def _read_counters(self) -> float:
-        """D-CLAS read phase: coflow_bytes of every coordinated slot from every edge switch."""
+        """D-CLAS read phase: coflow_bytes of every coordinated slot from every edge switch,
+        one ReadRequest per switch, all in flight together."""
         t0 = time.perf_counter()
-        idx = sorted(set(self.slots.slot.values()))
+        idx = tuple(sorted(set(self.slots.slot.values())))
         if not idx:
             return 0.0
         readable = [self.agents[e] for e in self.edges
                     if self.agents[e].state in (SwitchAgent.MASTER, SwitchAgent.BACKUP)]
-        futs = {a.name: self._pool.submit(a.read_counters, M.C_COFLOW_BYTES, idx) for a in readable}
-        for name, f in futs.items():
+        waits = {}
+        for a in readable:
             try:
-                counts = f.result(timeout=2.0)
+                waits[a.name] = a.read_counters_start(M.C_COFLOW_BYTES, idx)
+            except Exception:  # noqa: BLE001
+                self.metrics.read_errors.labels(a.name).inc()
+        for name, wait in waits.items():
+            try:
+                counts = wait()
             except Exception:  # noqa: BLE001
                 self.metrics.read_errors.labels(name).inc()
                 continue
@@ -278,8 +287,14 @@ class Controller:
         return time.perf_counter() - t0
 
     def round(self) -> dict:
-        """One read / compute / write round; returns its timings (seconds) and update count."""
+        """One read / compute / write round; returns its timings (seconds: wall, and the
+        process's CPU time as ``cpu_s``) and update count."""
+        with self._round_lock:
+            return self._round()
+
+    def _round(self) -> dict:
         t0 = time.perf_counter()
+        c0 = time.process_time()
         with self._mu:
             if self._registry_dirty:
                 self._refresh_coflows()
@@ -305,8 +320,8 @@ class Controller:
         self.metrics.rounds.labels(self.mode).inc()
         self.rounds += 1
         self.last_round = {"read_s": t_read, "compute_s": t2 - t1, "write_s": t3 - t2,
-                           "total_s": t3 - t0, "updates": written, "errors": errors,
-                           "at": time.time()}
+                           "total_s": t3 - t0, "cpu_s": time.process_time() - c0,
+                           "updates": written, "errors": errors, "at": time.time()}
         self._publish()
         return self.last_round
 
@@ -334,9 +349,13 @@ class Controller:
         self._rates_stale = False
         self._next_event = p.next_event
         self._prio = p.prio
-        self._meters = TR.meter_entities_arrays(self._meter_ctx, p.cids, p.cf, p.src, p.dst,
-                                                p.rates, self.slots.slot, self.ctl)
-        self._rates_version += 1
+        u = self._meter_ctx.update(p.cids, p.cf, p.src, p.dst, p.rates, self.slots.slot, self.ctl)
+        for name in self.agents:
+            self.book.set("flow_meter", name, u.fm.get(name, TR.EMPTY))
+            if u.changed is None:
+                self.book.set("meters", name, u.meters.get(name, TR.EMPTY))
+            elif name in u.changed:
+                self.book.set("meters", name, u.meters[name], changed=u.changed[name])
         if p.alloc is not None and p.alloc.queue is not None:
             self._queues = {c: int(q) for c, q in zip(p.cids, p.alloc.queue.tolist())}
         else:
@@ -358,46 +377,45 @@ class Controller:
         return cache[1]
 
     def _desired(self) -> dict:
-        """Desired state per switch. A switch's state is rebuilt only when one of its inputs
-        changed (static key, slot assignments, its overrides, the rate plan); otherwise the
-        previous object is returned, so an unchanged switch costs an identity check."""
+        """Desired state per switch (the book's live objects). Only the components whose
+        inputs changed are handed to the book (static key, slot assignments, overrides; the
+        rate plan's meters in :meth:`_compute_rates`), and the book compares only those, so
+        an unchanged switch costs identity checks."""
         static = self._static()
         slots_key = tuple(sorted(self.slots.slot.items()))
         if self._slot_cache[0] != slots_key:
-            self._slot_cache = (slots_key, TR.slot_entities(self.slots.slot))
+            self._slot_cache = (slots_key, {e.key: e for e in TR.slot_entities(self.slots.slot)})
         slot_ents = self._slot_cache[1]
-        out = {}
+        ovr = None
+        if self.mode in TR.RATE_MODES:
+            if self._ovr_cache[0] is not self._prio:
+                self._ovr_cache = (self._prio, {e.key: e for e in (
+                    TR.override_entity(c, p) for c, p in self._prio.items())})
+            ovr = self._ovr_cache[1]
+        book = self.book
         for name in self.agents:
-            edge = name in self.edges
-            if self.mode == "dclas" and edge:
-                dyn = tuple(sorted(self._overrides.get(name, {}).items()))
-            elif self.mode in TR.RATE_MODES:
-                dyn = self._rates_version
-            else:
-                dyn = None
-            key = (id(static[name]), slots_key if edge else None, dyn)
-            cached = self._desired_cache.get(name)
-            if cached is not None and cached[0] == key:
-                out[name] = cached[1]
+            book.set("static", name, static[name].entities)
+            if name not in self.edges:
                 continue
-            st = static[name].copy()
-            if edge:
-                st.update(slot_ents)
-                if self.mode == "dclas":
-                    st.update(TR.override_entity(c, p) for c, p in self._overrides.get(name, {}).items())
-                elif self.mode in TR.RATE_MODES:
-                    st.update(TR.override_entity(c, p) for c, p in self._prio.items())
-            if self.mode in TR.RATE_MODES:
-                st.merge_keyed(self._meters.get(name, {}))
-            self._desired_cache[name] = (key, st)
-            out[name] = st
-        return out
+            book.set("slots", name, slot_ents)
+            if self.mode == "dclas":
+                want = self._overrides.get(name, TR.EMPTY)
+                if self._ovr_src.get(name) != want:
+                    book.set("overrides", name, {e.key: e for e in (
+                        TR.override_entity(c, p) for c, p in want.items())})
+                    self._ovr_src[name] = want
+            elif ovr is not None:
+                book.set("overrides", name, ovr)
+        return {name: book.state(name) for name in self.agents}
 
     def _write(self, desired: dict) -> tuple[int, int]:
+        """Per switch: the writes for the keys that changed since its last successful sync (all
+        keys after a reconnect, an audit or a failed write), one Write per switch, all in flight
+        together; a switch whose cache must be read back first syncs in a pool thread."""
         audit = self.ctl.audit_s > 0 and time.monotonic() - self._last_audit >= self.ctl.audit_s
         if audit:
             self._last_audit = time.monotonic()
-        futs = {}
+        now, later = [], {}
         for name, st in desired.items():
             a = self.agents[name]
             if a.state != SwitchAgent.MASTER:
@@ -406,22 +424,24 @@ class Controller:
             self.metrics.switch_up.labels(name).set(1)
             if audit:
                 a.audit()
-            last = self._synced.get(name)
-            if last is not None and a.actual is not None and last[1] is a.actual \
-                    and last[0] is st.entities:
+            dirty = self.book.dirty[name]
+            if not dirty and a.in_sync:
                 continue  # nothing changed on either side since the last sync
-            futs[name] = self._pool.submit(a.sync, st)
+            if a.actual is None:
+                later[name] = self._pool.submit(a.sync, st, None)
+            else:
+                now.append((a, st, dirty))
+        results = sync_many(now)
+        for name, f in later.items():
+            results[name] = f.result()
         written = errors = 0
-        for name, f in futs.items():
-            n, err = f.result()
-            a = self.agents[name]
+        for name, (n, err) in results.items():
             if err is None:
                 written += n
                 self.metrics.updates.labels(name).inc(n)
-                self._synced[name] = (desired[name].entities, a.actual)
+                self.book.synced(name)
             else:
                 errors += 1
-                self._synced.pop(name, None)
                 self.metrics.write_errors.labels(name).inc()
         return written, errors
 

@@ -164,17 +164,23 @@ class SwitchState:
     def __len__(self) -> int:
         return len(self.entities)
 
+    # (list() copies the items at once: a switch's cache is updated in place by the write
+    # phase while another thread may look at it)
     def of_kind(self, kind: str) -> list:
-        return [e for k, e in self.entities.items() if k[0] == kind]
+        return [e for k, e in list(self.entities.items()) if k[0] == kind]
 
     def table(self, name: str) -> list[TableEntry]:
-        return [e for k, e in self.entities.items() if k[0] == "table" and k[1] == name]
+        return [e for k, e in list(self.entities.items()) if k[0] == "table" and k[1] == name]
 
 
 # Write ordering ------------------------------------------------------------------------------
 # Inserts and modifies: members, then groups (they reference members), then table entries (they
-# reference members or groups), defaults, meters. Deletes: the reverse (entries, groups, members).
+# reference members or groups), defaults, meters. Deletes: the reverse (entries, groups, members),
+# meters (resets) last. Inside a phase the ops are sorted by key: the order is canonical, the same
+# whether the diff looked at every key (:func:`diff`) or only at the keys that changed since the
+# last sync (:func:`diff_keys`).
 _ORDER = {"member": 0, "group": 1, "table": 2, "default": 3, "meter": 4}
+_DEL_ORDER = {"table": 0, "group": 1, "member": 2, "meter": 3}
 
 
 @dataclass(frozen=True)
@@ -190,43 +196,65 @@ def diff(desired: SwitchState, actual: SwitchState,
          managed_tables: Iterable[str] = MANAGED_TABLES) -> list[Op]:
     """Writes that turn ``actual`` into ``desired``, ordered for one batch:
     inserts/modifies of members, groups, table entries, defaults, meters; then deletes of table
-    entries, groups, members, meters. Table entries in tables the controller does not manage
-    and default actions it has no opinion on are left alone. A ``coflow_slot`` entry that is
-    inserted, or modified to another slot, is preceded by a reset of that slot's counter."""
-    managed = set(managed_tables)
-    ups: list[tuple[int, Op]] = []
-    dels: list[tuple[int, Op]] = []
-    for key, want in desired.entities.items():
-        have = actual.entities.get(key)
-        if have == want:
-            continue
+    entries, groups, members, meters; by key inside each phase. Table entries in tables the
+    controller does not manage and default actions it has no opinion on are left alone. A
+    ``coflow_slot`` entry that is inserted, or modified to another slot, is preceded by a reset
+    of that slot's counter."""
+    want, have = desired.entities, actual.entities
+    keys = [k for k, v in want.items() if have.get(k) is not v]
+    keys += [k for k in have if k not in want]
+    return diff_keys(desired, actual, keys, managed_tables)
+
+
+def diff_keys(desired: SwitchState, actual: SwitchState, keys: Iterable,
+              managed_tables: Iterable[str] = MANAGED_TABLES) -> list[Op]:
+    """:func:`diff` restricted to ``keys``. When ``actual`` held every entity of an earlier
+    desired state (a successful sync) and ``keys`` holds every key whose desired entity changed
+    since (added, modified, removed), this equals the full :func:`diff` (the controller's
+    incremental path; the tests check the equality on random histories)."""
+    managed = managed_tables if isinstance(managed_tables, (set, frozenset)) else set(managed_tables)
+    want, have_all = desired.entities, actual.entities
+    ups: list = []
+    dels: list = []
+    for key in keys:
+        w = want.get(key)
+        h = have_all.get(key)
+        if w is not None:
+            if h is w or h == w:
+                continue
+            ups.append((_ORDER[key[0]], key, w, h))
+        elif h is not None:
+            kind = key[0]
+            if kind == "default":
+                continue  # the controller only rewrites defaults it wants; nothing to delete
+            if kind == "table" and h.table not in managed:
+                continue
+            dels.append((_DEL_ORDER[kind], key, h))
+    ups.sort(key=_phase_key)
+    dels.sort(key=_phase_key)
+    out: list[Op] = []
+    for _, key, w, h in ups:
         kind = key[0]
-        if have is None and kind not in ("default", "meter"):
-            typ = "INSERT"
-        else:
-            typ = "MODIFY"
-        if kind == "table" and want.table == T_SLOT:
-            slot = dict(want.params).get("slot")
-            if have is None or dict(have.params).get("slot") != slot:
-                ups.append((_ORDER["table"], Op("MODIFY", CounterReset(C_COFLOW_BYTES, slot))))
-        ups.append((_ORDER[kind], Op(typ, want)))
-    for key, have in actual.entities.items():
-        if key in desired.entities:
-            continue
-        kind = key[0]
-        if kind == "default":
-            continue  # the controller only rewrites defaults it wants; nothing to delete
-        if kind == "table" and have.table not in managed:
-            continue
-        dels.append((-_ORDER[kind] if kind != "meter" else 0, Op("DELETE", have)))
-    ups.sort(key=lambda t: t[0])  # stable: keeps the translation's order inside a kind
-    dels.sort(key=lambda t: t[0])
-    return [op for _, op in ups] + [op for _, op in dels]
+        if kind == "table" and w.table == T_SLOT:
+            slot = dict(w.params).get("slot")
+            if h is None or dict(h.params).get("slot") != slot:
+                out.append(Op("MODIFY", CounterReset(C_COFLOW_BYTES, slot)))
+        out.append(Op("INSERT" if h is None and kind not in ("default", "meter") else "MODIFY", w))
+    out += [Op("DELETE", h) for _, _, h in dels]
+    return out
+
+
+def _phase_key(t):
+    return t[0], t[1]
 
 
 def apply_ops(state: SwitchState, ops: Iterable[Op]) -> SwitchState:
     """The state a switch holds after ``ops`` succeeded (the controller's cache)."""
-    out = state.copy()
+    return apply_ops_inplace(state.copy(), ops)
+
+
+def apply_ops_inplace(out: SwitchState, ops: Iterable[Op]) -> SwitchState:
+    """:func:`apply_ops` on ``out`` itself (no copy of a large cache per write)."""
     for op in ops:
         e = op.entity
         if isinstance(e, CounterReset):

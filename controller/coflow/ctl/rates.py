@@ -45,12 +45,15 @@ class RatePlan:
 
 
 class _RecordArrays:
-    """A record's flows as arrays, rebuilt only when its flow specs change (the registry's
-    snapshots share the immutable FlowSpec objects, so their identities tell)."""
-    __slots__ = ("ids", "src", "dst", "size", "known", "valid")
+    """A record's flows as arrays, and its active part (remaining > 0, src != dst) for the View.
+    The flow arrays are rebuilt only when its flow specs change (the registry's snapshots share
+    the immutable FlowSpec objects: a list compare is an identity scan), the active part only
+    when its bytes sent change too (Update), so a round costs the coflows that moved."""
+    __slots__ = ("flows", "src", "dst", "size", "known", "valid", "sent_of", "unknown",
+                 "a_src", "a_dst", "a_sent", "a_rem", "k", "csent")
 
     def __init__(self, rec, host_port):
-        self.ids = tuple(map(id, rec.flows))
+        self.flows = list(rec.flows)
         n = len(rec.flows)
         self.src = np.fromiter((host_port[f.src] for f in rec.flows), np.int64, n)
         self.dst = np.fromiter((host_port[f.dst] for f in rec.flows), np.int64, n)
@@ -58,15 +61,34 @@ class _RecordArrays:
                                  for f in rec.flows), np.float64, n)
         self.known = self.size >= 0
         self.valid = self.src != self.dst
+        self.sent_of = None
+
+    def active(self, sb: dict, unknown: int) -> int:
+        """Refresh the active part for bytes sent ``sb``; returns its flow count."""
+        if self.sent_of is not None and self.unknown == unknown and self.sent_of == sb:
+            return self.k
+        n = len(self.flows)
+        sent = np.zeros(n)
+        for i, b in sb.items():
+            if 0 <= i < n:
+                sent[i] = b
+        rem = np.where(self.known, self.size - sent, float(unknown))
+        m = self.valid & (rem > 0)
+        self.k = int(m.sum())
+        self.a_src, self.a_dst, self.a_sent, self.a_rem = self.src[m], self.dst[m], sent[m], rem[m]
+        self.csent = float(sum(sb.values()))
+        self.sent_of = dict(sb)
+        self.unknown = unknown
+        return self.k
 
 
 def build_view(records, host_port: dict, link_Bps: float, now: float, memory: dict,
                unknown_size: int, cache: dict | None = None) -> tuple[View, tuple, list]:
     """(View, (cf, src, dst) arrays per View flow, [cid] per View coflow). ``cache`` (a dict
-    the caller keeps) holds each record's flow arrays between rounds."""
+    the caller keeps) holds each record's arrays between rounds."""
     cache = {} if cache is None else cache
     P = len(host_port)
-    parts_src, parts_dst, parts_sent, parts_rem, parts_cf = [], [], [], [], []
+    parts = []
     cids, ids, arr, csent, lo = [], [], [], [], [0]
     seen = set()
     for rec in records:
@@ -75,41 +97,37 @@ def build_view(records, host_port: dict, link_Bps: float, now: float, memory: di
         c = (rec.cid.external, rec.cid.internal)
         seen.add(c)
         ra = cache.get(c)
-        if ra is None or len(ra.ids) != len(rec.flows) or ra.ids != tuple(map(id, rec.flows)):
+        if ra is None or ra.flows != rec.flows:
             ra = cache[c] = _RecordArrays(rec, host_port)
-        n = len(ra.ids)
-        sent = np.zeros(n)
-        sb = rec.sent_bytes or {}
-        for i, b in sb.items():
-            if 0 <= i < n:
-                sent[i] = b
-        rem = np.where(ra.known, ra.size - sent, float(unknown_size))
-        m = ra.valid & (rem > 0)
-        k = int(m.sum())
+        k = ra.active(rec.sent_bytes or {}, unknown_size)
         if k == 0:
             continue
-        parts_src.append(ra.src[m])
-        parts_dst.append(ra.dst[m])
-        parts_sent.append(sent[m])
-        parts_rem.append(rem[m])
-        parts_cf.append(np.full(k, len(cids), dtype=np.int64))
+        parts.append(ra)
         cids.append(c)
         ids.append((c[0] << 8) | c[1])
         arr.append(rec.registered_at)
-        csent.append(float(sum(sb.values())))
+        csent.append(ra.csent)
         lo.append(lo[-1] + k)
-    for c in [c for c in cache if c not in seen]:
-        del cache[c]
-    cat = lambda parts, dt: np.concatenate(parts).astype(dt, copy=False) if parts else np.zeros(0, dt)  # noqa: E731
-    src, dst = cat(parts_src, np.int64), cat(parts_dst, np.int64)
-    cf_arr = cat(parts_cf, np.int64)
-    remaining = cat(parts_rem, np.float64)
+    if len(cache) > len(seen):
+        for c in [c for c in cache if c not in seen]:
+            del cache[c]
+    if parts:
+        src = np.concatenate([ra.a_src for ra in parts])
+        dst = np.concatenate([ra.a_dst for ra in parts])
+        sent = np.concatenate([ra.a_sent for ra in parts])
+        remaining = np.concatenate([ra.a_rem for ra in parts])
+        lo_a = np.asarray(lo, dtype=np.int64)
+        cf_arr = np.repeat(np.arange(len(cids), dtype=np.int64), np.diff(lo_a))
+    else:
+        src = dst = cf_arr = np.zeros(0, np.int64)
+        sent = remaining = np.zeros(0, np.float64)
+        lo_a = np.zeros(1, np.int64)
     caps = np.full(P, float(link_Bps))
     csent_a = np.asarray(csent, dtype=float)
     v = View(now=now, ports=P, cap_up=caps, cap_down=caps.copy(), src=src, dst=dst,
-             sent=cat(parts_sent, np.float64), cf=cf_arr, reducer=np.arange(src.size, dtype=np.int64),
+             sent=sent, cf=cf_arr, reducer=np.arange(src.size, dtype=np.int64),
              cf_id=np.asarray(ids, dtype=np.int64), cf_arrival=np.asarray(arr, dtype=float),
-             cf_sent=csent_a, cf_lo=np.asarray(lo, dtype=np.int64), remaining=remaining,
+             cf_sent=csent_a, cf_lo=lo_a, remaining=remaining,
              cf_deadline=np.full(len(cids), INF),
              cf_total=np.bincount(cf_arr, remaining, len(cids)) + csent_a, memory=memory)
     return v, (cf_arr, src, dst), cids

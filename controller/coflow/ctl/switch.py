@@ -58,6 +58,7 @@ class SwitchAgent:
         self.client: P4RuntimeClient | None = None
         self.state = self.DOWN
         self.actual: M.SwitchState | None = None
+        self._in_sync = False  # actual == the state of the last successful sync
         self.lock = threading.RLock()  # serialises use of the client
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -140,6 +141,7 @@ class SwitchAgent:
             if not c.is_master:
                 self.state = self.BACKUP
                 self.actual = None
+                self._in_sync = False
                 if self.on_change:
                     self.on_change(self, "backup")
                 return
@@ -149,6 +151,7 @@ class SwitchAgent:
                 self.pipeline_pushes += 1
                 reset = True
             self.actual = self.read_state()
+            self._in_sync = False
             self.state = self.MASTER
             self.up_since = time.time()
         if self.on_change:
@@ -166,62 +169,85 @@ class SwitchAgent:
                 st.entities[v.key] = v
         return st
 
-    def sync(self, desired: M.SwitchState) -> tuple[int, str | None]:
+    @property
+    def in_sync(self) -> bool:
+        """The cache holds the state of the last successful sync (an incremental diff is exact)."""
+        return self._in_sync and self.actual is not None
+
+    def sync(self, desired: M.SwitchState, changed=None) -> tuple[int, str | None]:
         """Write the difference between ``desired`` and the cached actual state in one Write.
+        ``changed``: the keys of ``desired`` that changed since this agent's last successful
+        sync (only those are compared when the cache still reflects that sync; None: all).
         Returns (updates written, error or None)."""
-        if self.state != self.MASTER:  # don't wait for the keeper's lock while it reconnects
-            return 0, "not primary"
-        with self.lock:
-            if self.state != self.MASTER or self.client is None:
-                return 0, "not primary"
-            try:
-                if self.actual is None:
-                    self.actual = self.read_state()
-                ops = M.diff(desired, self.actual)
-                if not ops:
-                    return 0, None
-                req = self.client.write_header() + b"".join(self.encoded.op(op) for op in ops)
-                self.client.write_raw(req)
-                self.actual = M.apply_ops(self.actual, ops)
-                self.writes += 1
-                return len(ops), None
-            except P4RuntimeError as exc:
-                self.write_errors += 1
-                self.last_error = str(exc).splitlines()[0][:300]
-                self.actual = None  # partially applied: read back before the next diff
-                if exc.code in ("UNAVAILABLE", "CANCELLED"):
-                    self.state = self.DOWN
-                    self._wake.set()
-                elif exc.code == "PERMISSION_DENIED":
-                    self.state = self.BACKUP
-                    self._wake.set()
-                return 0, self.last_error
+        return sync_many([(self, desired, changed)])[self.name]
+
+    def _prepare(self, desired: M.SwitchState, changed) -> tuple[list, bytes | None]:
+        """(ops, serialised WriteRequest or None); the caller holds ``self.lock``."""
+        if self.actual is None:
+            self.actual = self.read_state()
+            self._in_sync = False
+        if changed is None or not self._in_sync:
+            ops = M.diff(desired, self.actual)
+        else:
+            ops = M.diff_keys(desired, self.actual, changed)
+        if not ops:
+            return ops, None
+        return ops, self.client.write_header() + b"".join(self.encoded.op(op) for op in ops)
+
+    def _commit(self, ops: list) -> None:
+        M.apply_ops_inplace(self.actual, ops)
+        self._in_sync = True
+        if ops:
+            self.writes += 1
+
+    def _failed(self, exc: P4RuntimeError) -> str:
+        self.write_errors += 1
+        self.last_error = str(exc).splitlines()[0][:300]
+        self.actual = None  # partially applied: read back before the next diff
+        self._in_sync = False
+        if exc.code in ("UNAVAILABLE", "CANCELLED"):
+            self.state = self.DOWN
+            self._wake.set()
+        elif exc.code == "PERMISSION_DENIED":
+            self.state = self.BACKUP
+            self._wake.set()
+        return self.last_error
 
     def audit(self) -> None:
         """Drop the cache: the next sync reads the switch back first."""
         with self.lock:
             self.actual = None
+            self._in_sync = False
 
     def read_counters(self, counter: str, indices) -> dict:
         """index -> byte count, one ReadRequest (allowed for a backup too)."""
-        idx = list(indices)
+        return self.read_counters_start(counter, indices)()
+
+    def read_counters_start(self, counter: str, indices):
+        """Start :meth:`read_counters` without waiting; returns the function that waits for it.
+        The ReadRequest is serialised once per slot set."""
+        idx = indices if isinstance(indices, tuple) else tuple(indices)
         if not idx:
-            return {}
+            return dict
         with self.lock:
             c = self.client
             if c is None or not c.connected:
                 raise P4RuntimeError(f"{self.name}: not connected", code="UNAVAILABLE")
-        key = (counter, tuple(idx))
+        key = (counter, idx)
         if self._read_req[0] != key:
             from p4.v1 import p4runtime_pb2 as pb
             req = pb.ReadRequest()
             req.device_id = self.device_id
             req.entities.extend(self.codec.counter_reads(counter, idx))
             self._read_req = (key, req.SerializeToString())
-        out: dict = {}
-        for resp in c.read_raw(self._read_req[1], timeout=2.0):
-            wire.parse_counter_bytes(resp, out)
-        return out
+        wait = c.read_raw_start(self._read_req[1], timeout=2.0)
+
+        def result() -> dict:
+            out: dict = {}
+            for resp in wait():
+                wire.parse_counter_bytes(resp, out)
+            return out
+        return result
 
     def status(self) -> dict:
         return {"address": self.address, "device_id": self.device_id, "state": self.state,
@@ -229,3 +255,51 @@ class SwitchAgent:
                 "writes": self.writes, "write_errors": self.write_errors,
                 "pipeline_pushes": self.pipeline_pushes, "reconnects": self.reconnects,
                 "last_error": self.last_error, "up_since": self.up_since}
+
+
+def sync_many(items) -> dict:
+    """Sync several switches at once: ``items`` = [(agent, desired, changed)]. Each agent's
+    diff and WriteRequest are prepared in this thread (holding its lock, as the keeper does
+    for a reconnect), then every Write is in flight together and the answers are collected;
+    a switch's cache is updated only when its Write succeeded. Returns name -> (updates
+    written, error or None)."""
+    out: dict = {}
+    pending = []  # (agent, ops, wait) with the agent's lock held
+    try:
+        for a, desired, changed in items:
+            if a.state != a.MASTER:  # don't wait for the keeper's lock while it reconnects
+                out[a.name] = (0, "not primary")
+                continue
+            a.lock.acquire()
+            held = True
+            try:
+                if a.state != a.MASTER or a.client is None:
+                    out[a.name] = (0, "not primary")
+                    continue
+                ops, req = a._prepare(desired, changed)
+                if req is None:
+                    a._commit(ops)
+                    out[a.name] = (0, None)
+                    continue
+                pending.append((a, ops, a.client.write_raw_start(req)))
+                held = False
+            except P4RuntimeError as exc:
+                out[a.name] = (0, a._failed(exc))
+            finally:
+                if held:
+                    a.lock.release()
+        while pending:
+            a, ops, wait = pending[0]
+            try:
+                wait()
+                a._commit(ops)
+                out[a.name] = (len(ops), None)
+            except P4RuntimeError as exc:
+                out[a.name] = (0, a._failed(exc))
+            finally:
+                pending.pop(0)
+                a.lock.release()
+    finally:
+        for a, _, _ in pending:  # an unexpected error: leave no lock held
+            a.lock.release()
+    return out

@@ -6,6 +6,7 @@ the scheduler core's), bursts in bytes, counters in Ethernet frame bytes without
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 from dataclasses import dataclass, fields
@@ -200,7 +201,9 @@ def slot_entities(slots: Mapping) -> list:
             for cid, s in sorted(slots.items(), key=lambda kv: kv[1])]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def override_entity(cid, prio: int) -> M.TableEntry:
+    """The ``coflow_override`` entry (cached: the same cid and priority give the same object)."""
     if not 0 <= prio < HW_QUEUES:
         raise ValueError(f"override priority {prio} outside 0..{HW_QUEUES - 1}")
     return M.TableEntry(M.T_OVERRIDE, cid_key(*cid), M.A_OVERRIDE_QUEUE, M.params(prio=prio))
@@ -225,10 +228,27 @@ def meter_config(index: int, rate_Bps: float, s: CtlSettings) -> M.MeterConfig:
     return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, burst)
 
 
+EMPTY: dict = {}  # a shared empty component (never mutated)
+
+
+@dataclass
+class MeterUpdate:
+    """One round of meter translation. ``fm``: switch -> flow_meter entries (a new dict only
+    when the pairs or their indices changed); ``meters``: switch -> meter configs (the
+    translator's own dicts, updated in place); ``changed``: switch -> keys of the meter configs
+    that changed since the previous round, or None when the meters were rebuilt (compare all)."""
+    fm: dict
+    meters: dict
+    changed: dict | None
+
+
 class MeterContext:
-    """Per-topology arrays for the vectorised meter translation: hosts by position (the rate
-    modes' port numbers), their addresses and edge switches, and caches of entity objects
-    (an unchanged pair or meter config is the same object round after round)."""
+    """Per-topology state of the vectorised meter translation: hosts by position (the rate
+    modes' port numbers), their addresses and edge switches, caches of entity objects (an
+    unchanged pair or meter config is the same object round after round) and the last round's
+    structure (which flows share which pair and meter). A round whose flows, coflows and slots
+    are those of the previous one (only rates moved, the common case) costs two bincounts and
+    the meters whose rate changed."""
 
     def __init__(self, topo):
         hosts = sorted(topo.hosts, key=lambda h: h.index)
@@ -240,8 +260,10 @@ class MeterContext:
         self.edge_of = np.array([sw_idx[h.switch] for h in hosts], dtype=np.int64)
         self._fm: dict = {}
         self._mc: dict = {}
-        self._last_pairs = None
-        self._last_meters = None
+        self._struct = None  # (key, _Structure)
+        self._mrate = None  # last round's rate per meter (structure order)
+        self._meters: dict = {}  # switch -> {key: MeterConfig} (current)
+        self._settings = None
 
     def flow_meter(self, cid, src: int, dst: int, index: int) -> M.TableEntry:
         k = (cid, src, dst, index)
@@ -262,70 +284,98 @@ class MeterContext:
             m = self._mc[k] = meter_config(index, rate, s)
         return m
 
+    def _structure(self, cids, slot_of, cf, src, dst) -> "_Structure":
+        P = len(self.names)
+        keep = slot_of[cf] >= 0
+        if not keep.all():
+            cf, src, dst = cf[keep], src[keep], dst[keep]
+        else:
+            keep = None
+        st = _Structure()
+        st.keep = keep
+        if cf.size == 0:
+            st.inv = st.minv = np.zeros(0, np.int64)
+            st.npairs = st.nmeters = 0
+            st.m_sw, st.m_index = [], []
+            st.fm = {}
+            return st
+        pair = (cf * P + src) * P + dst
+        upair, first, inv = np.unique(pair, return_index=True, return_inverse=True)
+        pcf, psrc = cf[first], src[first]
+        pdst = dst[first]
+        pedge = self.edge_of[psrc]
+        group = pcf * len(self.switches) + pedge
+        order = np.lexsort((first, group))  # pairs by (coflow, edge), then first appearance
+        g = group[order]
+        starts = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
+        run_start = np.repeat(starts, np.diff(np.r_[starts, g.size]))
+        rank = np.empty(g.size, dtype=np.int64)
+        rank[order] = np.arange(g.size) - run_start
+        pindex = slot_of[pcf] * FLOW_SLOTS_PER_COFLOW + rank % FLOW_SLOTS_PER_COFLOW
+        span = ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW
+        mkey = pedge * span + pindex
+        umk, minv = np.unique(mkey, return_inverse=True)
+        names = self.switches
+        st.inv, st.minv = inv.reshape(-1), minv.reshape(-1)
+        st.npairs, st.nmeters = upair.size, umk.size
+        st.m_sw = [names[k // span] for k in umk.tolist()]
+        st.m_index = [k % span for k in umk.tolist()]
+        fm: dict = {}
+        for k in np.argsort(first, kind="stable").tolist():  # first-appearance order
+            e = self.flow_meter(cids[pcf[k]], int(psrc[k]), int(pdst[k]), int(pindex[k]))
+            fm.setdefault(names[pedge[k]], {})[e.key] = e
+        st.fm = fm
+        return st
+
+    def update(self, cids: list, cf, src, dst, rate, slots: Mapping, s: CtlSettings) -> MeterUpdate:
+        """Flows as arrays (coflow position in ``cids``, src and dst host positions, rate
+        bytes/s) -> this round's :class:`MeterUpdate`."""
+        cf = np.asarray(cf, dtype=np.int64)
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        rate = np.asarray(rate, dtype=float)
+        slot_of = np.array([slots.get(c, -1) for c in cids], dtype=np.int64)
+        key = (tuple(cids), slot_of.tobytes(), cf.tobytes(), src.tobytes(), dst.tobytes())
+        rebuilt = self._struct is None or self._struct[0] != key or self._settings != s
+        if rebuilt:
+            self._struct = (key, self._structure(cids, slot_of, cf, src, dst))
+            self._settings = s
+        st = self._struct[1]
+        if st.keep is not None:
+            rate = rate[st.keep]
+        prate = np.bincount(st.inv, weights=rate, minlength=st.npairs)
+        mrate = np.bincount(st.minv, weights=prate, minlength=st.nmeters)
+        mr = mrate.tolist()
+        if rebuilt:
+            meters: dict = {}
+            for i, (sw, index) in enumerate(zip(st.m_sw, st.m_index)):
+                m = self.meter(index, mr[i], s)
+                meters.setdefault(sw, {})[m.key] = m
+            self._meters = meters
+            changed = None
+        else:
+            changed = {}
+            for i in np.flatnonzero(mrate != self._mrate).tolist():
+                m = self.meter(st.m_index[i], mr[i], s)
+                self._meters[st.m_sw[i]][m.key] = m
+                changed.setdefault(st.m_sw[i], []).append(m.key)
+        self._mrate = mrate
+        return MeterUpdate(st.fm, self._meters, changed)
+
+
+class _Structure:
+    __slots__ = ("keep", "inv", "minv", "npairs", "nmeters", "m_sw", "m_index", "fm")
+
 
 def meter_entities_arrays(ctx: MeterContext, cids: list, cf, src, dst, rate, slots: Mapping,
                           s: CtlSettings) -> dict:
     """Vectorised :func:`meter_entities`: flows as arrays (coflow position in ``cids``, src and
-    dst host positions, rate bytes/s). Returns switch -> {key: entity}."""
-    cf = np.asarray(cf, dtype=np.int64)
-    if cf.size == 0:
-        return {}
-    src = np.asarray(src, dtype=np.int64)
-    dst = np.asarray(dst, dtype=np.int64)
-    P = len(ctx.names)
-    slot_of = np.array([slots.get(c, -1) for c in cids], dtype=np.int64)
-    keep = slot_of[cf] >= 0
-    if not keep.all():
-        cf, src, dst, rate = cf[keep], src[keep], dst[keep], np.asarray(rate)[keep]
-    if cf.size == 0:
-        return {}
-    pair = (cf * P + src) * P + dst
-    upair, first, inv = np.unique(pair, return_index=True, return_inverse=True)
-    prate = np.bincount(inv, weights=np.asarray(rate, dtype=float), minlength=upair.size)
-    pcf, psrc = cf[first], src[first]
-    pdst = dst[first]
-    pedge = ctx.edge_of[psrc]
-    group = pcf * len(ctx.switches) + pedge
-    order = np.lexsort((first, group))  # pairs by (coflow, edge), then first appearance
-    g = group[order]
-    starts = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
-    run_start = np.repeat(starts, np.diff(np.r_[starts, g.size]))
-    rank = np.empty(g.size, dtype=np.int64)
-    rank[order] = np.arange(g.size) - run_start
-    pindex = slot_of[pcf] * FLOW_SLOTS_PER_COFLOW + rank % FLOW_SLOTS_PER_COFLOW
-    mkey = pedge * (ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW) + pindex
-    umk, minv = np.unique(mkey, return_inverse=True)
-    mrate = np.bincount(minv, weights=prate, minlength=umk.size)
-    span = ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW
-    names = ctx.switches
-    # flow_meter entries depend only on the pairs and their indices: reuse last round's lists
-    # when those did not change (the common case: only rates moved)
-    pkey = (tuple(cids), upair.tobytes(), pindex.tobytes(), first.argsort(kind="stable").tobytes())
-    if ctx._last_pairs is not None and ctx._last_pairs[0] == pkey:
-        fm_out = ctx._last_pairs[1]
-    else:
-        fm_out = {}
-        for k in np.argsort(first, kind="stable").tolist():  # first-appearance order
-            e = ctx.flow_meter(cids[pcf[k]], int(psrc[k]), int(pdst[k]), int(pindex[k]))
-            fm_out.setdefault(names[pedge[k]], {})[e.key] = e
-        ctx._last_pairs = (pkey, fm_out)
-    # meter configs: only the ones whose (index, rate) changed are looked up again
-    mk_l, mr_l = umk.tolist(), mrate.tolist()
-    last = ctx._last_meters
-    if last is not None and last[0] == umk.tobytes():
-        changed = np.flatnonzero(mrate != last[1]).tolist()
-        m_out = {sw: dict(d) for sw, d in last[2].items()} if changed else last[2]
-    else:
-        changed = range(len(mk_l))
-        m_out = {}
-    for i in changed:
-        m = ctx.meter(mk_l[i] % span, mr_l[i], s)
-        m_out.setdefault(names[mk_l[i] // span], {})[m.key] = m
-    ctx._last_meters = (umk.tobytes(), mrate, m_out)
+    dst host positions, rate bytes/s). Returns switch -> {key: entity} (fresh dicts)."""
+    u = ctx.update(cids, cf, src, dst, rate, slots, s)
     out: dict = {}
-    for sw in set(fm_out) | set(m_out):
-        d = dict(fm_out.get(sw, {}))
-        d.update(m_out.get(sw, {}))
+    for sw in sorted(set(u.fm) | set(u.meters)):
+        d = dict(u.fm.get(sw, {}))
+        d.update(u.meters.get(sw, {}))
         out[sw] = d
     return out
 

@@ -475,6 +475,35 @@ class P4RuntimeClient:
             raise P4RuntimeError(f"Write failed: {err.code().name}: {err.details()}",
                                  self._details(err), code=err.code().name) from None
 
+    def read_raw_start(self, request: bytes, timeout: float | None = None):
+        """Start a serialised ReadRequest without waiting; returns a function that waits and
+        returns the serialised ReadResponses (raising P4RuntimeError). Several reads to
+        several switches started from one thread are in flight together."""
+        import grpc
+        call = self._raw("stream", "Read")(request, timeout=timeout)
+
+        def wait() -> list[bytes]:
+            try:
+                return list(call)
+            except grpc.RpcError as err:
+                raise P4RuntimeError(f"Read failed: {err.code().name}: {err.details()}",
+                                     code=err.code().name) from None
+        return wait
+
+    def write_raw_start(self, request: bytes, timeout: float | None = None):
+        """Start a serialised Write without waiting; returns a function that waits for its
+        answer (raising P4RuntimeError with the per-update details)."""
+        import grpc
+        fut = self._raw("unary", "Write").future(request, timeout=timeout)
+
+        def wait() -> None:
+            try:
+                fut.result()
+            except grpc.RpcError as err:
+                raise P4RuntimeError(f"Write failed: {err.code().name}: {err.details()}",
+                                     self._details(err), code=err.code().name) from None
+        return wait
+
     def read_one(self, entity):
         got = self.read(entity)
         return got[0] if got else None
