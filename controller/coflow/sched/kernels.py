@@ -910,3 +910,39 @@ def hug_prepare(src, dst, cf, remaining, caps, P, C):
         links[f, 2] = cf[f] * L + src[f] + L
         links[f, 3] = cf[f] * L + P + dst[f] + L
     return rates, pstar, links, allrem
+
+
+@njit(cache=True)
+def greedy_fill(order_flows, src, dst, P, rem, rel_tol, rates, chunk):
+    """Strict per-flow priority (:func:`coflow.sched.primitives.greedy`): each flow in
+    ``order_flows`` takes min(Rem(up), Rem(down)) unless one of them is at most its tolerance;
+    every ``chunk`` flows the scan stops if every uplink or every downlink is full."""
+    tol = np.empty(2 * P)
+    for l in range(2 * P):
+        tol[l] = max(rem[l], 1.0) * rel_tol
+    for c in range(order_flows.shape[0]):
+        if c % chunk == 0:
+            upfree = False
+            for i in range(P):
+                if rem[i] > tol[i]:
+                    upfree = True
+                    break
+            dnfree = False
+            for j in range(P):
+                if rem[P + j] > tol[P + j]:
+                    dnfree = True
+                    break
+            if not (upfree and dnfree):
+                break
+        f = order_flows[c]
+        s = src[f]
+        d = P + dst[f]
+        r = rem[s] if rem[s] < rem[d] else rem[d]
+        if r <= tol[s] or r <= tol[d]:
+            continue
+        rates[f] += r
+        rem[s] -= r
+        rem[d] -= r
+    for l in range(2 * P):
+        if rem[l] < 0:
+            rem[l] = 0.0

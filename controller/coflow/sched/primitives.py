@@ -102,7 +102,18 @@ def ordered_waterfill(v, order: np.ndarray, rem: np.ndarray, weights: np.ndarray
 def greedy(v, order_flows: np.ndarray, rem: np.ndarray, rates: np.ndarray | None = None,
            chunk: int = 4096) -> np.ndarray:
     """Strict per-flow priority: each flow in ``order_flows`` takes min(Rem(up), Rem(down)).
-    Each grant saturates a link, so at most 2P flows get a rate; the scan stops early."""
+    Each grant saturates a link, so at most 2P flows get a rate; the scan stops early
+    (checked every ``chunk`` flows).  ``rem`` updated in place."""
+    if rates is None:
+        rates = np.zeros(v.nflows)
+    kernels.greedy_fill(np.ascontiguousarray(order_flows, dtype=np.int64), v.src, v.dst, v.ports, rem, REL_TOL,
+                        rates, int(chunk))
+    return rates
+
+
+def greedy_reference(v, order_flows: np.ndarray, rem: np.ndarray, rates: np.ndarray | None = None,
+                     chunk: int = 4096) -> np.ndarray:
+    """:func:`greedy` step by step in numpy/Python (the tests check they agree)."""
     P = v.ports
     if rates is None:
         rates = np.zeros(v.nflows)
