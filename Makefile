@@ -35,8 +35,11 @@ test-py: $(VENV)/.installed
 test: test-py
 	@$(MAKE) --no-print-directory p4-tests-or-skip
 
+# The emulation when p4c/BMv2, Mininet and root are there (k=4 fat-tree, FB trace prefix, five
+# modes, emulated vs simulated table; RUN_ARGS="--coflows 30 --modes fair,dclas" to change),
+# else one line saying why and the simulator comparison.
 run: $(VENV)/.installed
-	$(COFLOW) run
+	FB_TRACE=$(FB_TRACE) $(COFLOW) run $(RUN_ARGS)
 
 bench: $(VENV)/.installed
 	$(PY) bench/bench_sim.py --trace $(FB_TRACE) --out out/bench

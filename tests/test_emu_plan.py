@@ -85,7 +85,9 @@ def test_scaled_thresholds():
     assert int(hb) == int(np.percentile([1000, 2000, 1500], 80))
     assert P.scaled_mode_settings("fair", p) == {}
     cfg = EmuConfig(rate_mbps=2.0, settings={"fair_prio": "3"})
-    assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "fair_prio": "3"}
+    assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3"}
+    cfg = EmuConfig(settings={"audit_s": "5"})
+    assert mode_settings(cfg, "fair", p)["audit_s"] == "5"
 
 
 def test_schedule_commands_and_registration():

@@ -212,11 +212,23 @@ def cmd_schedulers(args):
 
 
 def cmd_run(args):
-    """Main job.  The emulation (issue 8) is not built yet: run the simulator comparison on the
-    bundled FB-like trace and say so."""
-    print("coflow run: Mininet/BMv2 emulation is not available yet; running the fluid simulator on "
-          f"the bundled FB-like trace {os.path.relpath(args.trace)}", file=sys.stderr)
-    ns = argparse.Namespace(trace=args.trace, convention=T.SPLIT, first=None, allow_unsorted=False,
+    """Main job: the Mininet/BMv2 emulation (``coflow emu run`` with the run's options) when the
+    P4 toolchain, Mininet and root are there; otherwise one line saying why, then the fluid
+    simulator comparison on the bundled FB-like trace."""
+    why = "--sim-only given" if args.sim_only else None
+    if why is None:
+        try:
+            from .emu.cli import preflight
+            why = preflight()
+        except ImportError as e:
+            why = f"emulation not importable ({e})"
+    if why is None:
+        from .emu.cli import run_main
+        return run_main(args)
+    trace = args.trace or BUNDLED_TRACE
+    print(f"coflow run: Mininet/BMv2 emulation skipped: {why}; running the fluid simulator on "
+          f"{os.path.relpath(trace)}", file=sys.stderr)
+    ns = argparse.Namespace(trace=trace, convention=T.SPLIT, first=None, allow_unsorted=False,
                             schedulers=args.schedulers, baseline="fair", set=None, link_gbps=1.0,
                             coflowsim_rate=False, json=args.json, plots=args.plots, quiet=False, rtol=0.0,
                             markdown=args.markdown)
@@ -298,12 +310,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("schedulers", help="list schedulers and their parameters")
     p.set_defaults(fn=cmd_schedulers)
 
-    p = sub.add_parser("run", help="the main job (see README)")
-    p.add_argument("--trace", default=BUNDLED_TRACE)
-    p.add_argument("--schedulers", default=DEFAULT_SCHEDULERS)
+    p = sub.add_parser("run", help="the main job (see README): emulation, else the simulator")
+    p.add_argument("--trace", default=None, help="emulation: the FB trace in ../shared/traces, else "
+                   "the bundled one; simulator: the bundled FB-like trace")
+    p.add_argument("--schedulers", default=DEFAULT_SCHEDULERS, help="simulator fallback: schedulers")
     p.add_argument("--json", default="out/run/compare.json")
     p.add_argument("--plots", default="out/run")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument("--sim-only", action="store_true", help="skip the emulation")
+    p.add_argument("--topo", default="fattree:4", help="emulation: topology (fattree:K, leafspine:L,S,H, bigswitch:H, file)")
+    p.add_argument("--modes", default=None, help="emulation: modes in order (default fair,dclas,fifo-lm,sebf,hug)")
+    p.add_argument("--coflows", type=int, default=None, help="emulation: the first N coflows")
+    p.add_argument("--rate-mbps", type=float, default=None, help="emulation: link rate, Mb/s")
+    p.add_argument("--time-scale", type=float, default=None, help="emulation: arrival time factor")
+    p.add_argument("--timeout", type=float, default=None, help="emulation: per-mode timeout, s")
     p.set_defaults(fn=cmd_run)
 
     # Subcommands of the other parts (topologies, coflow API, controller, emulation) live beside

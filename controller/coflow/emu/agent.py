@@ -41,6 +41,10 @@ import struct
 import sys
 import time
 
+# imported before the agent reports ready: the module pulls in scapy (about a second), which
+# would otherwise delay each host's first flow
+from ..dataplane.packet import CoflowId, set_socket_coflow
+
 HEADER = struct.Struct("!4sIIIQ")
 MAGIC = b"CFW1"
 CHUNK = 64 * 1024
@@ -75,7 +79,6 @@ def parse_command(line: str) -> dict:
         raise MessageError("json", "not an object")
     op = msg.get("op")
     if op == "send":
-        from ..dataplane.packet import CoflowId
         cid = msg.get("cid")
         if not isinstance(cid, str):
             raise MessageError("cid", f"not a string: {cid!r}")
@@ -155,16 +158,28 @@ class Agent:
             self.emit(ev="error", where=where, field="header", message=str(e))
         except OSError as e:
             self.emit(ev="error", where=where, field="socket", message=str(e))
+        except asyncio.CancelledError:
+            writer.transport.abort()
+            raise
         finally:
             writer.close()
 
     # sender ---------------------------------------------------------------------------------------
     async def send(self, cmd: dict) -> None:
-        from ..dataplane.packet import CoflowId, set_socket_coflow
         loop = asyncio.get_running_loop()
         where = f"send {cmd['coflow']}.{cmd['flow']}"
         t0 = time.time()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        writer = None
+
+        def discard() -> None:
+            # once a transport owns the socket, only the transport may close it (closing the
+            # fd under it leaves a stale transport that the next socket on that fd runs into)
+            if writer is not None:
+                writer.transport.abort()
+            else:
+                sock.close()
+
         try:
             how = "none"
             if self.tag:
@@ -186,10 +201,10 @@ class Agent:
             self.emit(ev="sent", run=cmd["run"], coflow=cmd["coflow"], flow=cmd["flow"],
                       t_start=t0, t_end=time.time(), tag=how)
         except asyncio.CancelledError:
-            sock.close()
+            discard()
             raise
-        except OSError as e:
-            sock.close()
+        except (OSError, RuntimeError, ValueError) as e:
+            discard()
             self.emit(ev="error", where=where, field="socket", message=f"{cmd['dst']}:{cmd['port']}: {e}")
 
     def _spawn(self, coro) -> None:

@@ -79,6 +79,8 @@ def cmd_run(args) -> int:
     if why:
         print(f"coflow emu: cannot run: {why}", file=sys.stderr)
         return 3
+    import warnings
+    warnings.filterwarnings("ignore", category=ResourceWarning)   # Mininet's host pipes
     exp = Experiment(config_from_args(args))
     try:
         exp.run()
@@ -86,6 +88,30 @@ def cmd_run(args) -> int:
         print("coflow emu: interrupted; everything stopped", file=sys.stderr)
         return 130
     return 0
+
+
+def run_main(args) -> int:
+    """``coflow run`` (``make run``) with the emulation: its options on top of the emu defaults."""
+    ns = build_run_namespace(args)
+    return cmd_run(ns)
+
+
+def build_run_namespace(args):
+    import argparse
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers()
+    r = sub.add_parser("run")
+    _common(r)
+    ns = ap.parse_args(["run"])
+    ns.no_sim, ns.switch_log, ns.keep = False, "off", False
+    for src, dst in (("trace", "trace"), ("topo", "topo"), ("modes", "modes"), ("coflows", "coflows"),
+                     ("rate_mbps", "rate_mbps"), ("time_scale", "time_scale"), ("timeout", "timeout")):
+        v = getattr(args, src, None)
+        if v is not None:
+            setattr(ns, dst, v)
+    if getattr(args, "plots", None):
+        ns.out = args.plots
+    return ns
 
 
 def cmd_plan(args) -> int:
