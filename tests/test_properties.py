@@ -227,3 +227,17 @@ def test_greedy_kernel_is_bit_identical_to_reference(vq, chunk):
     a = greedy(v, order, ra, chunk=chunk)
     b = greedy_reference(v, order, rb, chunk=chunk)
     assert np.array_equal(a, b) and np.array_equal(ra, rb)
+
+
+@FAST
+@given(vq=queue_views())
+def test_unit_pair_levels_is_bit_identical_to_weighted(vq):
+    """Fair's all-flows max-min (count matrix) equals the general weighted kernel with w = 1."""
+    from coflow.sched import kernels
+    v, _ = vq
+    ra, rb = v.caps.copy(), v.caps.copy()
+    a = kernels.pair_levels_unit(v.src, v.dst, v.ports, ra, 1e-9)
+    n, P = v.nflows, v.ports
+    b = np.zeros(n)
+    kernels.fill(v.src, v.dst, np.ones(n), np.arange(n), P, rb, 1e-9, np.zeros((P, P)), np.zeros((P, P)), b)
+    assert np.array_equal(a, b) and np.array_equal(ra, rb)

@@ -104,20 +104,14 @@ def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
 
 
 @njit(cache=True)
-def fill_unit(src, dst, idx, P, rem, rel_tol, NT, rates):
-    """:func:`fill` with every weight 1 (max-min fairness): the per-link weights are flow
-    counts, so one int32 count matrix ``NT`` (downlink x uplink, zeroed, left zeroed) does for
-    both of fill's matrices and the result is bit-identical to fill's."""
-    W = np.zeros(2 * P)
-    for k in range(idx.shape[0]):
-        f = idx[k]
-        NT[dst[f], src[f]] += 1
-        W[src[f]] += 1.0
-        W[P + dst[f]] += 1.0
+def _unit_levels(NT, W, P, rem, rel_tol, level):
+    """:func:`fill`'s level loop for unit weights: ``W`` (2P) holds the flow counts per link
+    (consumed), ``NT`` the counts per (downlink, uplink); writes the saturation level of every
+    link into ``level`` (inf where none); ``rem`` updated in place."""
     tol = np.empty(2 * P)
     for l in range(2 * P):
         tol[l] = max(rem[l], 1.0) * rel_tol
-    level = np.full(2 * P, INF)
+        level[l] = INF
     act = np.empty(2 * P, dtype=np.int64)
     na = 0
     for l in range(2 * P):
@@ -172,12 +166,54 @@ def fill_unit(src, dst, idx, P, rem, rel_tol, NT, rates):
     for l in range(2 * P):
         if rem[l] < 0:
             rem[l] = 0.0
+
+
+@njit(cache=True)
+def fill_unit(src, dst, idx, P, rem, rel_tol, NT, rates):
+    """:func:`fill` with every weight 1 (max-min fairness): the per-link weights are flow
+    counts, so one int32 count matrix ``NT`` (downlink x uplink, zeroed, left zeroed) does for
+    both of fill's matrices and the result is bit-identical to fill's.  Links without
+    unfrozen flows are dropped from the scan (they take no part in any later step)."""
+    W = np.zeros(2 * P)
+    for k in range(idx.shape[0]):
+        f = idx[k]
+        NT[dst[f], src[f]] += 1
+        W[src[f]] += 1.0
+        W[P + dst[f]] += 1.0
+    level = np.empty(2 * P)
+    _unit_levels(NT, W, P, rem, rel_tol, level)
     for k in range(idx.shape[0]):
         f = idx[k]
         NT[dst[f], src[f]] = 0
         a = level[src[f]]
         b = level[P + dst[f]]
         rates[f] += (a if a < b else b)
+
+
+@njit(cache=True)
+def pair_levels_unit(src, dst, P, rem, rel_tol):
+    """Max-min fair rates of all the flows (unit weights; :func:`fill_unit` without an index
+    list, link counts from the count matrix's row and column sums)."""
+    n = src.shape[0]
+    NT = np.zeros((P, P), dtype=np.int32)
+    for f in range(n):
+        NT[dst[f], src[f]] += 1
+    W = np.zeros(2 * P)
+    for j in range(P):
+        x = 0
+        for i in range(P):
+            m = NT[j, i]
+            x += m
+            W[i] += m
+        W[P + j] = x
+    level = np.empty(2 * P)
+    _unit_levels(NT, W, P, rem, rel_tol, level)
+    rates = np.empty(n)
+    for f in range(n):
+        a = level[src[f]]
+        b = level[P + dst[f]]
+        rates[f] = (a if a < b else b)
+    return rates
 
 
 @njit(cache=True)

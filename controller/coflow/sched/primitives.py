@@ -41,7 +41,9 @@ def pair_waterfill(v, rem: np.ndarray, idx: np.ndarray | None = None, w: np.ndar
     dst = v.dst if idx is None else v.dst[idx]
     if len(src) == 0:
         return np.zeros(0)
-    w = np.ones(len(src)) if w is None else np.ascontiguousarray(w, dtype=float)
+    if w is None:
+        return kernels.pair_levels_unit(src, dst, v.ports, rem, REL_TOL)
+    w = np.ascontiguousarray(w, dtype=float)
     return kernels.pair_levels(src, dst, w, v.ports, rem, REL_TOL)
 
 
