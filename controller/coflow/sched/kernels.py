@@ -175,19 +175,38 @@ def fill_unit(src, dst, idx, P, rem, rel_tol, NT, rates):
     both of fill's matrices and the result is bit-identical to fill's.  Links without
     unfrozen flows are dropped from the scan (they take no part in any later step)."""
     W = np.zeros(2 * P)
-    for k in range(idx.shape[0]):
-        f = idx[k]
-        NT[dst[f], src[f]] += 1
-        W[src[f]] += 1.0
-        W[P + dst[f]] += 1.0
+    if idx.shape[0] * 8 > P * P:
+        # many flows: link counts from the matrix's sums (the per-flow += on a link shared by
+        # consecutive flows is a serial dependency chain)
+        for k in range(idx.shape[0]):
+            f = idx[k]
+            NT[dst[f], src[f]] += 1
+        for j in range(P):
+            x = 0
+            for i in range(P):
+                m = NT[j, i]
+                x += m
+                W[i] += m
+            W[P + j] = x
+    else:
+        for k in range(idx.shape[0]):
+            f = idx[k]
+            NT[dst[f], src[f]] += 1
+            W[src[f]] += 1.0
+            W[P + dst[f]] += 1.0
     level = np.empty(2 * P)
     _unit_levels(NT, W, P, rem, rel_tol, level)
     for k in range(idx.shape[0]):
         f = idx[k]
-        NT[dst[f], src[f]] = 0
         a = level[src[f]]
         b = level[P + dst[f]]
         rates[f] += (a if a < b else b)
+    if idx.shape[0] * 8 > P * P:
+        NT[:, :] = 0
+    else:
+        for k in range(idx.shape[0]):
+            f = idx[k]
+            NT[dst[f], src[f]] = 0
 
 
 @njit(cache=True)
@@ -735,8 +754,13 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
             # flows are grouped by reducer (downlink): fill the transpose row by row
             for f in range(cf_lo[k], cf_lo[k + 1]):
                 MT[s, dst[f], src[f]] += 1
-                rs[s, src[f]] += 1
-                cs[s, dst[f]] += 1
+            for j in range(P):
+                x = 0
+                for i in range(P):
+                    m = MT[s, j, i]
+                    x += m
+                    rs[s, i] += m
+                cs[s, j] = x
     rec_lv = np.empty((nd * (rounds + 1) + 1, 2 * P))
     rec_slot = np.empty(nd * (rounds + 1) + 1, dtype=np.int64)
     nrec = 0
