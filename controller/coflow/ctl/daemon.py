@@ -343,19 +343,23 @@ class Controller:
     def _rates_due(self) -> bool:
         return self._rates_stale or time.time() >= self._next_event
 
-    def _compute_rates(self) -> None:
+    def _compute_rates(self, now: float | None = None, timings: dict | None = None) -> None:
+        """The core's Allocation on the registered coflows -> priorities and meters, handed to
+        the desired-state book (``timings``: seconds per phase, for the benchmark)."""
         p = rate_plan(self.mode, self.sched, self._records, self.host_port, self.ctl.link_Bps,
-                      time.time(), self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache)
+                      time.time() if now is None else now, self.sched_memory,
+                      self.ctl.unknown_size_bytes, self._view_cache, timings)
+        t0 = time.perf_counter()
         self._rates_stale = False
         self._next_event = p.next_event
         self._prio = p.prio
         u = self._meter_ctx.update(p.cids, p.cf, p.src, p.dst, p.rates, self.slots.slot, self.ctl)
-        for name in self.agents:
-            self.book.set("flow_meter", name, u.fm.get(name, TR.EMPTY))
-            if u.changed is None:
-                self.book.set("meters", name, u.meters.get(name, TR.EMPTY))
-            elif name in u.changed:
-                self.book.set("meters", name, u.meters[name], changed=u.changed[name])
+        for comp, name, ents in u.sets:
+            self.book.set(comp, name, ents)
+        for comp, name, ents, keys in u.patches:
+            self.book.set(comp, name, ents, changed=keys)
+        if timings is not None:
+            timings["translate"] = time.perf_counter() - t0
         if p.alloc is not None and p.alloc.queue is not None:
             self._queues = {c: int(q) for c, q in zip(p.cids, p.alloc.queue.tolist())}
         else:
@@ -388,7 +392,7 @@ class Controller:
         slot_ents = self._slot_cache[1]
         ovr = None
         if self.mode in TR.RATE_MODES:
-            if self._ovr_cache[0] is not self._prio:
+            if self._ovr_cache[0] is not self._prio and self._ovr_cache[0] != self._prio:
                 self._ovr_cache = (self._prio, {e.key: e for e in (
                     TR.override_entity(c, p) for c, p in self._prio.items())})
             ovr = self._ovr_cache[1]

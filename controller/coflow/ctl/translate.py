@@ -233,22 +233,32 @@ EMPTY: dict = {}  # a shared empty component (never mutated)
 
 @dataclass
 class MeterUpdate:
-    """One round of meter translation. ``fm``: switch -> flow_meter entries (a new dict only
-    when the pairs or their indices changed); ``meters``: switch -> meter configs (the
-    translator's own dicts, updated in place); ``changed``: switch -> keys of the meter configs
-    that changed since the previous round, or None when the meters were rebuilt (compare all)."""
-    fm: dict
-    meters: dict
-    changed: dict | None
+    """One round of meter translation as changes to desired-state components. Components are
+    per coflow: ``("flow_meter", cid)`` and ``("meters", cid)`` on each switch (a coflow's
+    meter indices are its slot's, so components never share a key).
+    ``sets``: (component, switch, entities) replacing a component (empty = gone), removals
+    first; ``patches``: (component, switch, entities, changed keys) where only those keys'
+    meter configs changed (rates moved). The entity dicts are the translator's own: meters are
+    updated in place by later rounds."""
+    sets: list
+    patches: list
+
+
+class _CoflowMeters:
+    """One coflow's pairs and meters: flow -> pair, pair -> meter (positions in this coflow's
+    flows, pairs and meters) and its entities per switch, rebuilt only when its flows' hosts
+    or its slot change."""
+    __slots__ = ("key", "pinv", "npairs", "minv", "nmeters", "m_sw", "m_index", "fm", "meters",
+                 "moff", "mrate")
 
 
 class MeterContext:
     """Per-topology state of the vectorised meter translation: hosts by position (the rate
     modes' port numbers), their addresses and edge switches, caches of entity objects (an
-    unchanged pair or meter config is the same object round after round) and the last round's
-    structure (which flows share which pair and meter). A round whose flows, coflows and slots
-    are those of the previous one (only rates moved, the common case) costs two bincounts and
-    the meters whose rate changed."""
+    unchanged pair or meter config is the same object round after round) and each coflow's
+    pair/meter structure. A round whose flows and slots are those of the previous one (only
+    rates moved, the common case) costs two bincounts and the meters whose rate changed; a
+    coflow that arrives, leaves or whose active flows change costs its own flows."""
 
     def __init__(self, topo):
         hosts = sorted(topo.hosts, key=lambda h: h.index)
@@ -260,9 +270,8 @@ class MeterContext:
         self.edge_of = np.array([sw_idx[h.switch] for h in hosts], dtype=np.int64)
         self._fm: dict = {}
         self._mc: dict = {}
-        self._struct = None  # (key, _Structure)
-        self._mrate = None  # last round's rate per meter (structure order)
-        self._meters: dict = {}  # switch -> {key: MeterConfig} (current)
+        self._cf: dict = {}  # cid -> _CoflowMeters (the coflows of the last round)
+        self._glob = None  # (key, sel, inv, minv, npairs, nmeters, [(cid, _CoflowMeters)])
         self._settings = None
 
     def flow_meter(self, cid, src: int, dst: int, index: int) -> M.TableEntry:
@@ -284,100 +293,167 @@ class MeterContext:
             m = self._mc[k] = meter_config(index, rate, s)
         return m
 
-    def _structure(self, cids, slot_of, cf, src, dst) -> "_Structure":
+    def _coflow(self, cid, slot: int, src, dst) -> _CoflowMeters:
+        """Pairs in order of first appearance get flow slots 0..7 per (coflow, sender's edge),
+        beyond 8 they share slot ``i mod 8``; meter index = slot * 8 + flow slot."""
         P = len(self.names)
-        keep = slot_of[cf] >= 0
-        if not keep.all():
-            cf, src, dst = cf[keep], src[keep], dst[keep]
-        else:
-            keep = None
-        st = _Structure()
-        st.keep = keep
-        if cf.size == 0:
-            st.inv = st.minv = np.zeros(0, np.int64)
-            st.npairs = st.nmeters = 0
-            st.m_sw, st.m_index = [], []
-            st.fm = {}
-            return st
-        pair = (cf * P + src) * P + dst
+        cm = _CoflowMeters()
+        pair = src * P + dst
         upair, first, inv = np.unique(pair, return_index=True, return_inverse=True)
-        pcf, psrc = cf[first], src[first]
-        pdst = dst[first]
+        psrc, pdst = src[first], dst[first]
         pedge = self.edge_of[psrc]
-        group = pcf * len(self.switches) + pedge
-        order = np.lexsort((first, group))  # pairs by (coflow, edge), then first appearance
-        g = group[order]
+        order = np.lexsort((first, pedge))  # pairs by edge, then first appearance
+        g = pedge[order]
         starts = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
         run_start = np.repeat(starts, np.diff(np.r_[starts, g.size]))
         rank = np.empty(g.size, dtype=np.int64)
         rank[order] = np.arange(g.size) - run_start
-        pindex = slot_of[pcf] * FLOW_SLOTS_PER_COFLOW + rank % FLOW_SLOTS_PER_COFLOW
+        pindex = slot * FLOW_SLOTS_PER_COFLOW + rank % FLOW_SLOTS_PER_COFLOW
         span = ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW
-        mkey = pedge * span + pindex
-        umk, minv = np.unique(mkey, return_inverse=True)
+        umk, minv = np.unique(pedge * span + pindex, return_inverse=True)
         names = self.switches
-        st.inv, st.minv = inv.reshape(-1), minv.reshape(-1)
-        st.npairs, st.nmeters = upair.size, umk.size
-        st.m_sw = [names[k // span] for k in umk.tolist()]
-        st.m_index = [k % span for k in umk.tolist()]
+        cm.pinv, cm.minv = inv.reshape(-1), minv.reshape(-1)
+        cm.npairs, cm.nmeters = upair.size, umk.size
+        cm.m_sw = [names[k // span] for k in umk.tolist()]
+        cm.m_index = [k % span for k in umk.tolist()]
         fm: dict = {}
+        ps, pd, pi, pe = psrc.tolist(), pdst.tolist(), pindex.tolist(), pedge.tolist()
         for k in np.argsort(first, kind="stable").tolist():  # first-appearance order
-            e = self.flow_meter(cids[pcf[k]], int(psrc[k]), int(pdst[k]), int(pindex[k]))
-            fm.setdefault(names[pedge[k]], {})[e.key] = e
-        st.fm = fm
-        return st
+            e = self.flow_meter(cid, ps[k], pd[k], pi[k])
+            fm.setdefault(names[pe[k]], {})[e.key] = e
+        cm.fm = fm
+        cm.meters = None
+        cm.mrate = None
+        return cm
 
     def update(self, cids: list, cf, src, dst, rate, slots: Mapping, s: CtlSettings) -> MeterUpdate:
         """Flows as arrays (coflow position in ``cids``, src and dst host positions, rate
-        bytes/s) -> this round's :class:`MeterUpdate`."""
+        bytes/s) -> this round's :class:`MeterUpdate`. Coflows without a slot are not metered."""
         cf = np.asarray(cf, dtype=np.int64)
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         rate = np.asarray(rate, dtype=float)
         slot_of = np.array([slots.get(c, -1) for c in cids], dtype=np.int64)
         key = (tuple(cids), slot_of.tobytes(), cf.tobytes(), src.tobytes(), dst.tobytes())
-        rebuilt = self._struct is None or self._struct[0] != key or self._settings != s
-        if rebuilt:
-            self._struct = (key, self._structure(cids, slot_of, cf, src, dst))
+        sets: list = []
+        glob = self._glob
+        if self._settings != s:
             self._settings = s
-        st = self._struct[1]
-        if st.keep is not None:
-            rate = rate[st.keep]
-        prate = np.bincount(st.inv, weights=rate, minlength=st.npairs)
-        mrate = np.bincount(st.minv, weights=prate, minlength=st.nmeters)
+            glob = None
+            for cm in self._cf.values():
+                cm.mrate = None  # every meter again
+        if glob is None or glob[0] != key:
+            glob = self._global(key, cids, cf, src, dst, slot_of, sets)
+        _, sel, inv, minv, npairs, nmeters, members = glob
+        r = rate if sel is None else rate[sel]
+        prate = np.bincount(inv, weights=r, minlength=npairs)
+        mrate = np.bincount(minv, weights=prate, minlength=nmeters)
         mr = mrate.tolist()
-        if rebuilt:
-            meters: dict = {}
-            for i, (sw, index) in enumerate(zip(st.m_sw, st.m_index)):
-                m = self.meter(index, mr[i], s)
-                meters.setdefault(sw, {})[m.key] = m
-            self._meters = meters
-            changed = None
+        patches: list = []
+        for cid, cm in members:
+            lo, hi = cm.moff, cm.moff + cm.nmeters
+            if cm.mrate is None:  # new or rebuilt: every meter
+                meters: dict = {}
+                for i in range(cm.nmeters):
+                    m = self.meter(cm.m_index[i], mr[lo + i], s)
+                    meters.setdefault(cm.m_sw[i], {})[m.key] = m
+                old = cm.meters or {}
+                cm.meters = meters
+                sets.extend((("meters", cid), sw, meters.get(sw, EMPTY))
+                            for sw in sorted(set(old) | set(meters)))
+            else:
+                ch = np.flatnonzero(mrate[lo:hi] != cm.mrate).tolist()
+                if ch:
+                    by_sw: dict = {}
+                    for i in ch:
+                        m = self.meter(cm.m_index[i], mr[lo + i], s)
+                        cm.meters[cm.m_sw[i]][m.key] = m
+                        by_sw.setdefault(cm.m_sw[i], []).append(m.key)
+                    patches.extend((("meters", cid), sw, cm.meters[sw], ks) for sw, ks in by_sw.items())
+            cm.mrate = mrate[lo:hi]
+        self._glob = glob
+        return MeterUpdate(sets, patches)
+
+    def _global(self, key, cids, cf, src, dst, slot_of, sets: list) -> tuple:
+        """The round's coflows: reuse the unchanged ones, build the new or changed ones, drop
+        the gone ones (their components emptied in ``sets``, first); concatenate their pair
+        and meter maps."""
+        n = cf.size
+        if n and np.any(cf[1:] < cf[:-1]):
+            order = np.argsort(cf, kind="stable")  # flows of a coflow together, in order
         else:
-            changed = {}
-            for i in np.flatnonzero(mrate != self._mrate).tolist():
-                m = self.meter(st.m_index[i], mr[i], s)
-                self._meters[st.m_sw[i]][m.key] = m
-                changed.setdefault(st.m_sw[i], []).append(m.key)
-        self._mrate = mrate
-        return MeterUpdate(st.fm, self._meters, changed)
+            order = None
+        cfo = cf if order is None else cf[order]
+        bounds = np.searchsorted(cfo, np.arange(len(cids) + 1))
+        srco = src if order is None else src[order]
+        dsto = dst if order is None else dst[order]
+        members, keep_parts, inv_parts, minv_parts = [], [], [], []
+        new_cf: dict = {}
+        built: list = []
+        npairs = nmeters = 0
+        bl = bounds.tolist()
+        for k, cid in enumerate(cids):
+            lo, hi = bl[k], bl[k + 1]
+            slot = int(slot_of[k])
+            if slot < 0 or hi == lo or cid in new_cf:
+                continue
+            s_k, d_k = srco[lo:hi], dsto[lo:hi]
+            ck = (slot, s_k.tobytes(), d_k.tobytes())
+            cm = self._cf.get(cid)
+            if cm is None or cm.key != ck:
+                old = cm
+                cm = self._coflow(cid, slot, s_k, d_k)
+                cm.key = ck
+                built.append((cid, old, cm))
+            new_cf[cid] = cm
+            members.append((cid, cm))
+            keep_parts.append(np.arange(lo, hi))
+            inv_parts.append(cm.pinv + npairs)
+            minv_parts.append(cm.minv + nmeters)
+            cm.moff = nmeters
+            npairs += cm.npairs
+            nmeters += cm.nmeters
+        # components: gone coflows first (a slot, hence meter keys, may pass to a new coflow)
+        for cid, cm in self._cf.items():
+            if cid not in new_cf:
+                sets.extend((("flow_meter", cid), sw, EMPTY) for sw in sorted(cm.fm))
+                sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(cm.meters or ()))
+        for cid, old, cm in built:
+            if old is not None:
+                sets.extend((("flow_meter", cid), sw, EMPTY) for sw in sorted(old.fm) if sw not in cm.fm)
+                sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(old.meters or ())
+                            if sw not in set(cm.m_sw))
+        for cid, old, cm in built:
+            sets.extend((("flow_meter", cid), sw, cm.fm[sw]) for sw in sorted(cm.fm))
+        self._cf = new_cf
+        if members:
+            sel = np.concatenate(keep_parts)
+            if order is not None:
+                sel = order[sel]
+            if sel.size == n and order is None:
+                sel = None
+            inv = np.concatenate(inv_parts)
+            minv = np.concatenate(minv_parts)
+        else:
+            sel, inv, minv = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return (key, sel, inv, minv, npairs, nmeters, members)
 
-
-class _Structure:
-    __slots__ = ("keep", "inv", "minv", "npairs", "nmeters", "m_sw", "m_index", "fm")
+    def state(self) -> dict:
+        """Switch -> {key: entity} of every metered coflow (fresh dicts)."""
+        out: dict = {}
+        for cm in self._cf.values():
+            for part in (cm.fm, cm.meters or {}):
+                for sw, d in part.items():
+                    out.setdefault(sw, {}).update(d)
+        return out
 
 
 def meter_entities_arrays(ctx: MeterContext, cids: list, cf, src, dst, rate, slots: Mapping,
                           s: CtlSettings) -> dict:
     """Vectorised :func:`meter_entities`: flows as arrays (coflow position in ``cids``, src and
     dst host positions, rate bytes/s). Returns switch -> {key: entity} (fresh dicts)."""
-    u = ctx.update(cids, cf, src, dst, rate, slots, s)
-    out: dict = {}
-    for sw in sorted(set(u.fm) | set(u.meters)):
-        d = dict(u.fm.get(sw, {}))
-        d.update(u.meters.get(sw, {}))
-        out[sw] = d
-    return out
+    ctx.update(cids, cf, src, dst, rate, slots, s)
+    return {sw: d for sw, d in sorted(ctx.state().items())}
 
 
 def meter_entities(topo, flows: Iterable, slots: Mapping, s: CtlSettings) -> dict:
