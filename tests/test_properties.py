@@ -241,3 +241,27 @@ def test_unit_pair_levels_is_bit_identical_to_weighted(vq):
     b = np.zeros(n)
     kernels.fill(v.src, v.dst, np.ones(n), np.arange(n), P, rb, 1e-9, np.zeros((P, P)), np.zeros((P, P)), b)
     assert np.array_equal(a, b) and np.array_equal(ra, rb)
+
+
+@FAST
+@given(vq=queue_views(), now=st.sampled_from([0.0, 0.013, 1.0]), delta=st.sampled_from([0.0, 0.01]),
+       sent=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 9.99, 10.0, 150.0]), min_size=6, max_size=6),
+       rscale=st.sampled_from([0.0, 1.0, 3.0]), pre=st.lists(st.sampled_from([None, 0.0, 0.5, 2.0]), min_size=6, max_size=6))
+def test_dclas_demotion_schedule_matches_reference(vq, now, delta, sent, rscale, pre):
+    """The vectorised D-CLAS demotion schedule gives the same next tick and the same pending
+    demotions as the per-coflow loop."""
+    import copy
+    from coflow.params import DclasParams
+    from coflow.sched.queues import dclas_next_demotion, dclas_next_demotion_reference
+    v, q = vq
+    C = v.ncoflows
+    p = DclasParams(K=4, E=3.0, Q1=1.0, delta=delta)
+    v.now = now
+    v.cf_sent = np.array(sent[:C])
+    q = np.minimum(q, p.K)
+    rates = rscale * np.arange(v.nflows, dtype=float) % 2.0
+    due = {int(i): t for i, t in zip(v.cf_id.tolist(), pre) if t is not None}
+    va, vb = copy.copy(v), copy.copy(v)
+    va.memory, vb.memory = {"due": dict(due)}, {"due": dict(due)}
+    assert dclas_next_demotion(va, p, q, rates) == dclas_next_demotion_reference(vb, p, q, rates)
+    assert va.memory["due"] == vb.memory["due"]

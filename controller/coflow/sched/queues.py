@@ -33,22 +33,58 @@ def dclas_queues(v: View, p: DclasParams) -> np.ndarray:
     mem = v.memory
     Q = mem.setdefault("queue", {})
     due = mem.setdefault("due", {})
-    thr = np.array(p.thresholds())
-    out = np.empty(v.ncoflows, dtype=np.int64)
-    for k, i in enumerate(v.cf_id.tolist()):
-        q = Q.get(i, 1)
-        d = due.get(i)
-        if d is not None and d <= v.now + 1e-9:
-            q = max(q, 1 + int(np.searchsorted(thr, v.cf_sent[k] * (1 + 1e-12), side="right")))
+    ids = v.cf_id.tolist()
+    out = np.fromiter((Q.get(i, 1) for i in ids), dtype=np.int64, count=len(ids))
+    limit = v.now + 1e-9
+    now_due = [k for k, i in enumerate(ids) if i in due and due[i] <= limit]
+    if now_due:
+        thr = np.array(p.thresholds())
+        for k in now_due:
+            i = ids[k]
+            q = max(int(out[k]), 1 + int(np.searchsorted(thr, v.cf_sent[k] * (1 + 1e-12), side="right")))
             q = min(q, p.K)
             Q[i] = q
             del due[i]
-        out[k] = q
+            out[k] = q
     return out
 
 
 def dclas_next_demotion(v: View, p: DclasParams, queues: np.ndarray, rates: np.ndarray) -> float:
     """Schedule the coordination tick at which each coflow's next demotion is seen."""
+    mem = v.memory
+    due = mem["due"]
+    if v.ncoflows == 0:
+        return INF
+    R = coflow_rates(v, rates)
+    # upper threshold of each coflow's queue (the same Python arithmetic as p.thresholds())
+    hi_q = np.array([p.Q1 * p.E ** (q - 1) for q in range(1, p.K + 1)] + [INF])
+    q = np.minimum(queues, p.K)
+    hi = hi_q[q - 1]
+    sent = v.cf_sent
+    live = queues < p.K
+    crossed = live & (sent >= hi * (1 - 1e-12))
+    grow = live & ~crossed & (R > 0)
+    t = np.full(v.ncoflows, INF)
+    if grow.any():
+        x = v.now + (hi[grow] - sent[grow]) / R[grow]
+        t[grow] = np.ceil(x / p.delta - 1e-9) * p.delta if p.delta > 0 else x
+    ids = v.cf_id.tolist()
+    if crossed.any():
+        tick = _tick_after(v.now, p.delta)
+        for k in np.flatnonzero(crossed).tolist():
+            t[k] = due.get(ids[k], tick)
+    keep = crossed | grow
+    for k in np.flatnonzero(~keep).tolist():
+        due.pop(ids[k], None)
+    kk = np.flatnonzero(keep)
+    if kk.size == 0:
+        return INF
+    due.update(zip([ids[k] for k in kk.tolist()], t[kk].tolist()))
+    return float(t[kk].min())
+
+
+def dclas_next_demotion_reference(v: View, p: DclasParams, queues: np.ndarray, rates: np.ndarray) -> float:
+    """:func:`dclas_next_demotion` as a per-coflow loop (the tests check they agree)."""
     mem = v.memory
     due = mem["due"]
     R = coflow_rates(v, rates)
