@@ -276,11 +276,14 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "coflow.json"))
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "bench", "bench_ctl.json"))
     ap.add_argument("--skip-dclas", action="store_true")
+    ap.add_argument("--skip-sebf", action="store_true")
     args = ap.parse_args(argv)
     from coflow.dataplane import toolchain
     res = {"protobuf": os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "?"),
            "loadavg": os.getloadavg()}
-    if not os.path.exists(args.p4info) or not os.path.exists(args.json):
+    if args.skip_sebf:
+        pass
+    elif not os.path.exists(args.p4info) or not os.path.exists(args.json):
         print("SEBF round: skipped (build/coflow.p4info.txt missing: run make p4)")
     else:
         res["sebf"] = bench_sebf(min(args.rounds, 100), args.p4info, args.json)

@@ -197,8 +197,13 @@ class SlotTable:
 
 def slot_entities(slots: Mapping) -> list:
     """coflow_slot entries (installed on every edge switch)."""
-    return [M.TableEntry(M.T_SLOT, cid_key(*cid), M.A_SET_SLOT, M.params(slot=s))
-            for cid, s in sorted(slots.items(), key=lambda kv: kv[1])]
+    return [slot_entity(cid, s) for cid, s in sorted(slots.items(), key=lambda kv: kv[1])]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def slot_entity(cid, slot: int) -> M.TableEntry:
+    """One ``coflow_slot`` entry (cached: the same cid and slot give the same object)."""
+    return M.TableEntry(M.T_SLOT, cid_key(*cid), M.A_SET_SLOT, M.params(slot=slot))
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -272,6 +277,8 @@ class MeterContext:
         self._mc: dict = {}
         self._cf: dict = {}  # cid -> _CoflowMeters (the coflows of the last round)
         self._glob = None  # (key, sel, inv, minv, npairs, nmeters, [(cid, _CoflowMeters)])
+        self._mrate = None  # last round's rate per meter (global order)
+        self._moffs = np.zeros(0, np.int64)  # first meter of each member
         self._settings = None
 
     def flow_meter(self, cid, src: int, dst: int, index: int) -> M.TableEntry:
@@ -280,8 +287,11 @@ class MeterContext:
         if e is None:
             if len(self._fm) > 500_000:
                 self._fm.clear()
-            match = cid_key(*cid) + (("ipv4_dst", self.ip[dst]), ("ipv4_src", self.ip[src]))
-            e = self._fm[k] = M.TableEntry(M.T_FLOW_METER, tuple(sorted(match)), M.A_SET_METER, M.params(index=index))
+            # fields in name order (external_id < internal_id < ipv4_dst < ipv4_src), as
+            # cid_key + sorted would give
+            match = (("external_id", int(cid[0])), ("internal_id", int(cid[1])),
+                     ("ipv4_dst", self.ip[dst]), ("ipv4_src", self.ip[src]))
+            e = self._fm[k] = M.TableEntry(M.T_FLOW_METER, match, M.A_SET_METER, (("index", int(index)),))
         return e
 
     def meter(self, index: int, rate: float, s: CtlSettings) -> M.MeterConfig:
@@ -342,6 +352,7 @@ class MeterContext:
             glob = None
             for cm in self._cf.values():
                 cm.mrate = None  # every meter again
+            self._mrate = None
         if glob is None or glob[0] != key:
             glob = self._global(key, cids, cf, src, dst, slot_of, sets)
         _, sel, inv, minv, npairs, nmeters, members = glob
@@ -350,6 +361,24 @@ class MeterContext:
         mrate = np.bincount(minv, weights=prate, minlength=nmeters)
         mr = mrate.tolist()
         patches: list = []
+        if glob is self._glob and self._mrate is not None:
+            # the same coflows and flows as last round: one compare over every meter
+            ch = np.flatnonzero(mrate != self._mrate)
+            if ch.size:
+                owner = np.searchsorted(self._moffs, ch, side="right") - 1
+                by: dict = {}
+                for i, k in zip(ch.tolist(), owner.tolist()):
+                    cid, cm = members[k]
+                    j = i - cm.moff
+                    m = self.meter(cm.m_index[j], mr[i], s)
+                    cm.meters[cm.m_sw[j]][m.key] = m
+                    by.setdefault((cid, cm.m_sw[j]), (cm, []))[1].append(m.key)
+                patches = [(("meters", cid), sw, cm.meters[sw], ks)
+                           for (cid, sw), (cm, ks) in by.items()]
+            for _, cm in members:  # each coflow's own view of the rates, for a later rebuild
+                cm.mrate = mrate[cm.moff:cm.moff + cm.nmeters]
+            self._mrate = mrate
+            return MeterUpdate(sets, patches)
         for cid, cm in members:
             lo, hi = cm.moff, cm.moff + cm.nmeters
             if cm.mrate is None:  # new or rebuilt: every meter
@@ -372,6 +401,8 @@ class MeterContext:
                     patches.extend((("meters", cid), sw, cm.meters[sw], ks) for sw, ks in by_sw.items())
             cm.mrate = mrate[lo:hi]
         self._glob = glob
+        self._mrate = mrate
+        self._moffs = np.array([cm.moff for _, cm in members], dtype=np.int64)
         return MeterUpdate(sets, patches)
 
     def _global(self, key, cids, cf, src, dst, slot_of, sets: list) -> tuple:
