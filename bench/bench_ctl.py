@@ -248,7 +248,8 @@ def bench_dclas(rounds: int, p4info: str, bmv2_json: str) -> dict:
         reg.close()
 
         def phases(rs):
-            return {k: summary([r[f"{k}_s"] for r in rs]) for k in ("read", "compute", "write", "total")}
+            return {k: summary([r[f"{k}_s"] for r in rs])
+                    for k in ("read", "compute", "write", "total", "cpu")}
         st, bz = phases(steady), phases(busy)
         return {"switches": len(topo.switches), "edges": len(edges), "coflows": len(cids),
                 "startup_s": startup, "steady": st, "with_demotions": bz,
@@ -316,7 +317,7 @@ def main(argv=None) -> int:
                   f"{label}: median {ph['total']['median_ms']:.2f} ms, p99 {ph['total']['p99_ms']:.2f} ms "
                   f"(target p99 10 ms: {ph['total']['p99_ms'] / 10:.2f}x; Aalo 8 ms avg / 19 ms p99)")
             print("  " + ", ".join(f"{k} median {ph[k]['median_ms']:.2f} / p99 {ph[k]['p99_ms']:.2f} ms"
-                                   for k in ("read", "compute", "write")))
+                                   for k in ("read", "compute", "write", "cpu")))
         print(f"  demotion rounds wrote {d['updates_per_demotion_round']:.0f} updates on average; "
               f"a wildcard read of all 1024 counters of one edge takes "
               f"{d['wildcard_read_1024_counters_ms']:.1f} ms (pure-Python protobuf)")

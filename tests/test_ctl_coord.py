@@ -81,3 +81,30 @@ def test_seed_queue_from_read_back_override():
 
 def test_cf_number():
     assert cf_number((1, 0)) == 256 and cf_number((7, 255)) == 7 * 256 + 255
+
+
+def test_round_matches_per_edge_reference_on_random_counts():
+    """The vectorised round equals the definition: global size = sum over edges (offsets
+    included), an override wherever the edge's own count puts the coflow in another queue."""
+    import random
+    from coflow.params import hw_priority
+    rng = random.Random(3)
+    p = DclasParams(K=8, Q1=1000.5)  # fractional thresholds: nbytes >= 1000.5 <=> >= 1001
+    c = DclasCoordinator(p)
+    edges = ["e0", "e1", "e2"]
+    slots = {(i + 1, 0): i for i in range(30)}
+    for step in range(20):
+        for e in edges:
+            c.observe(e, {s: rng.choice([0, 1000, 1001, rng.randrange(10**9)]) for s in slots.values()})
+        if step == 7:
+            c.switch_reset("e1")
+        r = c.round(float(step), slots, edges)
+        for cid, s in slots.items():
+            size = sum(c.offset.get((e, s), 0) + c.last.get((e, s), 0) for e in edges)
+            assert r.sizes[cid] == size
+            q = r.queues[cid]
+            for e in edges:
+                want = q > 1 and p.queue_of(c.last.get((e, s), 0)) != q
+                assert (cid in r.overrides[e]) == want
+                if want:
+                    assert r.overrides[e][cid] == hw_priority(q)

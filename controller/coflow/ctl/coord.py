@@ -16,6 +16,7 @@ count (as its data plane does), so the override restores the global queue there.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,7 @@ class DclasCoordinator:
         self.memory: dict = {}
         self.last: dict = {}  # (switch, slot) -> last raw counter value read
         self.offset: dict = {}  # (switch, slot) -> bytes counted before that switch restarted
+        self._th = None  # (thresholds, int64 array or None)
 
     # inputs ------------------------------------------------------------------------------
     def observe(self, switch: str, counts: dict) -> None:
@@ -94,20 +96,48 @@ class DclasCoordinator:
     def global_bytes(self, slot: int, switches) -> int:
         return sum(self.offset.get((s, slot), 0) + self.last.get((s, slot), 0) for s in switches)
 
+    def _int_thresholds(self):
+        """The thresholds as int64 (nbytes >= hi <=> nbytes >= ceil(hi) for integer counts),
+        or None when they are not increasing (then :meth:`DclasParams.queue_of` decides)."""
+        th = self.p.thresholds()
+        if self._th is None or self._th[0] != th:
+            ints = [min(math.ceil(h), (1 << 63) - 1) for h in th]
+            ok = all(a < b for a, b in zip(th, th[1:]))
+            self._th = (th, np.asarray(ints, dtype=np.int64) if ok else None)
+        return self._th[1]
+
     def round(self, now: float, slots: dict, edges: list[str]) -> RoundResult:
         """``slots``: cid -> counter slot of every coordinated coflow; ``edges``: the edge
         switches (every one gets the overrides it needs, whether or not it was read)."""
         cids = list(slots)
-        sizes = [self.global_bytes(slots[c], edges) for c in cids]
+        sl = [slots[c] for c in cids]
+        last, off = self.last, self.offset
+        local = np.array([[last.get((e, s), 0) for s in sl] for e in edges], dtype=np.int64) \
+            .reshape(len(edges), len(cids))
+        if off:
+            offs = np.array([[off.get((e, s), 0) for s in sl] for e in edges], dtype=np.int64) \
+                .reshape(len(edges), len(cids))
+            sizes = (local + offs).sum(axis=0).tolist()
+        else:
+            sizes = local.sum(axis=0).tolist()
         v = coordination_view(now, cids, sizes, self.memory)
         q = dclas_queues(v, self.p) if cids else np.zeros(0, dtype=np.int64)
-        queues = {c: int(x) for c, x in zip(cids, q.tolist())}
+        ql = q.tolist()
+        queues = {c: int(x) for c, x in zip(cids, ql)}
         overrides: dict = {e: {} for e in edges}
-        for c, qc in queues.items():
-            if qc <= 1:
-                continue
-            prio = hw_priority(qc)
-            for e in edges:
-                if self.p.queue_of(self.local_bytes(e, slots[c])) != qc:
-                    overrides[e][c] = prio
+        demoted = np.flatnonzero(q > 1)
+        if demoted.size:
+            th = self._int_thresholds()
+            if th is not None:
+                lq = 1 + np.searchsorted(th, local[:, demoted], side="right")
+            else:
+                lq = np.array([[self.p.queue_of(int(x)) for x in row] for row in local[:, demoted]],
+                              dtype=np.int64).reshape(len(edges), demoted.size)
+            need = lq != q[demoted][None, :]
+            prio = [hw_priority(ql[j]) for j in demoted.tolist()]
+            dl = demoted.tolist()
+            for i, e in enumerate(edges):
+                row = need[i]
+                if row.any():
+                    overrides[e] = {cids[dl[j]]: prio[j] for j in np.flatnonzero(row).tolist()}
         return RoundResult(dict(zip(cids, sizes)), queues, overrides)

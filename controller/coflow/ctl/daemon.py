@@ -32,6 +32,7 @@ from .desired import DesiredBook
 from .observe import Metrics, StatusServer
 from .rates import plan as rate_plan
 from .switch import SwitchAgent, pipeline_cookie, sync_many
+from . import wire
 from .wire import EncodedCache
 
 log = logging.getLogger(__name__)
@@ -141,6 +142,8 @@ class Controller:
             a.start()
         if self.mode in TR.RATE_MODES:
             self._warm_up()  # while the switches connect
+        elif self.mode == "dclas":
+            wire.warm_up()  # the compiled counter walker
         self._unsubscribe = self.registry.subscribe(self._on_registry)
         deadline = time.monotonic() + self.start_timeout
         try:

@@ -245,7 +245,7 @@ class SwitchAgent:
         def result() -> dict:
             out: dict = {}
             for resp in wait():
-                wire.parse_counter_bytes(resp, out)
+                wire.parse_counter_bytes_fast(resp, out)
             return out
         return result
 
