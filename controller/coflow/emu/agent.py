@@ -117,8 +117,10 @@ def parse_header(data: bytes) -> tuple[int, int, int, int]:
 
 
 class Agent:
-    def __init__(self, host: str, listen_ip: str, port: int, out=None, tag: bool = True):
+    def __init__(self, host: str, listen_ip: str, port: int, out=None, tag: bool = True,
+                 cc: str | None = "cubic"):
         self.host, self.listen_ip, self.port = host, listen_ip, port
+        self.cc = cc
         self.out = out or sys.stdout
         self.tag = tag
         self.tasks: set[asyncio.Task] = set()
@@ -184,6 +186,7 @@ class Agent:
             how = "none"
             if self.tag:
                 how = set_socket_coflow(sock, CoflowId.parse(cmd["cid"]))
+            self._set_cc(sock)
             sock.setblocking(False)
             await loop.sock_connect(sock, (cmd["dst"], cmd["port"]))
             reader, writer = await asyncio.open_connection(sock=sock)
@@ -207,6 +210,13 @@ class Agent:
             discard()
             self.emit(ev="error", where=where, field="socket", message=f"{cmd['dst']}:{cmd['port']}: {e}")
 
+    def _set_cc(self, sock: socket.socket) -> None:
+        """Per-socket congestion control: a namespace may only pick algorithms of the machine's
+        tcp_allowed_congestion_control by sysctl, but a socket of a CAP_NET_ADMIN process may
+        pick any available one."""
+        if self.cc:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, self.cc.encode())
+
     def _spawn(self, coro) -> None:
         t = asyncio.ensure_future(coro)
         self.tasks.add(t)
@@ -214,8 +224,12 @@ class Agent:
 
     # main -----------------------------------------------------------------------------------------
     async def run(self, stdin=None) -> None:
-        self.server = await asyncio.start_server(self._serve, self.listen_ip, self.port,
-                                                 reuse_address=True, backlog=1024)
+        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._set_cc(lsock)                          # accepted sockets inherit it
+        lsock.bind((self.listen_ip, self.port))
+        lsock.listen(1024)
+        self.server = await asyncio.start_server(self._serve, sock=lsock)
         self.emit(ev="ready", host=self.host, port=self.port)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=1 << 20)
@@ -254,10 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", required=True)
     ap.add_argument("--listen", required=True, help="ip:port to receive flows on")
     ap.add_argument("--no-tag", action="store_true", help="do not tag sockets with the CoflowId")
+    ap.add_argument("--cc", default="cubic", help="TCP congestion control of every socket ('' = the "
+                    "namespace's default)")
     args = ap.parse_args(argv)
     ip, _, port = args.listen.rpartition(":")
     try:
-        asyncio.run(Agent(args.host, ip, int(port), tag=not args.no_tag).run())
+        asyncio.run(Agent(args.host, ip, int(port), tag=not args.no_tag, cc=args.cc or None).run())
     except KeyboardInterrupt:
         pass
     return 0

@@ -22,8 +22,8 @@ def _common(p) -> None:
     p.add_argument("--modes", default=",".join(DEFAULT_MODES), help="comma-separated modes, run in order")
     p.add_argument("--coflows", type=int, default=60, help="the first N coflows of the trace (default 60)")
     p.add_argument("--rate-mbps", type=float, default=1.0, help="every link's rate, Mb/s (default 1)")
-    p.add_argument("--work", type=float, default=60.0,
-                   help="bytes scaled so the coflows keep every host link busy this many seconds (default 60)")
+    p.add_argument("--work", type=float, default=40.0,
+                   help="bytes scaled so the coflows keep every host link busy this many seconds (default 40)")
     p.add_argument("--load", type=float, default=2.0,
                    help="arrivals compressed to span work/load seconds (default 2)")
     p.add_argument("--bytes-scale", type=float, help="bytes factor (overrides --work)")

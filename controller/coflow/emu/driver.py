@@ -171,6 +171,8 @@ class ModeResult:
     wall_s: float = 0.0
     late_s: list[float] = field(default_factory=list)   # dispatch lateness per coflow
     register_s: list[float] = field(default_factory=list)   # API round trip per registration
+    sent: set = field(default_factory=set)                # (coflow, flow) whose sender finished
+    outstanding: list = field(default_factory=list)       # at the end: flows without a report
 
 
 def _unregister(fn, cid: str, trace_id: int, errors: list) -> None:
@@ -249,6 +251,8 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
             kind = ev["ev"]
             if kind == "error":
                 res.errors.append(f"{name}: {ev['where']}: {ev['field']}: {ev['message']}")
+            elif kind == "sent" and ev["run"] == run:
+                res.sent.add((ev["coflow"], ev["flow"]))
             elif kind == "done" and ev["run"] == run:
                 k, i = ev["coflow"], ev["flow"]
                 if k >= N or i >= len(plan.coflows[k].flows) or (k, i) in got:
@@ -264,6 +268,14 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
                     pool.submit(_unregister, unregister, res.registered[k], plan.coflows[k].trace_id,
                                 res.errors)
     finally:
+        for k in range(N):
+            if remaining[k] > 0:
+                for f in plan.coflows[k].flows:
+                    if (k, f.index) not in got:
+                        res.outstanding.append({"coflow": plan.coflows[k].trace_id, "flow": f.index,
+                                                "src": f.src, "dst": f.dst, "bytes": f.bytes,
+                                                "dispatched": k in res.registered,
+                                                "sender_done": (k, f.index) in res.sent})
         pool.shutdown(wait=False, cancel_futures=True)
         if bar is not None:
             bar.close()

@@ -54,7 +54,7 @@ class EmuConfig:
     modes: tuple[str, ...] = DEFAULT_MODES
     coflows: int = 60
     rate_mbps: float = 1.0
-    work_s: float = 60.0
+    work_s: float = 40.0
     load: float = 2.0
     bytes_factor: float | None = None
     time_scale: float | None = None
@@ -306,6 +306,7 @@ class Experiment:
                           label=f"emu-{mode}", driver="emu", topology=self.t.name,
                           plan=plan.summary(), timed_out=res.timed_out, errors=res.errors[:50],
                           error_count=len(res.errors), tm=tm_stats,
+                          outstanding_flows=len(res.outstanding), outstanding=res.outstanding[:40],
                           dispatch_late_s={"max": max(res.late_s, default=0.0),
                                            "mean": float(np.mean(res.late_s)) if res.late_s else 0.0},
                           register_s={"max": max(res.register_s, default=0.0),

@@ -133,14 +133,18 @@ class BMv2Switch(Switch):
 OFFLOADS = ("rx", "tx", "sg", "tso", "gso", "gro")
 
 #: TCP in every host namespace (all per-namespace sysctls):
-#: - cubic, not the machine's default (bbr here): loss-based, the TCP the schedulers' papers
-#:   assume; bbr measured minimum RTTs of seconds behind the priority queues and stalled.
+#: (Congestion control is set per socket by the agents, cubic by default: a namespace may not
+#: pick one outside the machine's tcp_allowed_congestion_control, "reno bbr" here.)
 #: - tcp_rto_max_ms 2000 (default 120000): a flow starved behind higher priorities retries at
 #:   least every 2 s instead of backing off for minutes (measured: a flow idle for 230 s with
 #:   RTO 115 s at the end of a run), so the port goes back to work soon after it frees up.
 #: - tcp_no_metrics_save: no RTT/ssthresh carried from one connection (or mode) to the next.
-TCP_SYSCTLS = {"tcp_congestion_control": "cubic", "tcp_rto_max_ms": "2000",
-               "tcp_no_metrics_save": "1"}
+#: - tcp_syn_retries / tcp_synack_retries / tcp_retries2 raised: with the RTO capped at 2 s the
+#:   default counts give up after 10-30 s (measured: "Connect call failed", "Connection reset by
+#:   peer" in fair mode); a flow must wait for as long as the mode's timeout, never abort.
+TCP_SYSCTLS = {"tcp_rto_max_ms": "2000",
+               "tcp_no_metrics_save": "1", "tcp_syn_retries": "127", "tcp_synack_retries": "127",
+               "tcp_retries2": "120"}
 
 
 class EmuHost(Host):
