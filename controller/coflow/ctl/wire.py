@@ -245,6 +245,139 @@ def update_bytes(typ: str, entity: bytes) -> bytes:
     return varint(N["wr_updates"] << 3 | 2) + varint(len(body)) + body
 
 
+def _fnum(msg: str, field: str) -> int:
+    from p4.v1 import p4runtime_pb2 as pb
+    d = pb
+    for part in msg.split("."):
+        d = getattr(d, part)
+    return d.DESCRIPTOR.fields_by_name[field].number
+
+
+def _tag(n: int, wt: int) -> bytes:
+    return varint(n << 3 | wt)
+
+
+def _msg(n: int, body: bytes) -> bytes:
+    """A length-delimited field (always emitted: a set submessage or oneof member)."""
+    return _tag(n, 2) + varint(len(body)) + body
+
+
+def _uint(n: int, v: int) -> bytes:
+    """A proto3 scalar varint field (omitted when 0)."""
+    return _tag(n, 0) + varint(v) if v else b""
+
+
+def _bytes(n: int, v: bytes) -> bytes:
+    return _msg(n, v) if v else b""
+
+
+class FastEncoder:
+    """Serialised ``Entity`` bytes for the entities a round writes (table entries with
+    direct actions or profile references, meter configs, counter resets), built directly on
+    the wire format: the same bytes as ``Codec.encode(...).SerializeToString()`` (protobuf
+    writes fields in number order and omits proto3 zero scalars; the tests compare on random
+    entities) for ~1/30 of the cost. Anything else returns None (the caller uses the codec)."""
+
+    def __init__(self, codec):
+        from ..dataplane.p4rt import encode_value
+        self.codec = codec
+        self.encode_value = encode_value
+        f = _fnum
+        self.E_TABLE, self.E_METER, self.E_COUNTER = (f("Entity", "table_entry"), f("Entity", "meter_entry"),
+                                                      f("Entity", "counter_entry"))
+        self.TE = {k: f("TableEntry", k) for k in ("table_id", "match", "action", "priority")}
+        self.FM = {k: f("FieldMatch", k) for k in ("field_id", "exact", "ternary", "lpm", "range")}
+        self.TA = {k: f("TableAction", k) for k in ("action", "action_profile_member_id",
+                                                    "action_profile_group_id")}
+        self.A = {k: f("Action", k) for k in ("action_id", "params")}
+        self.P = {k: f("Action.Param", k) for k in ("param_id", "value")}
+        self.ME = {k: f("MeterEntry", k) for k in ("meter_id", "index", "config")}
+        self.MC = {k: f("MeterConfig", k) for k in ("cir", "cburst", "pir", "pburst")}
+        self.IDX = f("Index", "index")
+        self.CE = {k: f("CounterEntry", k) for k in ("counter_id", "index", "data")}
+
+    def _match(self, table: str, match) -> bytes | None:
+        from p4.config.v1 import p4info_pb2 as info
+        mt = info.MatchField
+        ev, FM = self.encode_value, self.FM
+        want = dict(match)
+        out = []
+        seen = 0
+        for name, fid, bw, typ in self.codec.fields[table]:
+            if name not in want:
+                continue
+            seen += 1
+            v = want[name]
+            if typ == mt.EXACT:
+                out.append(_uint(FM["field_id"], fid) + _msg(FM["exact"], _bytes(1, ev(v, bw))))
+            elif typ == mt.LPM:
+                if v[1] == 0:
+                    continue
+                out.append(_uint(FM["field_id"], fid)
+                           + _msg(FM["lpm"], _bytes(1, ev(v[0], bw)) + _uint(2, v[1])))
+            elif typ == mt.RANGE:
+                if v[0] == 0 and v[1] == (1 << bw) - 1:
+                    continue
+                out.append(_uint(FM["field_id"], fid)
+                           + _msg(FM["range"], _bytes(1, ev(v[0], bw)) + _bytes(2, ev(v[1], bw))))
+            elif typ == mt.TERNARY:
+                if v[1] == 0:
+                    continue
+                out.append(_uint(FM["field_id"], fid)
+                           + _msg(FM["ternary"], _bytes(1, ev(v[0], bw)) + _bytes(2, ev(v[1], bw))))
+            else:
+                return None
+        if seen != len(want):
+            return None  # unknown field: the codec raises its error
+        return b"".join(_msg(self.TE["match"], m) for m in out)
+
+    def _action(self, action: str, params) -> bytes:
+        pinfo = self.codec.aparams[action]
+        body = _uint(self.A["action_id"], self.codec.action_id[action])
+        for name, value in params:
+            pid, bw = pinfo[name]
+            body += _msg(self.A["params"], _uint(self.P["param_id"], pid)
+                         + _bytes(self.P["value"], self.encode_value(value, bw)))
+        return body
+
+    def entity(self, e, key_only: bool = False) -> bytes | None:
+        from . import model as M
+        t = type(e)
+        if t is M.MeterConfig:
+            body = _uint(self.ME["meter_id"], self.codec.meter_id[e.meter]) \
+                + _msg(self.ME["index"], _uint(self.IDX, e.index))
+            if not key_only:
+                MC = self.MC
+                body += _msg(self.ME["config"], _uint(MC["cir"], e.cir) + _uint(MC["cburst"], e.cburst)
+                             + _uint(MC["pir"], e.pir) + _uint(MC["pburst"], e.pburst))
+            return _msg(self.E_METER, body)
+        if t is M.CounterReset:
+            body = _uint(self.CE["counter_id"], self.codec.counter_id[e.counter]) \
+                + _msg(self.CE["index"], _uint(self.IDX, e.index)) + _msg(self.CE["data"], b"")
+            return _msg(self.E_COUNTER, body)
+        if t is M.TableEntry:
+            if e.table not in self.codec.table_id:
+                return None
+            match = self._match(e.table, e.match)
+            if match is None:
+                return None
+            body = _uint(self.TE["table_id"], self.codec.table_id[e.table]) + match
+            if not key_only:
+                if e.action is not None:
+                    if e.action not in self.codec.action_id:
+                        return None
+                    body += _msg(self.TE["action"], _msg(self.TA["action"], self._action(e.action, e.params)))
+                elif e.member_id is not None:
+                    body += _msg(self.TE["action"], _tag(self.TA["action_profile_member_id"], 0)
+                                 + varint(e.member_id))
+                elif e.group_id is not None:
+                    body += _msg(self.TE["action"], _tag(self.TA["action_profile_group_id"], 0)
+                                 + varint(e.group_id))
+            body += _uint(self.TE["priority"], e.priority)
+            return _msg(self.E_TABLE, body)
+        return None
+
+
 class EncodedCache:
     """Model value (hashable) -> serialised Entity, bounded (cleared when it grows past
     ``limit`` entries)."""
@@ -254,6 +387,7 @@ class EncodedCache:
         self.limit = limit
         self._full: dict = {}
         self._key: dict = {}
+        self.fast = FastEncoder(codec)
 
     def entity(self, value, key_only: bool = False) -> bytes:
         d = self._key if key_only else self._full
@@ -261,7 +395,10 @@ class EncodedCache:
         if b is None:
             if len(d) >= self.limit:
                 d.clear()
-            b = d[value] = self.codec.encode(value, key_only=key_only).SerializeToString()
+            b = self.fast.entity(value, key_only)
+            if b is None:
+                b = self.codec.encode(value, key_only=key_only).SerializeToString()
+            d[value] = b
         return b
 
     def op(self, op) -> bytes:
