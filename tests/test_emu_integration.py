@@ -41,7 +41,7 @@ pytestmark = pytest.mark.skipif(WHY is not None, reason=f"emulation test skipped
 
 RATE_BPS = 2e6
 BIG = 600_000          # ~2.5 s alone at 2 Mb/s
-SMALL = 12_000
+SMALL = 80_000         # ~0.3 s alone: more than one TCP stall of B, so FIFO cannot let it through
 WIDE = 20_000
 
 

@@ -199,7 +199,10 @@ class Agent:
                 await writer.drain()
             await writer.drain()
             writer.write_eof()
-            await reader.read()          # the receiver closes once it has every byte
+            try:
+                await reader.read()      # the receiver closes once it has every byte
+            except ConnectionResetError:
+                pass                     # it closed first: every byte was acknowledged already
             writer.close()
             self.emit(ev="sent", run=cmd["run"], coflow=cmd["coflow"], flow=cmd["flow"],
                       t_start=t0, t_end=time.time(), tag=how)
