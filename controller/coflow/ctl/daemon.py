@@ -82,6 +82,7 @@ class Controller:
             registry = CoflowRegistry([h.name for h in topology.hosts])
         self.registry = registry
         self.metrics = Metrics()
+        self._metric_children: dict = {}
         self.metrics_addr = metrics_addr
         self.status_file = status_file
         self.start_timeout = start_timeout
@@ -314,13 +315,13 @@ class Controller:
         t2 = time.perf_counter()
         written, errors = self._write(desired)
         t3 = time.perf_counter()
-        m = self.metrics.round_seconds
+        m = self._metric
         if self.mode == "dclas":
-            m.labels("read").observe(t_read)
-        m.labels("compute").observe(t2 - t1)
-        m.labels("write").observe(t3 - t2)
-        m.labels("total").observe(t3 - t0)
-        self.metrics.rounds.labels(self.mode).inc()
+            m("round_seconds", "read").observe(t_read)
+        m("round_seconds", "compute").observe(t2 - t1)
+        m("round_seconds", "write").observe(t3 - t2)
+        m("round_seconds", "total").observe(t3 - t0)
+        m("rounds", self.mode).inc()
         self.rounds += 1
         self.last_round = {"read_s": t_read, "compute_s": t2 - t1, "write_s": t3 - t2,
                            "total_s": t3 - t0, "cpu_s": time.process_time() - c0,
@@ -426,9 +427,9 @@ class Controller:
         for name, st in desired.items():
             a = self.agents[name]
             if a.state != SwitchAgent.MASTER:
-                self.metrics.switch_up.labels(name).set(0.5 if a.state == SwitchAgent.BACKUP else 0)
+                self._metric("switch_up", name).set(0.5 if a.state == SwitchAgent.BACKUP else 0)
                 continue
-            self.metrics.switch_up.labels(name).set(1)
+            self._metric("switch_up", name).set(1)
             if audit:
                 a.audit()
             dirty = self.book.dirty[name]
@@ -445,12 +446,20 @@ class Controller:
         for name, (n, err) in results.items():
             if err is None:
                 written += n
-                self.metrics.updates.labels(name).inc(n)
+                self._metric("updates", name).inc(n)
                 self.book.synced(name)
             else:
                 errors += 1
                 self.metrics.write_errors.labels(name).inc()
         return written, errors
+
+    def _metric(self, name: str, label: str):
+        """A labelled child of a metric, looked up once (every round sets a few dozen)."""
+        k = (name, label)
+        c = self._metric_children.get(k)
+        if c is None:
+            c = self._metric_children[k] = getattr(self.metrics, name).labels(label)
+        return c
 
     # status -------------------------------------------------------------------------------
     def _publish(self) -> None:
@@ -459,7 +468,7 @@ class Controller:
             for q in self._queues.values():
                 counts[q] = counts.get(q, 0) + 1
         for q in range(1, 9):
-            self.metrics.coflows.labels(str(q)).set(counts.get(q, 0))
+            self._metric("coflows", str(q)).set(counts.get(q, 0))
         if self.status_file and time.monotonic() - self._last_status_write >= 1.0:
             self._last_status_write = time.monotonic()
             tmp = f"{self.status_file}.tmp{os.getpid()}"
