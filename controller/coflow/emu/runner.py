@@ -399,10 +399,20 @@ def format_emu_vs_sim(rows: dict) -> str:
 
 
 def _brief(status) -> dict | None:
+    """The controller's final status, without the per-switch detail."""
     if not isinstance(status, dict):
         return None
-    keep = ("mode", "rounds", "switches", "coflows", "errors", "writes", "last_round")
-    return {k: status[k] for k in keep if k in status} or {"keys": sorted(status)[:20]}
+    out = {k: status[k] for k in ("mode", "rounds", "last_round") if k in status}
+    sw = status.get("switches")
+    if isinstance(sw, dict):
+        vals = [v for v in sw.values() if isinstance(v, dict)]
+        out["switches"] = len(sw)
+        for k in ("writes", "write_errors", "reconnects", "pipeline_pushes"):
+            out[k] = sum(int(v.get(k, 0) or 0) for v in vals)
+        out["last_errors"] = sorted({v.get("last_error") for v in vals if v.get("last_error")})[:5]
+    if isinstance(status.get("coflows"), list):
+        out["coflows_left"] = len(status["coflows"])
+    return out
 
 
 def _sigterm(*_):
