@@ -33,6 +33,29 @@ from coflow.dataplane import p4rt  # noqa: E402,F401  (protobuf implementation f
 import numpy as np  # noqa: E402
 
 
+class GcClock:
+    """Time the cyclic garbage collector spends (gc.callbacks), to attribute slow rounds."""
+
+    def __init__(self):
+        import gc
+        self.total = 0.0
+        self.pauses: list = []
+        self._t0 = 0.0
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase, info):
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            d = time.perf_counter() - self._t0
+            self.total += d
+            self.pauses.append((info["generation"], d))
+
+    def close(self):
+        import gc
+        gc.callbacks.remove(self._cb)
+
+
 def pct(xs, q):
     return float(np.percentile(np.asarray(xs), q))
 
@@ -90,6 +113,7 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
     now = time.time()
     rows = {"updates": [], "churn": []}
     mismatches = 0
+    gcc = None
 
     def set_records(rs):
         ctl._records = list(rs)
@@ -102,6 +126,7 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
     def one_round(i):
         nonlocal mismatches
         t = {}
+        g0 = gcc.total if gcc is not None else 0.0
         c0, t0 = time.process_time(), time.perf_counter()
         with ctl._mu:
             ctl._compute_rates(now + i * 0.01, t)
@@ -114,6 +139,7 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
             M.apply_ops_inplace(actual[sw], ops[sw])
             ctl.book.synced(sw)
         t3, c1 = time.perf_counter(), time.process_time()
+        gc_in_round = (gcc.total - g0) if gcc is not None else 0.0
         n = sum(len(o) for o in ops.values())
         for o in ops.values():
             for op in o:
@@ -140,12 +166,14 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
         if ops_b != ops:
             mismatches += 1
         t.update(total=t3 - t0, cpu=c1 - c0, desired=t2 - t1, diff=t3 - t2, encode=t4 - t3,
-                 base_total=tb1 - tb0, base_cpu=cb1 - cb0)
+                 base_total=tb1 - tb0, base_cpu=cb1 - cb0, gc=gc_in_round)
         return t, n
 
     set_records(recs)
     _, n0 = one_round(0)  # first push (every entity)
     one_round(1)
+    ctl._freeze_heap()  # as Controller.start does after the initial sync
+    gcc = GcClock()
     for i in range(2, rounds + 2):
         # between rounds, as Update calls would: 5 coflows report progress on 20 flows each,
         # so the view, the rates and some meters change
@@ -167,10 +195,11 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
     sys.stderr.write("\n")
     ctl._pool.shutdown()
     ctl.registry.close()
+    gcc.close()
 
     def phases(rs):
         keys = ("view", "allocate", "priorities", "translate", "desired", "diff", "total", "cpu",
-                "encode", "base_total", "base_cpu")
+                "encode", "base_total", "base_cpu", "gc")
         out = {k: summary([t[k] for t, _ in rs]) for k in keys}
         out["updates_per_round"] = statistics.fmean(n for _, n in rs)
         out["ratio_to_target (median)"] = out["total"]["median_ms"] / 5.0
@@ -298,7 +327,7 @@ def main(argv=None) -> int:
                   f"{s['p99_ms'] / 5:.2f}x p99; Varys 17 ms); {ph['updates_per_round']:.0f} updates/round")
             print("  " + ", ".join(f"{k} {ph[k]['median_ms']:.2f}" for k in
                                    ("view", "allocate", "priorities", "translate", "desired", "diff"))
-                  + " ms (medians)")
+                  + f" ms (medians); garbage collection in the round: max {ph['gc']['max_ms']:.2f} ms")
             print(f"  from-scratch path (same run): median {ph['base_total']['median_ms']:.2f} ms, "
                   f"p99 {ph['base_total']['p99_ms']:.2f} ms, CPU {ph['base_cpu']['median_ms']:.2f} ms "
                   f"({ph['speedup_vs_from_scratch (median)']:.1f}x slower); encoding the round's "

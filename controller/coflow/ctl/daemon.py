@@ -14,6 +14,7 @@ Switch (re)connections, pipeline pushes and read-backs happen in each switch's k
 """
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -164,6 +165,7 @@ class Controller:
                    if a.state == SwitchAgent.MASTER and a.actual is None}
             if bad:
                 raise RuntimeError("initial sync failed: " + "; ".join(f"{n}: {e}" for n, e in bad.items()))
+            self._freeze_heap()
         except BaseException:
             self.stop()
             raise
@@ -171,6 +173,16 @@ class Controller:
             self._thread = threading.Thread(target=self._loop, daemon=True, name="ctl-loop")
             self._thread.start()
         return self
+
+    @staticmethod
+    def _freeze_heap() -> None:
+        """What exists after the initial sync (topology, routes, codec, JIT-compiled kernels,
+        the switches' cached state) lives as long as the controller: move it out of the
+        cyclic garbage collector's reach (``gc.freeze``), so that the full collections a
+        round may trigger scan only what rounds create (a full scan of everything took
+        up to 170 ms on this machine, a p99 round by itself)."""
+        gc.collect()
+        gc.freeze()
 
     def stop(self) -> None:
         self._stop.set()
@@ -403,17 +415,16 @@ class Controller:
         book = self.book
         for name in self.agents:
             book.set("static", name, static[name].entities)
-            if name not in self.edges:
-                continue
-            book.set("slots", name, slot_ents)
+        book.set_many("slots", self.edges, slot_ents)
+        if ovr is not None:
+            book.set_many("overrides", self.edges, ovr)
+        for name in self.edges:
             if self.mode == "dclas":
                 want = self._overrides.get(name, TR.EMPTY)
                 if self._ovr_src.get(name) != want:
                     book.set("overrides", name, {e.key: e for e in (
                         TR.override_entity(c, p) for c, p in want.items())})
                     self._ovr_src[name] = want
-            elif ovr is not None:
-                book.set("overrides", name, ovr)
         return {name: book.state(name) for name in self.agents}
 
     def _write(self, desired: dict) -> tuple[int, int]:

@@ -77,6 +77,40 @@ class DesiredBook:
         self._last[ident] = new
         return n
 
+    def set_many(self, comp: str, switches, new: Mapping) -> int:
+        """:meth:`set` of the same mapping on several switches (coflow slots and rate-mode
+        overrides are the same on every edge): when they all hold the same previous mapping,
+        the two are compared once and only the difference is applied to each switch."""
+        switches = list(switches)
+        lasts = {id(self._last.get((comp, sw))) for sw in switches}
+        prev = self._last.get((comp, switches[0])) if switches else None
+        if len(lasts) != 1 or prev is None or not isinstance(prev, dict):
+            return sum(self.set(comp, sw, new) for sw in switches)
+        if prev is new:
+            return 0
+        changed = [k for k, v in new.items() if (o := prev.get(k)) is not v and o != v]
+        gone = [k for k in prev if k not in new]
+        n = 0
+        for sw in switches:
+            ident = (comp, sw)
+            want = self.states[sw].entities
+            dirty = self.dirty[sw]
+            keys = self._keys[ident]
+            for k in changed:
+                if k not in keys:
+                    if k in want:
+                        raise ValueError(f"{sw}: key {k} claimed by component {comp!r} and another one")
+                    keys.add(k)
+                want[k] = new[k]
+                dirty.add(k)
+            for k in gone:
+                keys.discard(k)
+                del want[k]
+                dirty.add(k)
+            self._last[ident] = new
+            n += len(changed) + len(gone)
+        return n
+
     def state(self, sw: str) -> M.SwitchState:
         """The switch's desired state (the live object: read it, do not keep a copy)."""
         return self.states[sw]

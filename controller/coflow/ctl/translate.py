@@ -273,35 +273,32 @@ class MeterContext:
         self.switches = sorted({h.switch for h in hosts})
         sw_idx = {n: i for i, n in enumerate(self.switches)}
         self.edge_of = np.array([sw_idx[h.switch] for h in hosts], dtype=np.int64)
-        self._fm: dict = {}
-        self._mc: dict = {}
+        self._fm: dict = {}  # cid -> {(src, dst, index): flow_meter entry}
         self._cf: dict = {}  # cid -> _CoflowMeters (the coflows of the last round)
         self._glob = None  # (key, sel, inv, minv, npairs, nmeters, [(cid, _CoflowMeters)])
         self._mrate = None  # last round's rate per meter (global order)
-        self._moffs = np.zeros(0, np.int64)  # first meter of each member
         self._settings = None
 
     def flow_meter(self, cid, src: int, dst: int, index: int) -> M.TableEntry:
-        k = (cid, src, dst, index)
-        e = self._fm.get(k)
+        """The flow_meter entry (the same object while the coflow lives: a coflow whose flows
+        change keeps the entries of its unchanged pairs)."""
+        per = self._fm.get(cid)
+        if per is None:
+            per = self._fm[cid] = {}
+        k = (src, dst, index)
+        e = per.get(k)
         if e is None:
-            if len(self._fm) > 500_000:
-                self._fm.clear()
             # fields in name order (external_id < internal_id < ipv4_dst < ipv4_src), as
             # cid_key + sorted would give
             match = (("external_id", int(cid[0])), ("internal_id", int(cid[1])),
                      ("ipv4_dst", self.ip[dst]), ("ipv4_src", self.ip[src]))
-            e = self._fm[k] = M.TableEntry(M.T_FLOW_METER, match, M.A_SET_METER, (("index", int(index)),))
+            e = per[k] = M.TableEntry(M.T_FLOW_METER, match, M.A_SET_METER, (("index", int(index)),))
         return e
 
     def meter(self, index: int, rate: float, s: CtlSettings) -> M.MeterConfig:
-        k = (index, rate)
-        m = self._mc.get(k)
-        if m is None:
-            if len(self._mc) > 500_000:
-                self._mc.clear()
-            m = self._mc[k] = meter_config(index, rate, s)
-        return m
+        # not cached: only meters whose rate changed get here, and a cache of every
+        # (index, rate) seen would grow without bound (and lengthen garbage collections)
+        return meter_config(index, rate, s)
 
     def _coflow(self, cid, slot: int, src, dst) -> _CoflowMeters:
         """Pairs in order of first appearance get flow slots 0..7 per (coflow, sender's edge),
@@ -355,54 +352,45 @@ class MeterContext:
             self._mrate = None
         if glob is None or glob[0] != key:
             glob = self._global(key, cids, cf, src, dst, slot_of, sets)
-        _, sel, inv, minv, npairs, nmeters, members = glob
+        _, sel, inv, minv, npairs, nmeters, members, moffs = glob
         r = rate if sel is None else rate[sel]
         prate = np.bincount(inv, weights=r, minlength=npairs)
         mrate = np.bincount(minv, weights=prate, minlength=nmeters)
-        mr = mrate.tolist()
-        patches: list = []
         if glob is self._glob and self._mrate is not None:
-            # the same coflows and flows as last round: one compare over every meter
-            ch = np.flatnonzero(mrate != self._mrate)
-            if ch.size:
-                owner = np.searchsorted(self._moffs, ch, side="right") - 1
-                by: dict = {}
-                for i, k in zip(ch.tolist(), owner.tolist()):
-                    cid, cm = members[k]
-                    j = i - cm.moff
-                    m = self.meter(cm.m_index[j], mr[i], s)
-                    cm.meters[cm.m_sw[j]][m.key] = m
-                    by.setdefault((cid, cm.m_sw[j]), (cm, []))[1].append(m.key)
-                patches = [(("meters", cid), sw, cm.meters[sw], ks)
-                           for (cid, sw), (cm, ks) in by.items()]
-            for _, cm in members:  # each coflow's own view of the rates, for a later rebuild
-                cm.mrate = mrate[cm.moff:cm.moff + cm.nmeters]
-            self._mrate = mrate
-            return MeterUpdate(sets, patches)
-        for cid, cm in members:
-            lo, hi = cm.moff, cm.moff + cm.nmeters
-            if cm.mrate is None:  # new or rebuilt: every meter
-                meters: dict = {}
-                for i in range(cm.nmeters):
-                    m = self.meter(cm.m_index[i], mr[lo + i], s)
-                    meters.setdefault(cm.m_sw[i], {})[m.key] = m
-                old = cm.meters or {}
-                cm.meters = meters
-                sets.extend((("meters", cid), sw, meters.get(sw, EMPTY))
-                            for sw in sorted(set(old) | set(meters)))
-            else:
-                ch = np.flatnonzero(mrate[lo:hi] != cm.mrate).tolist()
-                if ch:
-                    by_sw: dict = {}
-                    for i in ch:
-                        m = self.meter(cm.m_index[i], mr[lo + i], s)
-                        cm.meters[cm.m_sw[i]][m.key] = m
-                        by_sw.setdefault(cm.m_sw[i], []).append(m.key)
-                    patches.extend((("meters", cid), sw, cm.meters[sw], ks) for sw, ks in by_sw.items())
-            cm.mrate = mrate[lo:hi]
+            prev = self._mrate  # the same coflows and flows as last round
+        else:
+            prev = np.full(nmeters, np.nan)  # NaN: a new or rebuilt coflow's meters
+            for _, cm in members:
+                if cm.mrate is not None:
+                    prev[cm.moff:cm.moff + cm.nmeters] = cm.mrate
+        ch = np.flatnonzero(mrate != prev)
+        patches: list = []
+        if ch.size:
+            mr = mrate.tolist()
+            owner = np.searchsorted(moffs, ch, side="right") - 1
+            by: dict = {}
+            fresh: set = set()
+            for i, k in zip(ch.tolist(), owner.tolist()):
+                cid, cm = members[k]
+                if cm.meters is None or k in fresh:  # new or rebuilt: all its meters, once
+                    if k not in fresh:
+                        fresh.add(k)
+                        meters: dict = {}
+                        for j in range(cm.nmeters):
+                            m = self.meter(cm.m_index[j], mr[cm.moff + j], s)
+                            meters.setdefault(cm.m_sw[j], {})[m.key] = m
+                        cm.meters = meters
+                        sets.extend((("meters", cid), sw, meters[sw]) for sw in sorted(meters))
+                    continue
+                j = i - cm.moff
+                m = self.meter(cm.m_index[j], mr[i], s)
+                cm.meters[cm.m_sw[j]][m.key] = m
+                by.setdefault((cid, cm.m_sw[j]), (cm, []))[1].append(m.key)
+            patches = [(("meters", cid), sw, cm.meters[sw], ks) for (cid, sw), (cm, ks) in by.items()]
+        for _, cm in members:  # each coflow's own view of the rates, for a later rebuild
+            cm.mrate = mrate[cm.moff:cm.moff + cm.nmeters]
         self._glob = glob
         self._mrate = mrate
-        self._moffs = np.array([cm.moff for _, cm in members], dtype=np.int64)
         return MeterUpdate(sets, patches)
 
     def _global(self, key, cids, cf, src, dst, slot_of, sets: list) -> tuple:
@@ -418,14 +406,14 @@ class MeterContext:
         bounds = np.searchsorted(cfo, np.arange(len(cids) + 1))
         srco = src if order is None else src[order]
         dsto = dst if order is None else dst[order]
-        members, keep_parts, inv_parts, minv_parts = [], [], [], []
+        members, inv_parts, minv_parts, spans = [], [], [], []
         new_cf: dict = {}
         built: list = []
-        npairs = nmeters = 0
         bl = bounds.tolist()
+        sl = slot_of.tolist()
         for k, cid in enumerate(cids):
             lo, hi = bl[k], bl[k + 1]
-            slot = int(slot_of[k])
+            slot = sl[k]
             if slot < 0 or hi == lo or cid in new_cf:
                 continue
             s_k, d_k = srco[lo:hi], dsto[lo:hi]
@@ -438,36 +426,45 @@ class MeterContext:
                 built.append((cid, old, cm))
             new_cf[cid] = cm
             members.append((cid, cm))
-            keep_parts.append(np.arange(lo, hi))
-            inv_parts.append(cm.pinv + npairs)
-            minv_parts.append(cm.minv + nmeters)
-            cm.moff = nmeters
-            npairs += cm.npairs
-            nmeters += cm.nmeters
+            inv_parts.append(cm.pinv)
+            minv_parts.append(cm.minv)
+            spans.append((lo, hi, cm.npairs, cm.nmeters))
         # components: gone coflows first (a slot, hence meter keys, may pass to a new coflow)
         for cid, cm in self._cf.items():
             if cid not in new_cf:
+                self._fm.pop(cid, None)
                 sets.extend((("flow_meter", cid), sw, EMPTY) for sw in sorted(cm.fm))
                 sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(cm.meters or ()))
         for cid, old, cm in built:
             if old is not None:
                 sets.extend((("flow_meter", cid), sw, EMPTY) for sw in sorted(old.fm) if sw not in cm.fm)
+                sw_now = set(cm.m_sw)
                 sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(old.meters or ())
-                            if sw not in set(cm.m_sw))
+                            if sw not in sw_now)
         for cid, old, cm in built:
             sets.extend((("flow_meter", cid), sw, cm.fm[sw]) for sw in sorted(cm.fm))
         self._cf = new_cf
         if members:
-            sel = np.concatenate(keep_parts)
-            if order is not None:
-                sel = order[sel]
-            if sel.size == n and order is None:
-                sel = None
-            inv = np.concatenate(inv_parts)
-            minv = np.concatenate(minv_parts)
+            sp = np.array(spans, dtype=np.int64)
+            nflows = sp[:, 1] - sp[:, 0]
+            poff = np.cumsum(sp[:, 2]) - sp[:, 2]
+            moffs = np.cumsum(sp[:, 3]) - sp[:, 3]
+            for (_, cm), mo in zip(members, moffs.tolist()):
+                cm.moff = mo
+            inv = np.concatenate(inv_parts) + np.repeat(poff, nflows)
+            minv = np.concatenate(minv_parts) + np.repeat(moffs, sp[:, 2])  # per pair
+            npairs, nmeters = int(sp[:, 2].sum()), int(sp[:, 3].sum())
+            if int(nflows.sum()) == n and order is None:
+                sel = None  # every flow, in order
+            else:
+                sel = np.concatenate([np.arange(lo, hi) for lo, hi, _, _ in spans])
+                if order is not None:
+                    sel = order[sel]
         else:
             sel, inv, minv = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return (key, sel, inv, minv, npairs, nmeters, members)
+            npairs = nmeters = 0
+            moffs = np.zeros(0, np.int64)
+        return (key, sel, inv, minv, npairs, nmeters, members, moffs)
 
     def state(self) -> dict:
         """Switch -> {key: entity} of every metered coflow (fresh dicts)."""

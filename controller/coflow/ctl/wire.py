@@ -388,16 +388,20 @@ class EncodedCache:
         self._full: dict = {}
         self._key: dict = {}
         self.fast = FastEncoder(codec)
+        from . import model as M
+        self._meter_t = M.MeterConfig
 
     def entity(self, value, key_only: bool = False) -> bytes:
         d = self._key if key_only else self._full
         b = d.get(value)
         if b is None:
-            if len(d) >= self.limit:
-                d.clear()
             b = self.fast.entity(value, key_only)
             if b is None:
                 b = self.codec.encode(value, key_only=key_only).SerializeToString()
+            elif not key_only and type(value) is self._meter_t:
+                return b  # a meter's config (rate) rarely comes back: not worth keeping
+            if len(d) >= self.limit:
+                d.clear()
             d[value] = b
         return b
 
