@@ -150,3 +150,85 @@ def test_receiver_rejects_a_foreign_connection():
     evs = [json.loads(x) for x in out.getvalue().splitlines()]
     assert [e["field"] for e in evs] == ["header", "bytes"]
     assert "magic" in evs[0]["message"] and "after 10 of 1000 bytes" in evs[1]["message"]
+
+
+# --- the driver loop with a fake agent pool (no Mininet) --------------------------------------
+
+class FakePool:
+    """Answers every send with the receiver's 'done' (after ``delay``), like agents that deliver
+    instantly; ``lose`` flows never complete."""
+
+    def __init__(self, ips, lose=()):
+        import queue
+        self.ips, self.port, self.events, self.errors = ips, 5001, queue.Queue(), []
+        self.sent, self.lose = [], set(lose)
+
+    def send(self, host, cmd):
+        import time
+        self.sent.append((host, cmd))
+        if (cmd["coflow"], cmd["flow"]) not in self.lose:
+            self.events.put((host, {"ev": "done", "run": cmd["run"], "coflow": cmd["coflow"],
+                                    "flow": cmd["flow"], "bytes": cmd["bytes"], "t": time.time()}))
+
+
+def _tiny_plan():
+    from coflow.emu import plan as P
+    F = P.Flow
+    cs = [P.PlannedCoflow(0, 10, 0.0, (F(0, "h0", "h1", 100), F(1, "h2", "h1", 50)), "SN", 150),
+          P.PlannedCoflow(1, 11, 0.3, (F(0, "h1", "h3", 10),), "SN", 10)]
+    return P.Plan(["h0", "h1", "h2", "h3"], 1e6, 1.0, 1.0, cs)
+
+
+def test_drive_registers_dispatches_and_unregisters():
+    from coflow.emu.driver import drive
+    from coflow.emu.plan import coflow_ccts
+    plan = _tiny_plan()
+    pool = FakePool({h: f"10.0.0.{i + 1}" for i, h in enumerate(plan.hosts)})
+    regs, unregs = [], []
+
+    def register(flows):
+        regs.append(flows)
+        return f"{len(regs)}.0"
+
+    res = drive(plan, pool, register, unregs.append, run=4, clairvoyant=True, timeout_s=10,
+                lead_s=0.0, progress=False)
+    assert not res.timed_out and res.errors == []
+    assert regs == [[("h0", "h1", 100), ("h2", "h1", 50)], [("h1", "h3", 10)]]
+    assert res.registered == {0: "1.0", 1: "2.0"}
+    assert sorted(unregs) == ["1.0", "2.0"]
+    assert [(h, c["cid"], c["dst"], c["run"]) for h, c in pool.sent] == [
+        ("h0", "1.0", "10.0.0.2", 4), ("h2", "1.0", "10.0.0.2", 4), ("h1", "2.0", "10.0.0.4", 4)]
+    ccts = coflow_ccts(plan, res.t0, res.records)
+    assert all(c is not None and 0 <= c < 0.5 for c in ccts)
+    # the second coflow was sent at its arrival time, not before
+    assert res.late_s[1] >= 0
+
+
+def test_drive_times_out_and_reports_outstanding_flows():
+    from coflow.emu.driver import drive
+    plan = _tiny_plan()
+    pool = FakePool({h: f"10.0.0.{i + 1}" for i, h in enumerate(plan.hosts)}, lose={(0, 1)})
+    res = drive(plan, pool, lambda flows: "1.0", lambda cid: None, run=1, clairvoyant=False,
+                timeout_s=0.8, lead_s=0.0, progress=False)
+    assert res.timed_out
+    assert res.outstanding == [{"coflow": 10, "flow": 1, "src": "h2", "dst": "h1", "bytes": 50,
+                                "dispatched": True, "sender_done": False}]
+
+
+def test_drive_counts_a_refused_registration_and_ignores_foreign_reports():
+    from coflow.emu.driver import drive
+    plan = _tiny_plan()
+    pool = FakePool({h: f"10.0.0.{i + 1}" for i, h in enumerate(plan.hosts)})
+    pool.events.put(("h1", {"ev": "done", "run": 99, "coflow": 0, "flow": 0, "bytes": 100, "t": 0.0}))
+
+    def register(flows):
+        if len(flows) == 2:
+            raise RuntimeError("INVALID_ARGUMENT: flows[0].src: unknown host")
+        return "5.0"
+
+    res = drive(plan, pool, register, lambda cid: None, run=2, clairvoyant=False, timeout_s=5,
+                lead_s=0.0, progress=False)
+    assert not res.timed_out
+    assert res.registered == {1: "5.0"}
+    assert any("coflow 10: register: INVALID_ARGUMENT" in e for e in res.errors)
+    assert all(r.coflow == 1 for r in res.records)      # the stale run-99 report was not counted

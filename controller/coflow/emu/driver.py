@@ -210,6 +210,7 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
     nxt = 0
     deadline = t0 + timeout_s
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="emu-register")
+    unpool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="emu-unregister")
     pending: dict = {}                    # future -> (coflow index, submit time)
 
     def dispatch(k: int, cid: str) -> None:
@@ -265,7 +266,7 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
                     done += 1
                     if bar is not None:
                         bar.update(1)
-                    pool.submit(_unregister, unregister, res.registered[k], plan.coflows[k].trace_id,
+                    unpool.submit(_unregister, unregister, res.registered[k], plan.coflows[k].trace_id,
                                 res.errors)
     finally:
         for k in range(N):
@@ -276,7 +277,8 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
                                                 "src": f.src, "dst": f.dst, "bytes": f.bytes,
                                                 "dispatched": k in res.registered,
                                                 "sender_done": (k, f.index) in res.sent})
-        pool.shutdown(wait=False, cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)   # registrations not answered yet
+        unpool.shutdown(wait=True)                        # every finished coflow is unregistered
         if bar is not None:
             bar.close()
         res.wall_s = time.monotonic() - t_start
