@@ -1,5 +1,11 @@
 """Desired state: what one switch should hold, as plain immutable values keyed by identity.
 
+Values are named tuples: cheap to build, hash and compare (in C; a round compares and
+creates thousands of them). Equality is the tuple's; no two entity kinds
+have the same arity and field types (Member and Group, both of four fields, differ in the
+third: an action name vs a tuple of member ids), so values of different kinds never compare
+equal.
+
 No protobuf here: the translation layer (:mod:`coflow.ctl.translate`) builds these values from
 the topology, the mode and the scheduler's Allocation; :mod:`coflow.ctl.codec` turns them into
 P4Runtime entities and read-back entities into them; :func:`diff` compares two states and
@@ -49,8 +55,7 @@ def params(**kw) -> Params:
     return tuple(sorted((k, int(v)) for k, v in kw.items()))
 
 
-@dataclass(frozen=True)
-class TableEntry:
+class TableEntry(NamedTuple):
     table: str
     match: tuple  # ((field, value), ...) sorted by field
     action: str | None = None
@@ -64,8 +69,7 @@ class TableEntry:
         return ("table", self.table, self.match, self.priority)
 
 
-@dataclass(frozen=True)
-class DefaultAction:
+class DefaultAction(NamedTuple):
     table: str
     action: str
     params: Params = ()
@@ -75,8 +79,7 @@ class DefaultAction:
         return ("default", self.table)
 
 
-@dataclass(frozen=True)
-class Member:
+class Member(NamedTuple):
     profile: str
     member_id: int
     action: str
@@ -87,8 +90,7 @@ class Member:
         return ("member", self.profile, self.member_id)
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(NamedTuple):
     profile: str
     group_id: int
     members: tuple[int, ...]  # sorted member ids, weight 1 each
@@ -99,8 +101,7 @@ class Group:
         return ("group", self.profile, self.group_id)
 
 
-@dataclass(frozen=True)
-class MeterConfig:
+class MeterConfig(NamedTuple):
     """A MeterEntry's config: rates in units per second (bytes/s for a bytes meter), bursts in
     units (bytes). Absent from a state = the meter is unconfigured (every packet GREEN)."""
     meter: str
@@ -115,8 +116,7 @@ class MeterConfig:
         return ("meter", self.meter, self.index)
 
 
-@dataclass(frozen=True)
-class CounterReset:
+class CounterReset(NamedTuple):
     """Not state: a one-off write that zeroes one index of an indirect counter. The diff emits
     it right before inserting or re-pointing a ``coflow_slot`` entry (the mirror counter of a
     slot the controller (re)assigns must start at 0, as the data plane's register does)."""
