@@ -165,6 +165,7 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
         tb1, cb1 = time.perf_counter(), time.process_time()
         if ops_b != ops:
             mismatches += 1
+        ctl._collect_between_rounds()  # as the controller's loop does after every round
         t.update(total=t3 - t0, cpu=c1 - c0, desired=t2 - t1, diff=t3 - t2, encode=t4 - t3,
                  base_total=tb1 - tb0, base_cpu=cb1 - cb0, gc=gc_in_round)
         return t, n
@@ -250,6 +251,7 @@ def bench_dclas(rounds: int, p4info: str, bmv2_json: str) -> dict:
         steady, busy = [], []
         for i in range(rounds):
             steady.append(ctl.round())
+            ctl._collect_between_rounds()  # as the controller's loop does
             sys.stderr.write(f"\rsteady round {i + 1}/{rounds}")
         sys.stderr.write("\n")
         level = {cid: 0 for cid in cids}
@@ -263,6 +265,7 @@ def bench_dclas(rounds: int, p4info: str, bmv2_json: str) -> dict:
                 ups.append(("MODIFY", _counter(c, slots[cid], int(10 * MB * 10 ** (level[cid] - 1)))))
             c.write(ups)
             r = ctl.round()
+            ctl._collect_between_rounds()
             busy.append(r)
             sys.stderr.write(f"\rdemotion round {i + 1}/{rounds} ({r['updates']} updates)")
         sys.stderr.write("\n")
