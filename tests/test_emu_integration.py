@@ -71,8 +71,11 @@ def test_dclas_lets_the_small_coflow_overtake_fifo_does_not(tmp_path):
                               "fifo-lm": {"heavy_bytes": str(1 << 40)}})
     exp = Experiment(cfg, plan=hand_plan())
     out = exp.run()
-    from coflow.emu.fabric import stray_switches
+    from coflow import topology as topo
+    from coflow.emu.fabric import conflicting_interfaces, stray_switches
     assert stray_switches() == [], "simple_switch_grpc processes left behind"
+    assert conflicting_interfaces(topo.fattree(4)) == [], "veths left behind"
+    assert not os.path.exists(exp.fabric.run_dir if exp.fabric else "/nonexistent"), "run dir left"
     fin = {}
     for mode in ("dclas", "fifo-lm"):
         rep = out["reports"][mode]
