@@ -49,6 +49,15 @@ def varys_admission(hosts: Sequence[str], capacity_Bps: float | Mapping[str, flo
         raise ValueError("varys_admission: capacities must be finite and > 0")
     sched = make_scheduler("varys-deadline", settings)
     P = len(hosts)
+    # Compile the core's kernels now, not inside the first deadline Register: numba's first
+    # compilation takes seconds on a cold cache and a loaded machine, and admission runs under
+    # the registry's lock with clients waiting.
+    one = np.zeros(1, dtype=np.int64)
+    sched.allocate(View(now=0.0, ports=P, cap_up=cap.copy(), cap_down=cap.copy(), src=np.zeros(1, np.int32),
+                        dst=np.full(1, P - 1, np.int32), sent=np.zeros(1), cf=one, reducer=one, cf_id=one,
+                        cf_arrival=np.zeros(1), cf_sent=np.zeros(1), cf_lo=np.array([0, 1], np.int64),
+                        remaining=np.ones(1), cf_deadline=np.ones(1), cf_total=np.ones(1),
+                        memory={"deadline": {0: 1.0}, "admitted": {}}))
 
     def admit(cand: CoflowRecord, others: list[CoflowRecord]):
         now = float(clock())
