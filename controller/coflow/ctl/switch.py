@@ -300,6 +300,8 @@ def sync_many(items) -> dict:
                 pending.pop(0)
                 a.lock.release()
     finally:
-        for a, _, _ in pending:  # an unexpected error: leave no lock held
+        for a, _, _ in pending:  # an unexpected error: leave no lock held, and read back
+            a.actual = None      # before the next diff (the Write may have been applied)
+            a._in_sync = False
             a.lock.release()
     return out

@@ -1,0 +1,113 @@
+"""The write phase (switch.sync_many) without switches: every Write in flight together, each
+switch's cache updated only when its own Write succeeded, locks released on every path, the
+incremental diff used only while the cache reflects the last sync."""
+import pytest
+
+from coflow.ctl import model as M
+from coflow.ctl import translate as TR
+from coflow.ctl.switch import SwitchAgent, sync_many
+from coflow.dataplane.p4rt import P4RuntimeError
+
+
+class FakeEncoded:
+    def op(self, op):
+        return f"{op.type} {op.entity.key}|".encode()
+
+
+class FakeClient:
+    def __init__(self, fail=None):
+        self.fail = fail
+        self.sent = []
+        self.started = 0
+        self.connected = True
+
+    def write_header(self):
+        return b"H|"
+
+    def write_raw_start(self, req):
+        self.started += 1
+        self.sent.append(req)
+
+        def wait():
+            if self.fail:
+                raise P4RuntimeError("Write failed", code=self.fail)
+        return wait
+
+
+def agent(name, client, actual, in_sync=True):
+    a = SwitchAgent(name, "127.0.0.1:1", 1, 10, codec=None, p4info_path="", bmv2_json_path="",
+                    cookie=1, encoded=FakeEncoded())
+    a.client = client
+    a.state = SwitchAgent.MASTER
+    a.actual = actual
+    a._in_sync = in_sync
+    return a
+
+
+def ovr(ext, prio):
+    return TR.override_entity((ext, 0), prio)
+
+
+def test_one_failed_write_leaves_the_others_committed():
+    want = M.SwitchState.of([ovr(1, 3), ovr(2, 5)])
+    ok = agent("ok", FakeClient(), M.SwitchState.of([ovr(1, 3)]))
+    bad = agent("bad", FakeClient(fail="UNAVAILABLE"), M.SwitchState.of([ovr(1, 3)]))
+    res = sync_many([(ok, want, {ovr(2, 5).key}), (bad, want, {ovr(2, 5).key})])
+    assert res["ok"] == (1, None)
+    assert res["bad"][0] == 0 and "Write failed" in res["bad"][1]
+    assert ok.actual.entities == want.entities and ok.in_sync
+    assert bad.actual is None and not bad.in_sync and bad.state == SwitchAgent.DOWN
+    assert bad.write_errors == 1 and ok.writes == 1
+    for a in (ok, bad):  # no lock left held
+        assert a.lock.acquire(blocking=False)
+        a.lock.release()
+    assert ok.client.sent == [b"H|INSERT " + str(ovr(2, 5).key).encode() + b"|"]
+
+
+def test_incremental_only_while_in_sync():
+    """A stale managed entry outside the changed keys: the incremental diff trusts the cache
+    (it reflects the last sync, which had no such entry); a cache that does not (read back)
+    gets the full diff, which deletes it."""
+    stale = ovr(9, 1)
+    want = M.SwitchState.of([ovr(1, 3), ovr(2, 5)])
+    a = agent("s", FakeClient(), M.SwitchState.of([ovr(1, 3), stale]), in_sync=True)
+    assert a.sync(want, {ovr(2, 5).key}) == (1, None)
+    assert stale.key in a.actual.entities
+    b = agent("s", FakeClient(), M.SwitchState.of([ovr(1, 3), stale]), in_sync=False)
+    assert b.sync(want, {ovr(2, 5).key}) == (2, None)  # the insert and the stale entry's delete
+    assert b.actual.entities == want.entities and b.in_sync
+
+
+def test_nothing_to_write_sends_nothing_and_marks_in_sync():
+    want = M.SwitchState.of([ovr(1, 3)])
+    a = agent("s", FakeClient(), want.copy(), in_sync=False)
+    assert sync_many([(a, want, set())]) == {"s": (0, None)}
+    assert a.client.started == 0 and a.in_sync
+
+
+def test_not_primary_is_skipped_without_waiting():
+    a = agent("s", FakeClient(), M.SwitchState())
+    a.state = SwitchAgent.BACKUP
+    assert sync_many([(a, M.SwitchState.of([ovr(1, 3)]), None)]) == {"s": (0, "not primary")}
+    assert a.client.started == 0
+
+
+def test_permission_denied_makes_a_backup():
+    a = agent("s", FakeClient(fail="PERMISSION_DENIED"), M.SwitchState())
+    n, err = a.sync(M.SwitchState.of([ovr(1, 3)]))
+    assert n == 0 and err and a.state == SwitchAgent.BACKUP and a.actual is None
+
+
+def test_unexpected_error_releases_every_lock():
+    class Boom(FakeClient):
+        def write_raw_start(self, req):
+            raise RuntimeError("boom")
+    first = agent("a", FakeClient(), M.SwitchState())
+    second = agent("b", Boom(), M.SwitchState())
+    with pytest.raises(RuntimeError):
+        sync_many([(first, M.SwitchState.of([ovr(1, 3)]), None),
+                   (second, M.SwitchState.of([ovr(1, 3)]), None)])
+    for a in (first, second):
+        assert a.lock.acquire(blocking=False)
+        a.lock.release()
+    assert first.actual is None and not first.in_sync  # its Write may have landed: read back
