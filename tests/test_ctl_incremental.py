@@ -145,6 +145,7 @@ def test_incremental_writes_equal_full_rebuild(seed):
     events = [w.arrive, w.arrive, w.arrive, w.depart, w.rerate, w.rerate, w.finish_flow,
               w.demote, w.demote, w.restatic]
     inc_ops = 0
+    last_ovr = {}
     for step in range(25):
         for _ in range(rng.randrange(1, 4)):
             rng.choice(events)()
@@ -160,9 +161,15 @@ def test_incremental_writes_equal_full_rebuild(seed):
         for sw in SWITCHES:
             book.set("static", sw, static[sw])
         book.set_many("slots", EDGES, slot_ents)  # the same on every edge: compared once
-        for sw in EDGES:
-            book.set("overrides", sw, {e.key: e for e in (
-                TR.override_entity(c, p) for c, p in w.ovr[sw].items())})
+        for i, sw in enumerate(EDGES):
+            full = {e.key: e for e in (TR.override_entity(c, p) for c, p in w.ovr[sw].items())}
+            if i % 2:
+                book.set("overrides", sw, full)
+            else:  # only the changes, removals by absence (as the D-CLAS path hands them)
+                old = last_ovr.get(sw, {})
+                ch = [k for k, v in full.items() if old.get(k) != v] + [k for k in old if k not in full]
+                book.set("overrides", sw, {k: full[k] for k in ch if k in full}, changed=ch)
+            last_ovr[sw] = full
         ref = reference(w)
         for sw in SWITCHES:
             assert book.state(sw).entities == ref[sw].entities, (seed, step, sw)
@@ -328,3 +335,12 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
     finally:
         c.stop()
         reg.close()
+
+
+def test_book_changed_keys_with_removals_by_absence():
+    book = DesiredBook(["s"])
+    a, b = TR.override_entity((1, 0), 3), TR.override_entity((2, 0), 5)
+    book.set("o", "s", {a.key: a}, changed=[a.key])  # a first call may name its keys too
+    book.set("o", "s", {b.key: b}, changed=[b.key, TR.override_key((1, 0))])
+    assert book.state("s").entities == {b.key: b} and book.dirty["s"] == {a.key, b.key}
+    assert TR.override_key((2, 0)) == b.key

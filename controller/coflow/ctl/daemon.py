@@ -434,12 +434,18 @@ class Controller:
         book.set_many("slots", self.edges, slot_ents)
         if ovr is not None:
             book.set_many("overrides", self.edges, ovr)
-        for name in self.edges:
-            if self.mode == "dclas":
+        if self.mode == "dclas":
+            for name in self.edges:
                 want = self._overrides.get(name, TR.EMPTY)
-                if self._ovr_src.get(name) != want:
-                    book.set("overrides", name, {e.key: e for e in (
-                        TR.override_entity(c, p) for c, p in want.items())})
+                old = self._ovr_src.get(name, TR.EMPTY)
+                if old != want:  # hand the book only the coflows whose override changed
+                    ents = {}
+                    for c, p in want.items():
+                        if old.get(c) != p:
+                            e = TR.override_entity(c, p)
+                            ents[e.key] = e
+                    gone = [TR.override_key(c) for c in old if c not in want]
+                    book.set("overrides", name, ents, changed=list(ents) + gone)
                     self._ovr_src[name] = want
         return {name: book.state(name) for name in self.agents}
 

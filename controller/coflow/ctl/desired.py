@@ -31,22 +31,38 @@ class DesiredBook:
         """Component ``comp`` of switch ``sw`` is now ``new`` (key -> entity); returns how many
         keys changed. Without ``changed`` every key is compared (new, modified, gone) and the
         mapping must not be mutated afterwards (the same object again is skipped at once).
-        With ``changed``: the caller guarantees the key set is the previous call's and only
-        those keys may hold another entity (``new`` may then be a mapping the caller updates
-        in place between calls)."""
+        With ``changed``: the caller guarantees that only those keys may differ from the
+        previous call (added, modified, or removed: absent from ``new``); only they are read
+        from ``new``, which may be a mapping the caller updates in place between calls, or
+        just the changed entries."""
         ident = (comp, sw)
         want = self.states[sw].entities
         dirty = self.dirty[sw]
         n = 0
         if changed is not None:
             self._last[ident] = None
+            keys = self._keys.get(ident)
+            if keys is None:
+                keys = self._keys[ident] = set()
             for k in changed:
-                v = new[k]
-                o = want[k]
-                if o is not v and o != v:
-                    want[k] = v
-                    dirty.add(k)
-                    n += 1
+                v = new.get(k)
+                o = want.get(k)
+                if v is None:
+                    if k in keys:
+                        keys.discard(k)
+                        del want[k]
+                        dirty.add(k)
+                        n += 1
+                    continue
+                if o is None:
+                    keys.add(k)
+                elif k not in keys:
+                    raise ValueError(f"{sw}: key {k} claimed by component {comp!r} and another one")
+                elif o is v or o == v:
+                    continue
+                want[k] = v
+                dirty.add(k)
+                n += 1
             return n
         if self._last.get(ident) is new:
             return 0

@@ -214,6 +214,11 @@ def override_entity(cid, prio: int) -> M.TableEntry:
     return M.TableEntry(M.T_OVERRIDE, cid_key(*cid), M.A_OVERRIDE_QUEUE, M.params(prio=prio))
 
 
+def override_key(cid) -> tuple:
+    """The key of a coflow's ``coflow_override`` entry (whatever its priority)."""
+    return ("table", M.T_OVERRIDE, cid_key(*cid), 0)
+
+
 def order_priorities(order: Iterable, top: int = 7, bottom: int = 1) -> dict:
     """Coflows in service order -> BMv2 priorities top, top-1, ..., saturating at ``bottom``
     (priority 0 stays for untagged background traffic)."""
