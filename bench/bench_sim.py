@@ -104,7 +104,7 @@ def main():
     ap.add_argument("--schedulers", default=DEFAULT)
     ap.add_argument("--schedulers-10x", default=DEFAULT_10X)
     ap.add_argument("--timeout", type=float, default=1800, help="cap per FB run (s)")
-    ap.add_argument("--timeout-10x", type=float, default=300, help="cap per 10x run (s)")
+    ap.add_argument("--timeout-10x", type=float, default=150, help="cap per 10x run (s)")
     ap.add_argument("--out", default="out/bench")
     ap.add_argument("--skip-10x", action="store_true")
     ap.add_argument("--coflowsim-dir", default=os.environ.get("COFLOWSIM_DIR", os.path.join(REPO, "..", "coflowsim")),
