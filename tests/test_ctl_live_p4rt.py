@@ -191,3 +191,30 @@ def test_controller_restart_adopts_state(switches, tmp_path):
     finally:
         c2.stop()
         reg2.close()
+
+
+def test_audit_reads_back_in_the_background_and_repairs_drift(switches):
+    """Someone else's writes (here: the controller's own client, behind its cache's back) are
+    found by the periodic audit, read back outside the round, and undone by the next round."""
+    from coflow import topology as T
+    from coflow.ctl import model as M
+    from coflow.ctl import translate as TR
+    t = offset_ids(T.bigswitch(4))
+    addrs, _ = switches(t)
+    c = controller(t, addrs, "dclas", settings={"audit_s": "0.2"}, delta_s=0.02).start()
+    try:
+        ag = c.agents["s0"]
+        cid = c.registry.register([("h0", "h1", None)]).cid
+        key = (cid.external, cid.internal)
+        assert wait_for(lambda: ag.actual is not None and ag.actual.table(M.T_SLOT))
+        slot_entry = ag.actual.table(M.T_SLOT)[0]
+        stray = TR.override_entity((4242, 7), 2)  # a managed table: must go
+        ag.client.write([("INSERT", c.codec.encode(stray)),
+                         ("DELETE", c.codec.encode(slot_entry, key_only=True))])
+        assert stray.key not in ag.actual.entities  # the cache did not see it
+        assert wait_for(lambda: {e.key for e in ag.read_state().table(M.T_OVERRIDE)} == set()
+                        and any(dict(e.match)["external_id"] == key[0]
+                                for e in ag.read_state().table(M.T_SLOT)), 5.0), ag.status()
+        assert ag.read_state().entities == c.book.state("s0").entities
+    finally:
+        c.stop()

@@ -452,7 +452,9 @@ class Controller:
     def _write(self, desired: dict) -> tuple[int, int]:
         """Per switch: the writes for the keys that changed since its last successful sync (all
         keys after a reconnect, an audit or a failed write), one Write per switch, all in flight
-        together; a switch whose cache must be read back first syncs in a pool thread."""
+        together; a switch whose cache must be read back first syncs in a pool thread. Every
+        ``audit_s`` each switch is read back in a pool thread (:meth:`SwitchAgent.refresh`),
+        not inside the round; the round after it diffs everything against what was read."""
         audit = self.ctl.audit_s > 0 and time.monotonic() - self._last_audit >= self.ctl.audit_s
         if audit:
             self._last_audit = time.monotonic()
@@ -463,8 +465,8 @@ class Controller:
                 self._metric("switch_up", name).set(0.5 if a.state == SwitchAgent.BACKUP else 0)
                 continue
             self._metric("switch_up", name).set(1)
-            if audit:
-                a.audit()
+            if audit:  # read back in the background; a later round diffs against it
+                self._pool.submit(a.refresh)
             dirty = self.book.dirty[name]
             if not dirty and a.in_sync:
                 continue  # nothing changed on either side since the last sync

@@ -213,6 +213,31 @@ class SwitchAgent:
             self._wake.set()
         return self.last_error
 
+    def refresh(self) -> bool:
+        """Audit without stalling the controller: read the switch back with no lock held, then
+        install the result as the cache (the next sync makes a full diff against it) only if
+        no write, failure or reconnection happened meanwhile. Returns whether it did."""
+        with self.lock:
+            if self.state != self.MASTER or self.client is None or self.actual is None:
+                return False
+            token = (self.client, self.generation, self.writes, self.write_errors)
+        try:
+            got = token[0].read_many(self.codec.wildcard_reads())
+        except P4RuntimeError:
+            return False  # the keeper or the next write notices a broken switch
+        st = M.SwitchState()
+        for ent in got:
+            v = self.codec.decode(ent)
+            if v is not None:
+                st.entities[v.key] = v
+        with self.lock:
+            if self.actual is None or token != (self.client, self.generation, self.writes,
+                                                self.write_errors):
+                return False  # the switch changed under the read: the next audit retries
+            self.actual = st
+            self._in_sync = False
+            return True
+
     def audit(self) -> None:
         """Drop the cache: the next sync reads the switch back first."""
         with self.lock:
