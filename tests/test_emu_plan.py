@@ -205,6 +205,9 @@ def test_tm_commands_put_untagged_acks_first():
     assert len(ack) == 1 and ack[0][ack[0].index("prio") + 1] == "1" and ack[0][-1] == "1:17"
     dscp = [c for c in filters if c is not ack[0]]
     assert len(dscp) == 8 and all(c[c.index("prio") + 1] == "2" for c in dscp)
+    from coflow.emu.fabric import TOP_LIMIT
+    limits = {c[c.index("parent") + 1]: int(c[-1]) for c in cmds if "pfifo" in c}
+    assert limits == {"1:17": TOP_LIMIT, "1:16": TOP_LIMIT, **{f"1:1{p}": QUEUE_BUDGET // 2 for p in range(6)}}
     # fair: one class, nothing to prioritise
     assert not any("0xff80" in c for c in tm_commands("e0-eth1", tm_config(tm_for_mode("fair"), 1000)))
 

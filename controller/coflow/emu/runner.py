@@ -192,9 +192,13 @@ class ControllerProc:
             self.stop()
             raise RuntimeError(f"controller not ready within {timeout:.0f} s "
                                f"(see {self.log.name})")
-        ev = json.loads(box[0])
-        if ev.get("ev") != "ready":
-            raise RuntimeError(f"controller: unexpected first line {box[0]!r}")
+        try:
+            ev = json.loads(box[0])
+        except json.JSONDecodeError:
+            ev = {}
+        if not isinstance(ev, dict) or ev.get("ev") != "ready":
+            self.stop()
+            raise RuntimeError(f"controller: unexpected first line {box[0][:200]!r} (see {self.log.name})")
 
     def stop(self) -> None:
         p = self.proc
@@ -217,9 +221,17 @@ class ControllerProc:
 # --- the experiment ---------------------------------------------------------------------------------
 
 def _tm_drops(stats: dict) -> dict:
-    sent = sum(c.get("packets", 0) for d in stats.values() for k, c in d.items() if k != "1:1")
-    dropped = sum(c.get("dropped", 0) for d in stats.values() for k, c in d.items() if k != "1:1")
-    return {"packets": sent, "dropped": dropped}
+    """Packets sent and dropped by the leaves of every egress TM, in all and per class."""
+    per: dict[str, dict[str, int]] = {}
+    for d in stats.values():
+        for k, c in d.items():
+            if k == "1:1":
+                continue
+            row = per.setdefault(k, {"packets": 0, "dropped": 0})
+            row["packets"] += c.get("packets", 0)
+            row["dropped"] += c.get("dropped", 0)
+    return {"packets": sum(r["packets"] for r in per.values()),
+            "dropped": sum(r["dropped"] for r in per.values()), "per_class": per}
 
 
 class Experiment:
@@ -295,7 +307,7 @@ class Experiment:
                         client.unregister, run=i + 1, clairvoyant=mode in CLAIRVOYANT_MODES,
                         timeout_s=timeout, progress=cfg.progress, label=mode)
         finally:
-            client.close() if hasattr(client, "close") else None
+            client.close()
             self.agents.broadcast({"op": "reset"})
             self.ctl.stop()
             ctl_status, self.ctl = self.ctl.status, None
