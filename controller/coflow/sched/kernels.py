@@ -326,8 +326,11 @@ def check_rates(rem, rates):
 
 @njit(cache=True)
 def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, cnt):
-    """:func:`advance` and :func:`compact` in one pass: finished flows are dropped from the
-    active arrays (in place) as they finish.  Returns the new length."""
+    """Advance every flow by ``dt`` at its rate and drop finished flows from the active arrays
+    (in place) in the same pass.  Flows whose time to finish is at most ``fin_before`` finish
+    now: they are credited exactly their remaining bytes.  Adds the bytes moved per coflow
+    position into ``cf_moved`` and decrements the per-coflow flow counts ``cnt`` for finished
+    flows.  Returns the new length (callers slice ``[:n]``)."""
     n = rem.shape[0]
     k = 0
     for f in range(n):
@@ -350,48 +353,6 @@ def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, r
             rem[k] = rem[f]
             sent[k] = sent[f]
             pos[k] = p
-        k += 1
-    return k
-
-
-@njit(cache=True)
-def advance(rem, sent, rates, dt, fin_before, pos, cf_moved):
-    """Advance every flow by ``dt`` at its rate.  Flows whose time to finish is at most
-    ``fin_before`` finish now: they are credited exactly their remaining bytes.  Adds the bytes
-    moved per coflow position into ``cf_moved``; returns the finished-flow mask."""
-    n = rem.shape[0]
-    fin = np.zeros(n, dtype=np.bool_)
-    for f in range(n):
-        r = rates[f]
-        if r <= 0:
-            continue
-        if rem[f] <= fin_before * r:
-            moved = rem[f]
-            fin[f] = True
-        else:
-            moved = r * dt
-        rem[f] -= moved
-        sent[f] += moved
-        cf_moved[pos[f]] += moved
-    return fin
-
-
-@njit(cache=True)
-def compact(fin, src, dst, red, cof, rem, sent, size, pos, cnt):
-    """Drop finished flows from the simulator's active arrays in one pass, in place.  Decrements
-    the per-coflow flow counts ``cnt``.  Returns the new length (callers slice ``[:n]``)."""
-    k = 0
-    for f in range(fin.shape[0]):
-        if fin[f]:
-            cnt[pos[f]] -= 1
-            continue
-        if k != f:
-            src[k] = src[f]
-            dst[k] = dst[f]
-            red[k] = red[f]
-            rem[k] = rem[f]
-            sent[k] = sent[f]
-            pos[k] = pos[f]
         k += 1
     return k
 
@@ -683,7 +644,7 @@ def _dense_fill(MT, rs, cs, P, rem, rel_tol, e, lv):
 
 
 @njit(cache=True)
-def _ordered_units(seg, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT, rs, cs, NT, buf,
+def _ordered_units(seg, cf_lo, src, dst, P, rem, rel_tol, rates, slot, MT, rs, cs, NT, buf,
                    rec_lv, rec_slot, nrec):
     """:func:`ordered_fill` (unit weights, every flow eligible) over the coflows ``seg``; dense
     coflows (``slot[k] >= 0``) record their levels in ``rec_lv`` instead of writing rates.
@@ -725,15 +686,15 @@ def _ordered_units(seg, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT,
 
 
 @njit(cache=True)
-def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_min, ones, buf):
+def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_min, buf):
     """D-CLAS rates (:func:`coflow.sched.queues.weighted_queues`): ``rounds`` rounds of weighted
     sharing across queues (each link's residual split among the queues with a usable flow on
     it, in proportion to ``wq[queue]``; FIFO by ``order`` inside a queue, max-min inside a
     coflow), then strict priority in ``order`` for what is left.  ``rounds=0`` is strict
     priority across queues.  ``order`` lists the coflows queue first (``cfq`` ascending).
     With ``rounds > 0`` coflows with at least ``dense_min`` flows use the dense path (see
-    above); with strict priority every coflow is filled at most once and the flow path is faster.  ``ones`` (all
-    1.0) and ``buf`` are scratch arrays of at least the number of flows."""
+    above); with strict priority every coflow is filled at most once and the flow path is
+    faster.  ``buf`` is a scratch array of at least the number of flows."""
     C = cf_lo.shape[0] - 1
     nf = src.shape[0]
     K = wq.shape[0]
@@ -830,7 +791,7 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
                 continue
             for l in range(2 * P):
                 sh[l] = share[q, l]
-            nrec = _ordered_units(order[qa[g]:qa[g + 1]], cf_lo, src, dst, ones, P, sh, rel_tol, rates,
+            nrec = _ordered_units(order[qa[g]:qa[g + 1]], cf_lo, src, dst, P, sh, rel_tol, rates,
                                   slot, MT, rs, cs, NT, buf, rec_lv, rec_slot, nrec)
             for l in range(2 * P):
                 used[l] += share[q, l] - sh[l]
@@ -842,7 +803,7 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
             usum += used[l]
         if usum <= tsum:
             break
-    nrec = _ordered_units(order, cf_lo, src, dst, ones, P, rem, rel_tol, rates, slot, MT, rs, cs, NT,
+    nrec = _ordered_units(order, cf_lo, src, dst, P, rem, rel_tol, rates, slot, MT, rs, cs, NT,
                           buf, rec_lv, rec_slot, nrec)
     # dense coflows: each flow adds min(level(up), level(down)) of every fill, in order
     if nrec > 0:
@@ -871,7 +832,7 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
 
 
 @njit(cache=True)
-def group_fill(gorder, cg, cf_lo, src, dst, P, rem, rel_tol, ones, buf):
+def group_fill(gorder, cg, cf_lo, src, dst, P, rem, rel_tol, buf):
     """FIFO-LM rates: strict priority across groups of coflows, max-min over all the flows of
     a group (unit weights).  ``gorder`` lists the coflows by group (``cg``), stable; a group's
     flows take part if both their links still have capacity (> 0) when the group's turn comes;

@@ -137,10 +137,10 @@ def weighted_queues(v: View, queues: np.ndarray, weights: list[float], rounds: i
     for q in np.unique(queues).tolist():
         wq[q] = float(weights[q - 1])
     dm = dense_threshold(v.ports) if dense_min is None else dense_min
-    ones, buf = scratch(v.nflows)
+    buf = scratch(v.nflows)[1]
     return kernels.queue_fill(np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(queues, dtype=np.int64),
                               wq, np.ascontiguousarray(v.cf_lo, dtype=np.int64), v.src, v.dst, v.ports,
-                              np.ascontiguousarray(v.caps, dtype=float), REL_TOL, int(rounds), int(dm), ones, buf)
+                              np.ascontiguousarray(v.caps, dtype=float), REL_TOL, int(rounds), int(dm), buf)
 
 
 def weighted_queues_reference(v: View, queues: np.ndarray, weights: list[float], rounds: int = 4) -> np.ndarray:
@@ -248,10 +248,10 @@ class FifoLm(Scheduler):
 
     def allocate(self, v: View) -> Allocation:
         g = self.groups(v)
-        ones, buf = scratch(v.nflows)
+        buf = scratch(v.nflows)[1]
         gorder = np.argsort(g, kind="stable").astype(np.int64)
         rates = kernels.group_fill(gorder, g, np.ascontiguousarray(v.cf_lo, dtype=np.int64), v.src, v.dst,
-                                   v.ports, v.caps.copy(), REL_TOL, ones, buf)
+                                   v.ports, v.caps.copy(), REL_TOL, buf)
         # Map groups onto 8 hardware queues for reporting: group 0 -> queue 1, ..., capped at 8.
         return Allocation(rates, queue=np.minimum(g + 1, 8))
 
