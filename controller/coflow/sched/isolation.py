@@ -12,7 +12,7 @@ import numpy as np
 
 from .base import Allocation, INF, Scheduler, View, register
 from . import kernels
-from .primitives import REL_TOL, ordered_waterfill, pair_waterfill, scratch, waterfill
+from .primitives import REL_TOL, ordered_waterfill, pair_waterfill, scratch
 
 
 def correlation(D: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -70,39 +70,23 @@ class Hug(Scheduler):
 
     def allocate(self, v: View) -> Allocation:
         if self.params.work_conserving:
-            return self.allocate_reference(v)
-        # the DRF stage and the capped second stage's links in one compiled pass; the same
-        # arithmetic as allocate_reference below
+            # cooperative: DRF stage, then leftovers max-min over all flows
+            rates, Pstar, _ = drf_rates(v)
+            if not np.isfinite(Pstar):
+                return Allocation(rates)
+            P = v.ports
+            used = np.concatenate([np.bincount(v.src, rates, P), np.bincount(v.dst, rates, P)])
+            rem = np.maximum(v.caps - used, 0.0)
+            add = pair_waterfill(v, rem)
+            return Allocation(rates + add)
+        # the DRF stage and the capped second stage's links in one compiled pass (the tests
+        # check it against a step-by-step numpy reference, tests/reference_sched.py)
         rates, Pstar, links, all_rem = kernels.hug_prepare(
             v.src, v.dst, np.ascontiguousarray(v.cf, dtype=np.int64), np.ascontiguousarray(v.remaining, dtype=float),
             np.ascontiguousarray(v.caps, dtype=float), v.ports, v.ncoflows)
         if not np.isfinite(Pstar):
             return Allocation(rates)
         add = kernels.waterfill_links(links, scratch(v.nflows)[0][:v.nflows], all_rem, REL_TOL)
-        return Allocation(rates + add)
-
-    def allocate_reference(self, v: View) -> Allocation:
-        """:meth:`allocate` step by step in numpy (the tests check they agree)."""
-        rates, Pstar, _ = drf_rates(v)
-        if not np.isfinite(Pstar):
-            return Allocation(rates)
-        P, C = v.ports, v.ncoflows
-        caps = v.caps
-        used = np.concatenate([np.bincount(v.src, rates, P), np.bincount(v.dst, rates, P)])
-        rem = np.maximum(caps - used, 0.0)
-        if self.params.work_conserving:
-            # cooperative: hand out leftovers max-min over all flows
-            add = pair_waterfill(v, rem)
-            return Allocation(rates + add)
-        # per-(coflow, link) virtual links with capacity P* * cap - what DRF already gave
-        k_up = v.cf * (2 * P) + v.src
-        k_dn = v.cf * (2 * P) + P + v.dst
-        usage = np.bincount(k_up, rates, C * 2 * P) + np.bincount(k_dn, rates, C * 2 * P)
-        vcap = np.tile(Pstar * caps, C) - usage
-        vcap = np.maximum(vcap, 0.0)
-        all_rem = np.concatenate([rem, vcap])
-        off = 2 * P
-        add = waterfill([v.src, v.dst + P, k_up + off, k_dn + off], all_rem)
         return Allocation(rates + add)
 
 

@@ -103,7 +103,9 @@ def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
         rates[f] += w[f] * (a if a < b else b)
 
 
-@njit(cache=True)
+# inlined into its callers: as a plain call, _dense_fill measured ~5% slower than with the loop
+# written out in place
+@njit(cache=True, inline='always')
 def _unit_levels(NT, W, P, rem, rel_tol, level):
     """:func:`fill`'s level loop for unit weights: ``W`` (2P) holds the flow counts per link
     (consumed), ``NT`` the counts per (downlink, uplink); writes the saturation level of every
@@ -135,6 +137,7 @@ def _unit_levels(NT, W, P, rem, rel_tol, level):
             if rem[l] <= tol[l]:
                 sat[l] = True
                 level[l] = lam
+        # act is ascending: saturated uplinks first, then downlinks, each in index order
         for t in range(na):
             i = act[t]
             if i >= P:
@@ -578,67 +581,16 @@ def _dense_fill(MT, rs, cs, P, rem, rel_tol, e, lv):
     dropped from the scan (they take no part in any later step)."""
     W = np.empty(2 * P)
     _restricted_counts(MT, rs, cs, P, e, W)
-    act = np.empty(2 * P, dtype=np.int64)
-    na = 0
+    any_flow = False
     for l in range(2 * P):
         if W[l] > 0.5:
-            act[na] = l
-            na += 1
-    if na == 0:
+            any_flow = True
+            break
+    if not any_flow:
         return False
-    tol = np.empty(2 * P)
+    level = np.empty(2 * P)
+    _unit_levels(MT, W, P, rem, rel_tol, level)
     for l in range(2 * P):
-        tol[l] = max(rem[l], 1.0) * rel_tol
-    level = np.full(2 * P, INF)
-    alive = W > 0.5
-    sat = np.zeros(2 * P, dtype=np.bool_)
-    lam = 0.0
-    while na > 0:
-        step = INF
-        for t in range(na):
-            l = act[t]
-            s = max(rem[l], 0.0) / W[l]
-            if s < step:
-                step = s
-        lam += step
-        for t in range(na):
-            l = act[t]
-            rem[l] -= W[l] * step
-            if rem[l] <= tol[l]:
-                sat[l] = True
-                level[l] = lam
-        # act is ascending: saturated uplinks first, then downlinks, each in index order
-        for t in range(na):
-            i = act[t]
-            if i >= P:
-                break
-            if sat[i]:
-                for j in range(P):
-                    if alive[P + j] and MT[j, i] != 0:
-                        W[P + j] -= MT[j, i]
-                alive[i] = False
-                W[i] = 0.0
-        for t in range(na):
-            l = act[t]
-            if l < P or not sat[l]:
-                continue
-            j = l - P
-            for i in range(P):
-                if alive[i] and MT[j, i] != 0:
-                    W[i] -= MT[j, i]
-            alive[l] = False
-            W[l] = 0.0
-        m = 0
-        for t in range(na):
-            l = act[t]
-            sat[l] = False
-            if alive[l] and W[l] > 0.5:
-                act[m] = l
-                m += 1
-        na = m
-    for l in range(2 * P):
-        if rem[l] < 0:
-            rem[l] = 0.0
         lv[l] = level[l] if e[l] else 0.0
     return True
 

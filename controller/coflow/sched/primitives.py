@@ -113,32 +113,6 @@ def greedy(v, order_flows: np.ndarray, rem: np.ndarray, rates: np.ndarray | None
     return rates
 
 
-def greedy_reference(v, order_flows: np.ndarray, rem: np.ndarray, rates: np.ndarray | None = None,
-                     chunk: int = 4096) -> np.ndarray:
-    """:func:`greedy` step by step in numpy/Python (the tests check they agree)."""
-    P = v.ports
-    if rates is None:
-        rates = np.zeros(v.nflows)
-    up, down = rem[:P], rem[P:]
-    tol_u = np.maximum(up, 1.0) * REL_TOL
-    tol_d = np.maximum(down, 1.0) * REL_TOL
-    for c0 in range(0, len(order_flows), chunk):
-        if not (up > tol_u).any() or not (down > tol_d).any():
-            break
-        ch = order_flows[c0:c0 + chunk]
-        cand = ch[(up[v.src[ch]] > tol_u[v.src[ch]]) & (down[v.dst[ch]] > tol_d[v.dst[ch]])]
-        for f in cand.tolist():
-            s, d = v.src[f], v.dst[f]
-            r = min(up[s], down[d])
-            if r <= tol_u[s] or r <= tol_d[d]:
-                continue
-            rates[f] += r
-            up[s] -= r
-            down[d] -= r
-    np.maximum(rem, 0.0, out=rem)
-    return rates
-
-
 def concurrency_mask(v, limit: int) -> np.ndarray:
     """CoflowSim's MAX_CONCURRENT_FLOWS: per reducer, only the first ``limit`` unfinished flows
     (in flow order) may send.  Flows of a reducer are contiguous, so rank = position - group start."""

@@ -18,7 +18,7 @@ import numpy as np
 from ..params import DclasParams, FifoLmParams, MB
 from .base import Allocation, INF, Scheduler, View, register
 from . import kernels
-from .primitives import REL_TOL, coflow_rates, scratch, ordered_waterfill, pair_waterfill
+from .primitives import REL_TOL, coflow_rates, scratch
 from .ordered import fifo_order
 
 
@@ -83,30 +83,6 @@ def dclas_next_demotion(v: View, p: DclasParams, queues: np.ndarray, rates: np.n
     return float(t[kk].min())
 
 
-def dclas_next_demotion_reference(v: View, p: DclasParams, queues: np.ndarray, rates: np.ndarray) -> float:
-    """:func:`dclas_next_demotion` as a per-coflow loop (the tests check they agree)."""
-    mem = v.memory
-    due = mem["due"]
-    R = coflow_rates(v, rates)
-    nxt = INF
-    for k, i in enumerate(v.cf_id.tolist()):
-        q = int(queues[k])
-        if q >= p.K:
-            due.pop(i, None)
-            continue
-        hi = p.Q1 * p.E ** (q - 1)
-        if v.cf_sent[k] >= hi * (1 - 1e-12):
-            t = due.get(i, _tick_after(v.now, p.delta))
-        elif R[k] > 0:
-            t = _tick_after(v.now + (hi - v.cf_sent[k]) / R[k], p.delta)
-        else:
-            due.pop(i, None)
-            continue
-        due[i] = t
-        nxt = min(nxt, t)
-    return nxt
-
-
 def queue_order(v: View, queues: np.ndarray) -> np.ndarray:
     """Queue first (1 = highest), then FIFO by arrival and CoflowId."""
     return np.lexsort((v.cf_id, v.cf_arrival, queues))
@@ -127,8 +103,8 @@ def weighted_queues(v: View, queues: np.ndarray, weights: list[float], rounds: i
     What a queue cannot use is split again among the others (``rounds`` times), and a final
     strict-priority pass hands out anything left, so the allocation is work-conserving.
     ``rounds=0`` is strict priority across queues.  One compiled kernel
-    (:func:`coflow.sched.kernels.queue_fill`); :func:`weighted_queues_reference` is the same
-    algorithm step by step in numpy (the tests check they agree)."""
+    (:func:`coflow.sched.kernels.queue_fill`); the tests check it against a step-by-step numpy
+    reference (tests/reference_sched.py)."""
     if v.nflows == 0:
         return np.zeros(0)
     order = queue_order(v, queues)
@@ -141,47 +117,6 @@ def weighted_queues(v: View, queues: np.ndarray, weights: list[float], rounds: i
     return kernels.queue_fill(np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(queues, dtype=np.int64),
                               wq, np.ascontiguousarray(v.cf_lo, dtype=np.int64), v.src, v.dst, v.ports,
                               np.ascontiguousarray(v.caps, dtype=float), REL_TOL, int(rounds), int(dm), buf)
-
-
-def weighted_queues_reference(v: View, queues: np.ndarray, weights: list[float], rounds: int = 4) -> np.ndarray:
-    """Reference implementation of :func:`weighted_queues` (numpy + per-coflow fills)."""
-    if rounds == 0:
-        return ordered_waterfill(v, queue_order(v, queues), v.caps.copy())
-    P = v.ports
-    rem = v.caps.copy()
-    tol = np.maximum(v.caps, 1.0) * REL_TOL
-    rates = np.zeros(v.nflows)
-    order = queue_order(v, queues)
-    K = int(queues.max()) + 1 if queues.size else 1
-    per_q = {int(q): order[queues[order] == q] for q in np.unique(queues)}
-    wq = np.zeros(K)
-    for q in per_q:
-        wq[q] = float(weights[q - 1])
-    fq = queues[v.cf]
-    kup = fq * (2 * P) + v.src
-    kdn = fq * (2 * P) + P + v.dst
-    for _ in range(rounds):
-        usable = (rem[v.src] > tol[v.src]) & (rem[P + v.dst] > tol[P + v.dst])
-        if not usable.any():
-            break
-        u = usable.astype(float)
-        pres = (np.bincount(kup, u, K * 2 * P) + np.bincount(kdn, u, K * 2 * P)).reshape(K, 2 * P) > 0
-        wl = pres * wq[:, None]
-        Wlink = wl.sum(axis=0)
-        share = wl * np.where(Wlink > 0, rem / np.where(Wlink > 0, Wlink, 1.0), 0.0)
-        used = np.zeros(2 * P)
-        for q, ordq in per_q.items():
-            if not pres[q].any():
-                continue
-            sh = share[q].copy()
-            ordered_waterfill(v, ordq, sh, rates=rates)
-            used += share[q] - sh
-        rem -= used
-        np.maximum(rem, 0, out=rem)
-        if used.sum() <= tol.sum():
-            break
-    ordered_waterfill(v, order, rem, rates=rates)
-    return rates
 
 
 @register("dclas")
@@ -252,26 +187,6 @@ class FifoLm(Scheduler):
         gorder = np.argsort(g, kind="stable").astype(np.int64)
         rates = kernels.group_fill(gorder, g, np.ascontiguousarray(v.cf_lo, dtype=np.int64), v.src, v.dst,
                                    v.ports, v.caps.copy(), REL_TOL, buf)
-        # Map groups onto 8 hardware queues for reporting: group 0 -> queue 1, ..., capped at 8.
-        return Allocation(rates, queue=np.minimum(g + 1, 8))
-
-    def allocate_reference(self, v: View) -> Allocation:
-        """:meth:`allocate` step by step in numpy (the tests check they agree)."""
-        g = self.groups(v)
-        P = v.ports
-        rem = v.caps.copy()
-        rates = np.zeros(v.nflows)
-        fg = g[v.cf]
-        order_g = np.argsort(fg, kind="stable")
-        bounds = np.flatnonzero(np.r_[True, fg[order_g][1:] != fg[order_g][:-1], True])
-        for a, b in zip(bounds[:-1], bounds[1:]):
-            idx = order_g[a:b]
-            ok = (rem[v.src[idx]] > 0) & (rem[P + v.dst[idx]] > 0)
-            idx = idx[ok]
-            if idx.size:
-                rates[idx] += pair_waterfill(v, rem, idx)
-            if not (rem[:P] > 0).any() or not (rem[P:] > 0).any():
-                break
         # Map groups onto 8 hardware queues for reporting: group 0 -> queue 1, ..., capped at 8.
         return Allocation(rates, queue=np.minimum(g + 1, 8))
 
