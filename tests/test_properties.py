@@ -214,8 +214,9 @@ def test_hug_kernel_is_bit_identical_to_reference(inst):
     wl, caps = inst
     v = mkview(wl.ports, [[(int(wl.src[f]), int(wl.dst[f]), float(wl.size[f])) for f in range(wl.flow_lo[k], wl.flow_lo[k + 1])]
                           for k in range(wl.ncoflows)], caps[:wl.ports], caps[wl.ports:])
-    s = make_scheduler("hug")
-    assert np.array_equal(s.allocate(v).rates, hug_allocate_reference(s, v).rates)
+    for wc in ("false", "true"):
+        s = make_scheduler("hug", {"work_conserving": wc})
+        assert np.array_equal(s.allocate(v).rates, hug_allocate_reference(s, v).rates), wc
 
 
 @FAST
