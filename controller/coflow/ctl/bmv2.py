@@ -15,14 +15,9 @@ import tempfile
 import time
 
 from ..dataplane import toolchain
+from ..dataplane.toolchain import free_port
 
 _seq = itertools.count()
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Bmv2:
@@ -56,15 +51,10 @@ class Bmv2:
         return f"unix:{self.sock}" if self.grpc_port is None else f"127.0.0.1:{self.grpc_port}"
 
     def command(self) -> list[str]:
-        cmd = [self.binary, "--device-id", str(self.device_id), "--thrift-port", str(free_port()),
-               "--notifications-addr", f"ipc://{self.ipc}", "--no-p4"]
-        for port, ifname in sorted(self.interfaces.items()):
-            cmd += ["-i", f"{port}@{ifname}"]
-        if self.log_file:
-            cmd += ["--log-level", "info", "--log-file", self.log_file, "--log-flush"]
-        else:
-            cmd += ["--log-level", "off"]
-        cmd += ["--", "--grpc-server-addr", self.address, "--priority-queues", "8"]
+        cmd = toolchain.switch_command(self.binary, self.device_id, self.interfaces, free_port(),
+                                       self.address, self.ipc,
+                                       log_level="info" if self.log_file else "off",
+                                       log_file=self.log_file)
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns] + cmd
         return cmd

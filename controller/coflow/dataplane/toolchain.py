@@ -3,12 +3,15 @@
 Order: the environment variable (P4C, SIMPLE_SWITCH_GRPC, SIMPLE_SWITCH_CLI), then PATH,
 then /opt/p4/bin. ``python -m coflow.dataplane.toolchain --check`` exits 0 when both required
 tools are found and otherwise prints one line saying what is missing (the Makefile's skip line).
+It also builds the one ``simple_switch_grpc`` command line that the tests, the controller's
+benchmarks and the Mininet switch class start.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import shutil
+import socket
 import sys
 from dataclasses import dataclass
 
@@ -21,6 +24,30 @@ TOOLS = {
     "simple_switch_CLI": "SIMPLE_SWITCH_CLI",
 }
 REQUIRED = ("p4c-bm2-ss", "simple_switch_grpc")
+
+
+def free_port() -> int:
+    """A TCP port the kernel considers free on 127.0.0.1 (bind to 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def switch_command(binary: str, device_id: int, interfaces: dict[int, str], thrift_port: int,
+                   grpc: int | str, ipc: str, log_level: str = "off", log_file: str | None = None,
+                   priority_queues: int = 8) -> list[str]:
+    """``simple_switch_grpc`` without a pipeline (the controller pushes it over P4Runtime), with
+    its own device id, Thrift port and notifications socket (several switches share a host),
+    ``--priority-queues`` and gRPC on ``grpc`` (a port on 127.0.0.1, or an address such as
+    ``unix:/path``). ``log_level`` off unless asked: BMv2 formats every message otherwise."""
+    addr = f"127.0.0.1:{grpc}" if isinstance(grpc, int) else grpc
+    cmd = [binary, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
+           "--notifications-addr", f"ipc://{ipc}", "--log-level", log_level]
+    if log_file and log_level != "off":
+        cmd += ["--log-file", log_file, "--log-flush"]
+    for port, ifname in sorted(interfaces.items()):
+        cmd += ["-i", f"{port}@{ifname}"]
+    return cmd + ["--no-p4", "--", "--grpc-server-addr", addr, "--priority-queues", str(priority_queues)]
 
 
 def _executable(path: str) -> bool:

@@ -21,36 +21,16 @@ import time
 
 from mininet.node import Host, Switch
 
+from ..dataplane.toolchain import free_port, switch_command
+
 #: Every process and file of an emulation run carries this marker (cleanup finds them by it).
 MARKER = "coflow-emu"
-
-
-def free_port() -> int:
-    """A TCP port the kernel considers free on 127.0.0.1 (bind to 0)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         s.settimeout(0.2)
         return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def switch_command(binary: str, device_id: int, interfaces: dict[int, str], thrift_port: int,
-                   grpc_port: int, ipc: str, log_level: str = "off", log_file: str | None = None,
-                   priority_queues: int = 8) -> list[str]:
-    """The simple_switch_grpc command line (pure; tested)."""
-    cmd = [binary, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
-           "--notifications-addr", f"ipc://{ipc}", "--log-level", log_level]
-    if log_file and log_level != "off":
-        cmd += ["--log-file", log_file, "--log-flush"]
-    for port, ifname in sorted(interfaces.items()):
-        cmd += ["-i", f"{port}@{ifname}"]
-    cmd += ["--no-p4", "--", "--grpc-server-addr", f"127.0.0.1:{grpc_port}",
-            "--priority-queues", str(priority_queues)]
-    return cmd
 
 
 class BMv2Switch(Switch):
