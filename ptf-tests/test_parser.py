@@ -44,6 +44,31 @@ class UntaggedDefaultClassTest(P4RuntimeTest):
         self.assert_forwarded(frame(None, 100, tos=pk.tos_of_prio(2)), 1, prio=5)
 
 
+class ControlSegmentClassTest(P4RuntimeTest):
+    """The controller's control-segment entry (coflow.ctl.translate.control_class_entities):
+    untagged TCP up to CONTROL_MAX_LEN bytes of IP length (pure ACKs, SYN-ACKs, FINs) goes in
+    the top class at an edge; longer untagged TCP, small untagged UDP and tagged packets do not."""
+
+    @autocleanup
+    def runTest(self):
+        from coflow.ctl.translate import CONTROL_MAX_LEN, IP_PROTO_TCP
+        self.add_route("10.0.1.0", 24, 1)
+        self.p4rt.insert(self.p4rt.table_entry(
+            "untagged_class", {"protocol": (IP_PROTO_TCP, 0xFF), "ip_len": (0, CONTROL_MAX_LEN)},
+            "set_class", {"prio": 7}, priority=10))
+        eth = 14
+        self.assert_forwarded(frame(None, eth + 52, proto="tcp"), 1, prio=7)      # ACK + timestamps
+        self.assert_forwarded(frame(None, eth + CONTROL_MAX_LEN, proto="tcp", ident=2), 1, prio=7)
+        self.assert_forwarded(frame(None, eth + CONTROL_MAX_LEN + 1, proto="tcp", ident=3), 1, prio=0)
+        self.assert_forwarded(frame(None, 1514, proto="tcp", ident=4), 1, prio=0)
+        self.assert_forwarded(frame(None, eth + 52, proto="udp", ident=5), 1, prio=0)
+        # a DSCP the sender chose does not matter (don't care), and does not survive: CS7 is written
+        self.assert_forwarded(frame(None, eth + 52, proto="tcp", tos=pk.tos_of_prio(1), ident=6), 1, prio=7)
+        # tagged small TCP takes its coflow's decision (a fair-mode class), not the control class
+        self.set_config(mode=pk.MODE_FAIR, fair_prio=3)
+        self.assert_forwarded(frame(new_coflow(), eth + 60, proto="tcp", ident=7), 1, prio=3)
+
+
 class OtherOptionsTest(P4RuntimeTest):
     """Someone else's option first: untagged but forwarded intact. The CoflowId option followed
     by more options: tagged, the rest kept."""

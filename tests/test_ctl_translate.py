@@ -60,6 +60,21 @@ def test_config_and_thresholds(ft):
     assert len(th) == 8
 
 
+def test_control_segments_class(ft):
+    t, st = ft
+    for sw in t.switches:
+        (e,) = M.SwitchState.of(st[sw.name]).table(M.T_UNTAGGED)
+        m = dict(e.match)
+        # untagged TCP of IP length 0..127 (pure ACKs: 40-80), any DSCP -> the top class
+        assert m == {"dscp": (0, 0), "ip_len": (0, 127), "protocol": (6, 0xFF)}
+        assert dict(e.params) == {"prio": 7} and e.priority > 0
+    off = TR.static_state(t, T.routes(t), "dclas", DclasParams(K=8), control_max_len=0)
+    assert all(not M.SwitchState.of(ents).table(M.T_UNTAGGED) for ents in off.values())
+    low = TR.static_state(t, T.routes(t), "fair", DclasParams(K=8), control_prio=5, control_max_len=100)
+    (e,) = M.SwitchState.of(low["e0"]).table(M.T_UNTAGGED)
+    assert dict(e.params) == {"prio": 5} and dict(e.match)["ip_len"] == (0, 100)
+
+
 def test_dclas_k_above_8_rejected():
     with pytest.raises(ValueError, match="K=10"):
         TR.dclas_entities(DclasParams(K=10))
@@ -145,3 +160,11 @@ def test_split_settings():
         TR.split_settings({"link_mbps": "fast"})
     with pytest.raises(ValueError, match="fair_prio"):
         TR.split_settings({"fair_prio": "9"})
+    ctl, _ = TR.split_settings({"control_prio": "6", "control_max_len": "0"})
+    assert (ctl.control_prio, ctl.control_max_len) == (6, 0)
+    with pytest.raises(ValueError, match="control_prio"):
+        TR.split_settings({"control_prio": "8"})
+    with pytest.raises(ValueError, match="control_max_len"):
+        TR.split_settings({"control_max_len": "-1"})
+    with pytest.raises(ValueError, match="control_max_len"):
+        TR.split_settings({"control_max_len": "70000"})

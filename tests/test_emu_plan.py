@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from coflow import trace as T
+from coflow.dataplane import tm
 from coflow.emu import plan as P
 from coflow.emu.driver import registration, send_commands
 from coflow.emu.fabric import QUEUE_BUDGET, tm_config, tm_for_mode
@@ -197,33 +198,16 @@ def test_switch_command_line():
     assert cmd[cmd.index("--log-file") + 1] == "/tmp/s.log"
 
 
-def test_tm_commands_put_untagged_acks_first():
-    from coflow.emu.fabric import ACK_MATCH, tm_commands
+def test_tm_commands_classify_on_dscp_only():
+    """The emulated TM has no classifier of its own for ACKs: the pipeline's control-segment
+    class (untagged_class) marks them CS7, and the DSCP filters put them in the top class."""
+    from coflow.emu.fabric import TOP_LIMIT, tm_commands
     cmds = tm_commands("e0-eth1", tm_config(tm_for_mode("dclas"), 1000))
     filters = [c for c in cmds if "filter" in c]
-    ack = [c for c in filters if c[-len(ACK_MATCH) - 2:-2] == ACK_MATCH]
-    assert len(ack) == 1 and ack[0][ack[0].index("prio") + 1] == "1" and ack[0][-1] == "1:17"
-    dscp = [c for c in filters if c is not ack[0]]
-    assert len(dscp) == 8 and all(c[c.index("prio") + 1] == "2" for c in dscp)
-    from coflow.emu.fabric import TOP_LIMIT
+    assert len(filters) == 8 and all(c[c.index("match") + 1:c.index("match") + 2] == ["ip"] for c in filters)
+    tos = {int(c[c.index("tos") + 1], 0): c[-1] for c in filters}
+    assert tos[0xe0] == "1:17" and tos[0] == "1:10"     # CS7 (ACKs, queue 1) -> the top class
     limits = {c[c.index("parent") + 1]: int(c[-1]) for c in cmds if "pfifo" in c}
     assert limits == {"1:17": TOP_LIMIT, "1:16": TOP_LIMIT, **{f"1:1{p}": QUEUE_BUDGET // 2 for p in range(6)}}
-    # fair: one class, nothing to prioritise
-    assert not any("0xff80" in c for c in tm_commands("e0-eth1", tm_config(tm_for_mode("fair"), 1000)))
-
-    # the u32 matches, interpreted on IPv4 headers, select what they claim: IHL 5, TCP, length < 128
-    def matches(pkt: bytes) -> bool:
-        toks = list(ACK_MATCH)
-        while toks:
-            assert toks[0] == "match" and toks[4] == "at"
-            width = {"u8": 1, "u16": 2, "u32": 4}[toks[1]]
-            value, mask, off = int(toks[2], 16), int(toks[3], 16), int(toks[5])
-            if int.from_bytes(pkt[off:off + width], "big") & mask != value:
-                return False
-            toks = toks[6:]
-        return True
-    ack_pkt = bytes([0x45, 0, 0, 52]) + bytes(5) + bytes([6]) + bytes(42)
-    tagged = bytes([0x47, 0, 0, 60]) + bytes(5) + bytes([6]) + bytes(50)
-    data = bytes([0x45, 0, 0x05, 0xdc]) + bytes(5) + bytes([6]) + bytes(10)
-    udp = bytes([0x45, 0, 0, 52]) + bytes(5) + bytes([17]) + bytes(42)
-    assert matches(ack_pkt) and not matches(tagged) and not matches(data) and not matches(udp)
+    assert tm_commands("e0-eth1", tm_config(tm_for_mode("fair"), 1000)) == \
+        tm.htb_commands("e0-eth1", tm_config(tm_for_mode("fair"), 1000))

@@ -407,7 +407,8 @@ class Controller:
         cache = self._static_cache
         if cache is None or cache[0] != key:
             st = TR.static_state(self.topo, self.routes, self.mode, self.dclas_params,
-                                 self.ctl.fair_prio, self.heavy_bytes, key)
+                                 self.ctl.fair_prio, self.heavy_bytes, key,
+                                 self.ctl.control_prio, self.ctl.control_max_len)
             cache = (key, {n: M.SwitchState.of(ents) for n, ents in st.items()})
             self._static_cache = cache
         return cache[1]

@@ -28,6 +28,11 @@ HASH_SLOT_BASE = 512
 FLOW_SLOTS_PER_COFLOW = 8     # size.p4: meter index = coflow slot * 8 + flow slot
 NO_HEAVY = (1 << 64) - 1
 MAX_FRAME = 1514              # Ethernet frame without FCS at MTU 1500
+IP_PROTO_TCP = 6
+# IP total length of the largest "control" segment: 20 (IP) + 20 (TCP) + 40 (options: timestamps
+# and up to three SACK blocks) = 80; the next size up, 128, leaves room and holds no data segment
+# worth the top class.
+CONTROL_MAX_LEN = 127
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,9 @@ class CtlSettings:
       not give (clairvoyant schedulers order it last).
     - ``audit_s``: full read-back of every switch at this period (0 = only after a reconnect
       or a failed write).
+    - ``control_prio`` / ``control_max_len``: untagged TCP packets of at most this IP total
+      length (the receivers' pure ACKs, SYN-ACKs, FINs) go in this class at the edges
+      (``untagged_class``); ``control_max_len=0`` leaves them in the default class.
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -52,6 +60,8 @@ class CtlSettings:
     min_rate_frac: float = 0.01
     unknown_size_bytes: int = 1 << 40
     audit_s: float = 5.0
+    control_prio: int = HW_QUEUES - 1
+    control_max_len: int = CONTROL_MAX_LEN
 
     @property
     def link_Bps(self) -> float:
@@ -76,6 +86,10 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
         raise ValueError("setting link_mbps: must be > 0")
     if not 0 <= s.fair_prio < HW_QUEUES:
         raise ValueError(f"setting fair_prio: must be in 0..{HW_QUEUES - 1}")
+    if not 0 <= s.control_prio < HW_QUEUES:
+        raise ValueError(f"setting control_prio: must be in 0..{HW_QUEUES - 1}")
+    if not 0 <= s.control_max_len < 1 << 16:
+        raise ValueError("setting control_max_len: must be in 0..65535 (0 = off)")
     if s.burst_ms < 0 or s.min_burst_bytes < 1 or not 0 <= s.min_rate_frac <= 1:
         raise ValueError("settings burst_ms >= 0, min_burst_bytes >= 1, 0 <= min_rate_frac <= 1")
     return s, rest
@@ -137,13 +151,26 @@ def dclas_entities(p: DclasParams) -> list:
             for lo, hi, q in p.ranges()]
 
 
+def control_class_entities(prio: int = HW_QUEUES - 1, max_len: int = CONTROL_MAX_LEN) -> list:
+    """``untagged_class``: untagged TCP with IP total length <= ``max_len`` -> class ``prio``
+    (none when ``max_len`` is 0). The DSCP key is left out (don't care): a host cannot promote
+    its data this way, since a data segment is longer."""
+    if max_len <= 0:
+        return []
+    return [M.TableEntry(M.T_UNTAGGED, (("dscp", (0, 0)), ("ip_len", (0, int(max_len))),
+                                        ("protocol", (IP_PROTO_TCP, 0xFF))),
+                         M.A_SET_CLASS, M.params(prio=int(prio)), priority=10)]
+
+
 def static_state(topo, routes: Mapping[str, list], mode: str, dclas: DclasParams,
-                 fair_prio: int = 4, heavy_bytes: int = NO_HEAVY, fifo_base: int = 0) -> dict:
+                 fair_prio: int = 4, heavy_bytes: int = NO_HEAVY, fifo_base: int = 0,
+                 control_prio: int = HW_QUEUES - 1, control_max_len: int = CONTROL_MAX_LEN) -> dict:
     """Per switch: routing (members, ECMP groups, LPM), port roles (switch-facing ports are
-    fabric; unlisted ports are edges), the pipeline config and the D-CLAS thresholds."""
+    fabric; unlisted ports are edges), the pipeline config, the D-CLAS thresholds and the
+    control-segment class of untagged TCP (:func:`control_class_entities`)."""
     out = {}
     cfg = config_entity(mode, fair_prio, heavy_bytes, fifo_base)
-    thresholds = dclas_entities(dclas)
+    thresholds = dclas_entities(dclas) + control_class_entities(control_prio, control_max_len)
     for sw in topo.switches:
         ents = routing_entities(sw, routes.get(sw.name, []))
         ents += [M.TableEntry(M.T_PORT_ROLE, (("ingress_port", p),), M.A_SET_ROLE,

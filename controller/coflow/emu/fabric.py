@@ -63,12 +63,6 @@ def tm_config(plan: TmPlan, rate_kbit: int, budget: int = QUEUE_BUDGET) -> tm.Tm
                        queues=plan.queues, limit_pkts=limit)
 
 
-#: IPv4 packets with no options (IHL 5: untagged), TCP, total length < 128: the pure ACKs,
-#: SYN-ACKs and FINs of the receivers (their sockets carry no CoflowId). See :func:`tm_commands`.
-ACK_MATCH = ["match", "u8", "0x45", "0xff", "at", "0", "match", "u8", "0x06", "0xff", "at", "9",
-             "match", "u16", "0x0000", "0xff80", "at", "2"]
-
-
 #: The two highest classes hold up to 64 packets: new coflows start there, and a burst of
 #: arrivals opens hundreds of connections at once (SYNs and first segments, mostly small
 #: frames, so the bytes stay far below the AF_PACKET budget).
@@ -77,31 +71,24 @@ TOP_LIMIT = 64
 
 
 def tm_commands(dev: str, cfg: tm.TmConfig) -> list[list[str]]:
-    """:func:`coflow.dataplane.tm.htb_commands` plus, with several queues, one u32 filter ahead
-    of the DSCP filters that puts untagged small TCP packets (the reverse direction's ACKs,
-    SYN-ACKs, FINs) in the highest class.
+    """:func:`coflow.dataplane.tm.htb_commands`, with the leaves of the two highest classes
+    holding ``TOP_LIMIT`` packets.
 
-    Why: a receiver's ACKs carry no CoflowId, so the pipeline gives them the default class,
-    priority 0, the lowest. Under strict priority every data packet going the other way on a
-    link then has precedence over them, and bulk data in one direction stalls the ACK clock of
-    every flow in the other (measured: 70-byte coflows taking 5-12 s under dclas). ACKs are a
-    few percent of the bytes; serving them first is what TMs that prioritise control traffic do.
-    Tagged packets (IHL 7) and untagged data are classified by DSCP as before. The leaves of the
-    two highest classes hold ``TOP_LIMIT`` packets."""
+    Every packet is classified on the DSCP the pipeline wrote. That includes the receivers'
+    ACKs, SYN-ACKs and FINs, which carry no CoflowId: the controller's ``untagged_class``
+    entry puts small untagged TCP in the highest class at the edges
+    (:func:`coflow.ctl.translate.control_class_entities`), since in the default class, the
+    lowest, data going the other way would starve them under strict priority (measured before
+    that entry existed: 70-byte coflows taking 5-12 s under dclas)."""
     cmds = tm.htb_commands(dev, cfg)
     if cfg.queues == 1:
         return cmds
     top = {tm.classid(p) for p in sorted(cfg.prios())[-TOP_QUEUES:]}
     out = []
     for c in cmds:
-        if "filter" in c and "u32" in c:
-            c = [("2" if (i > 0 and c[i - 1] == "prio" and x == "1") else x) for i, x in enumerate(c)]
         if "pfifo" in c and c[c.index("parent") + 1] in top:
             c = c[:c.index("limit") + 1] + [str(max(cfg.limit_pkts, TOP_LIMIT))]
         out.append(c)
-    tc = cmds[0][: cmds[0].index("qdisc")]
-    out.append(tc + ["filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32"]
-               + ACK_MATCH + ["flowid", tm.classid(max(cfg.prios()))])
     return out
 
 
