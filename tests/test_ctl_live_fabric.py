@@ -150,8 +150,11 @@ def test_fabric_live(fabric):
         sends = [("h0-eth0", frame(t, "h0", "h1", cid=c, length=1000, ident=i)) for i in range(2)] + \
                 [("h1-eth0", frame(t, "h1", "h0", cid=c, length=1000, ident=i)) for i in range(2)]
         got = io(f, sends, ["h0-eth0", "h1-eth0"], expect=4)
-        assert [prio_of(x) for x in got["h1-eth0"] + got["h0-eth0"]] == [7, 7, 7, 7], \
-            ("step 2", ctl.status()["coflows"])
+        # each edge has counted < Q1 locally, so its data plane says queue 1 (7); the global sum
+        # reaches Q1 = 3000 with the third packet, so a coordination round (every 10 ms) may
+        # already have demoted the coflow when the fourth one is sent on a loaded machine
+        prios = [prio_of(x) for x in got["h1-eth0"] + got["h0-eth0"]]
+        assert prios[:3] == [7, 7, 7] and prios[3] in (6, 7), ("step 2", prios, ctl.status()["coflows"])
         assert wait_for(lambda: ctl._sizes.get(c) == 4000 and ctl._queues.get(c) == 2)
         assert wait_for(lambda: ctl.status()["coflows"][0]["override_prio"] == {"l0": 6, "l1": 6})
         time.sleep(0.05)
