@@ -125,6 +125,7 @@ def test_agent_sends_and_receives_over_loopback():
     assert len(errs) == 1 and errs[0]["where"] == "stdin:2" and errs[0]["field"] == "json"
     assert {"ev": "pong", "seq": 5} in evs
     assert all(e["tag"] == "none" for e in evs if e["ev"] == "sent")
+    assert all(e["t_start"] <= e["t_conn"] <= e["t_end"] for e in evs if e["ev"] == "sent")
 
 
 def test_receiver_rejects_a_foreign_connection():
@@ -167,8 +168,12 @@ class FakePool:
         import time
         self.sent.append((host, cmd))
         if (cmd["coflow"], cmd["flow"]) not in self.lose:
+            t = time.time()
             self.events.put((host, {"ev": "done", "run": cmd["run"], "coflow": cmd["coflow"],
-                                    "flow": cmd["flow"], "bytes": cmd["bytes"], "t": time.time()}))
+                                    "flow": cmd["flow"], "bytes": cmd["bytes"], "t": t + 0.003}))
+            self.events.put((host, {"ev": "sent", "run": cmd["run"], "coflow": cmd["coflow"],
+                                    "flow": cmd["flow"], "t_start": t + 0.001, "t_conn": t + 0.002,
+                                    "t_end": t + 0.004}))
 
 
 def _tiny_plan():
@@ -202,6 +207,16 @@ def test_drive_registers_dispatches_and_unregisters():
     assert all(c is not None and 0 <= c < 0.5 for c in ccts)
     # the second coflow was sent at its arrival time, not before
     assert res.late_s[1] >= 0
+    # the per-flow timeline: every stage in order, at the times the (fake) agents reported
+    from coflow.emu.runner import stage_summary
+    tl = res.timeline(plan)
+    assert [(f["coflow"], f["flow"]) for f in tl] == [(10, 0), (10, 1), (11, 0)]
+    for f in tl:
+        assert 0 <= f["dispatched"] <= f["started"] <= f["connected"] <= f["received"] <= f["closed"]
+        assert f["connected"] - f["started"] == pytest.approx(0.001, abs=1e-5)
+    st = stage_summary(tl)
+    assert st["all"]["flows"] == 3 and st["small"]["flows"] == 3
+    assert st["all"]["transfer"]["median"] == pytest.approx(0.001, abs=1e-5)
 
 
 def test_drive_times_out_and_reports_outstanding_flows():

@@ -20,7 +20,9 @@ agent -> driver (stdout)::
     {"ev": "done", "run": R, "coflow": k, "flow": i, "bytes": n, "t": T, "src": ip}
                                      receiver side: all n payload bytes of the flow arrived at T
                                      (time.time(); every namespace shares the clock)
-    {"ev": "sent", "run": R, "coflow": k, "flow": i, "t_start": T0, "t_end": T1, "tag": "option"}
+    {"ev": "sent", "run": R, "coflow": k, "flow": i, "t_start": T0, "t_conn": Tc, "t_end": T1,
+     "tag": "option"}                sender side: started at T0, connected at Tc, the receiver
+                                     closed (every byte acknowledged) at T1
     {"ev": "error", "where": "stdin:3" | "conn ip:port" | "send k.i", "field": f, "message": m}
 
 A malformed line is answered with one ``error`` event naming the line and field; the agent
@@ -189,6 +191,7 @@ class Agent:
             self._set_cc(sock)
             sock.setblocking(False)
             await loop.sock_connect(sock, (cmd["dst"], cmd["port"]))
+            t_conn = time.time()
             reader, writer = await asyncio.open_connection(sock=sock)
             writer.write(HEADER.pack(MAGIC, cmd["run"], cmd["coflow"], cmd["flow"], cmd["bytes"]))
             left = cmd["bytes"]
@@ -205,7 +208,7 @@ class Agent:
                 pass                     # it closed first: every byte was acknowledged already
             writer.close()
             self.emit(ev="sent", run=cmd["run"], coflow=cmd["coflow"], flow=cmd["flow"],
-                      t_start=t0, t_end=time.time(), tag=how)
+                      t_start=t0, t_conn=t_conn, t_end=time.time(), tag=how)
         except asyncio.CancelledError:
             discard()
             raise

@@ -173,6 +173,37 @@ class ModeResult:
     register_s: list[float] = field(default_factory=list)   # API round trip per registration
     sent: set = field(default_factory=set)                # (coflow, flow) whose sender finished
     outstanding: list = field(default_factory=list)       # at the end: flows without a report
+    dispatched_at: dict = field(default_factory=dict)     # coflow index -> time its sends went out
+    sender_times: dict = field(default_factory=dict)      # (coflow, flow) -> (t_start, t_conn, t_end)
+
+    def timeline(self, plan: Plan) -> list[dict]:
+        """Per flow, seconds after its coflow's arrival: dispatched (the driver handed the
+        send to the agent), started (the agent opened the socket), connected (handshake done),
+        received (the receiver had every byte), closed (the sender saw the receiver close).
+        Where a CCT goes: driver/API lateness, agent scheduling, the handshake, the transfer."""
+        done = {(r.coflow, r.flow): r.t_done for r in self.records}
+        out = []
+        for k, c in enumerate(plan.coflows):
+            a = self.t0 + c.arrival_s
+            d = self.dispatched_at.get(k)
+            for f in c.flows:
+                st = self.sender_times.get((k, f.index))
+                rx = done.get((k, f.index))
+                rel = lambda t: None if t is None else round(t - a, 6)  # noqa: E731
+                out.append({"coflow": c.trace_id, "flow": f.index, "bytes": f.bytes,
+                            "dispatched": rel(d), "started": rel(st and st[0]),
+                            "connected": rel(st and st[1]), "received": rel(rx),
+                            "closed": rel(st and st[2])})
+        return out
+
+
+def _record_sent(res: ModeResult, name: str, ev: dict) -> None:
+    res.sent.add((ev["coflow"], ev["flow"]))
+    try:
+        res.sender_times[(ev["coflow"], ev["flow"])] = (
+            float(ev["t_start"]), float(ev.get("t_conn", ev["t_start"])), float(ev["t_end"]))
+    except (KeyError, TypeError, ValueError):
+        res.errors.append(f"{name}: sent event without times: {ev}")
 
 
 def _unregister(fn, cid: str, trace_id: int, errors: list) -> None:
@@ -218,7 +249,8 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
         for host, cmds in send_commands(plan, k, cid, run, agents.ips, agents.port).items():
             for cmd in cmds:
                 agents.send(host, cmd)
-        res.late_s.append(time.time() - (t0 + plan.coflows[k].arrival_s))
+        res.dispatched_at[k] = time.time()
+        res.late_s.append(res.dispatched_at[k] - (t0 + plan.coflows[k].arrival_s))
 
     try:
         while done < N:
@@ -253,7 +285,7 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
             if kind == "error":
                 res.errors.append(f"{name}: {ev['where']}: {ev['field']}: {ev['message']}")
             elif kind == "sent" and ev["run"] == run:
-                res.sent.add((ev["coflow"], ev["flow"]))
+                _record_sent(res, name, ev)
             elif kind == "done" and ev["run"] == run:
                 k, i = ev["coflow"], ev["flow"]
                 if k >= N or i >= len(plan.coflows[k].flows) or (k, i) in got:
@@ -268,6 +300,17 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
                         bar.update(1)
                     unpool.submit(_unregister, unregister, res.registered[k], plan.coflows[k].trace_id,
                                 res.errors)
+        # a sender reports after its receiver did: collect the last ones (for the timeline)
+        grace = time.time() + 1.0
+        while len(res.sender_times) < len(got) and time.time() < grace:
+            try:
+                name, ev = agents.events.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if ev.get("ev") == "sent" and ev.get("run") == run:
+                _record_sent(res, name, ev)
+            elif ev.get("ev") == "error":
+                res.errors.append(f"{name}: {ev['where']}: {ev['field']}: {ev['message']}")
     finally:
         for k in range(N):
             if remaining[k] > 0:

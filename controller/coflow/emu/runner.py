@@ -323,7 +323,8 @@ class Experiment:
                                            "mean": float(np.mean(res.late_s)) if res.late_s else 0.0},
                           register_s={"max": max(res.register_s, default=0.0),
                                       "mean": float(np.mean(res.register_s)) if res.register_s else 0.0},
-                          controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode)
+                          controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode,
+                          stages=stage_summary(res.timeline(plan)), flows=res.timeline(plan))
         s = rep["summary"]
         _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "
              f"{(s['avg_cct_s'] or float('nan')):.3f} s, p95 {(s['p95_cct_s'] or float('nan')):.3f} s, "
@@ -408,6 +409,31 @@ def format_emu_vs_sim(rows: dict) -> str:
         out.append(f"{m:<10}{f(r['avg']['emu'])}{f(r['avg']['sim'])}{g(r['avg']['diff'])}"
                    f"{f(r['p95']['emu'])}{f(r['p95']['sim'])}{g(r['p95']['diff'])}")
     return "\n".join(out)
+
+
+#: flows of at most this many bytes are "small" in :func:`stage_summary` (a few segments)
+SMALL_FLOW_BYTES = 4096
+
+
+def stage_summary(timeline: list[dict]) -> dict:
+    """Median / p95 / max of each stage of a flow (s), for all flows and for small ones:
+    ``dispatch`` (arrival -> the driver handed the send over: API registration and driver
+    lateness), ``agent`` (-> the agent opened the socket), ``handshake`` (-> connected),
+    ``transfer`` (-> the receiver had every byte)."""
+    def stats(xs):
+        if not xs:
+            return None
+        a = np.asarray(xs)
+        return {"median": float(np.median(a)), "p95": float(np.percentile(a, 95)), "max": float(a.max())}
+    out = {}
+    for label, pick in (("all", lambda f: True), ("small", lambda f: f["bytes"] <= SMALL_FLOW_BYTES)):
+        fl = [f for f in timeline if pick(f) and None not in (f["dispatched"], f["started"], f["connected"], f["received"])]
+        out[label] = {"flows": len(fl),
+                      "dispatch": stats([f["dispatched"] for f in fl]),
+                      "agent": stats([f["started"] - f["dispatched"] for f in fl]),
+                      "handshake": stats([f["connected"] - f["started"] for f in fl]),
+                      "transfer": stats([f["received"] - f["connected"] for f in fl])}
+    return out
 
 
 def _brief(status) -> dict | None:
