@@ -112,6 +112,11 @@ def test_agent_sends_and_receives_over_loopback():
             if sum(e["ev"] == "done" for e in evs) >= 4 and sum(e["ev"] == "sent" for e in evs) >= 4:
                 break
             await asyncio.sleep(0.05)
+        os.write(w, b'{"op":"reset"}\n')
+        for _ in range(100):
+            if '"reset"' in out.getvalue():
+                break
+            await asyncio.sleep(0.05)
         os.write(w, b'{"op":"quit"}\n')
         await asyncio.wait_for(task, 5)
 
@@ -126,6 +131,9 @@ def test_agent_sends_and_receives_over_loopback():
     assert {"ev": "pong", "seq": 5} in evs
     assert all(e["tag"] == "none" for e in evs if e["ev"] == "sent")
     assert all(e["t_start"] <= e["t_conn"] <= e["t_end"] for e in evs if e["ev"] == "sent")
+    (reset,) = [e for e in evs if e["ev"] == "reset"]
+    # the namespace's TCP counters since the agent started: at least our 4 connections each way
+    assert reset["cancelled"] == 0 and reset["tcp"]["ActiveOpens"] >= 4 and reset["tcp"]["PassiveOpens"] >= 4
 
 
 def test_receiver_rejects_a_foreign_connection():
@@ -247,3 +255,24 @@ def test_drive_counts_a_refused_registration_and_ignores_foreign_reports():
     assert res.registered == {1: "5.0"}
     assert any("coflow 10: register: INVALID_ARGUMENT" in e for e in res.errors)
     assert all(r.coflow == 1 for r in res.records)      # the stale run-99 report was not counted
+
+
+def test_tcp_counters_from_proc_files(tmp_path):
+    (tmp_path / "netstat").write_text(
+        "TcpExt: SyncookiesSent ListenOverflows ListenDrops TCPTimeouts TCPSynRetrans\n"
+        "TcpExt: 0 3 4 7 11\n"
+        "IpExt: InNoRoutes TCPSynRetrans\n"
+        "IpExt: 1 999\n")
+    (tmp_path / "snmp").write_text(
+        "Ip: Forwarding DefaultTTL\nIp: 1 64\n"
+        "Tcp: RtoAlgorithm ActiveOpens PassiveOpens RetransSegs OutSegs\n"
+        "Tcp: 1 20 21 5 1000\n")
+    got = A.tcp_counters(str(tmp_path))
+    assert got == {"ListenOverflows": 3, "ListenDrops": 4, "TCPTimeouts": 7, "TCPSynRetrans": 11,
+                   "ActiveOpens": 20, "PassiveOpens": 21, "RetransSegs": 5, "OutSegs": 1000}
+    # unreadable or truncated files: what can be read, never an exception
+    (tmp_path / "snmp").write_text("Tcp: RtoAlgorithm ActiveOpens\n")
+    assert A.tcp_counters(str(tmp_path))["TCPSynRetrans"] == 11
+    assert A.tcp_counters(str(tmp_path / "missing")) == {}
+    # this process's own namespace has the counters
+    assert {"ActiveOpens", "RetransSegs"} <= set(A.tcp_counters())

@@ -11,7 +11,10 @@ driver -> agent (stdin)::
                                      n payload bytes to dst:port now
     {"op": "ping", "seq": s}         answered by {"ev": "pong", "seq": s}
     {"op": "reset"}                  abort every connection in progress (end of a mode),
-                                     answered by {"ev": "reset", "cancelled": n}
+                                     answered by {"ev": "reset", "cancelled": n, "tcp": {...}}
+                                     with the host's TCP counters since the previous reset
+                                     (:data:`TCP_COUNTERS`: SYN retransmissions, listen-queue
+                                     overflows, timeouts, ...)
     {"op": "quit"}                   (or EOF) close everything and exit
 
 agent -> driver (stdout)::
@@ -38,6 +41,7 @@ import argparse
 import asyncio
 import ipaddress
 import json
+import os
 import socket
 import struct
 import sys
@@ -52,6 +56,36 @@ MAGIC = b"CFW1"
 CHUNK = 64 * 1024
 _ZEROS = bytes(CHUNK)
 MAX_BYTES = 1 << 40
+
+
+#: Kernel TCP counters (the namespace's /proc/net/netstat TcpExt and /proc/net/snmp Tcp) that
+#: say where a flow's time went: a SYN or SYN-ACK retransmitted costs the initial RTO (1 s), a
+#: full accept queue drops SYNs, a timeout stalls a flow for an RTO.
+TCP_COUNTERS = ("TCPSynRetrans", "ListenOverflows", "ListenDrops", "TCPTimeouts", "TCPLossProbes",
+                "TCPFastRetrans", "RetransSegs", "OutSegs", "ActiveOpens", "PassiveOpens")
+
+
+def tcp_counters(root: str = "/proc/net") -> dict[str, int]:
+    """The :data:`TCP_COUNTERS` of this network namespace ({} where /proc is unreadable)."""
+    out: dict[str, int] = {}
+    for name in ("netstat", "snmp"):
+        try:
+            with open(os.path.join(root, name)) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for head, vals in zip(lines[::2], lines[1::2]):
+            hk, _, hv = head.partition(":")
+            vk, _, vv = vals.partition(":")
+            if hk != vk or hk not in ("TcpExt", "Tcp"):
+                continue
+            for k, v in zip(hv.split(), vv.split()):
+                if k in TCP_COUNTERS:
+                    try:
+                        out[k] = int(v)
+                    except ValueError:
+                        pass
+    return out
 
 
 class MessageError(ValueError):
@@ -236,6 +270,7 @@ class Agent:
         lsock.bind((self.listen_ip, self.port))
         lsock.listen(1024)
         self.server = await asyncio.start_server(self._serve, sock=lsock)
+        tcp_base = tcp_counters()
         self.emit(ev="ready", host=self.host, port=self.port)
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=1 << 20)
@@ -261,7 +296,10 @@ class Agent:
                 live = [t for t in self.tasks if not t.done()]
                 for t in live:
                     t.cancel()
-                self.emit(ev="reset", cancelled=len(live))
+                now = tcp_counters()
+                self.emit(ev="reset", cancelled=len(live),
+                          tcp={k: v - tcp_base.get(k, 0) for k, v in now.items()})
+                tcp_base = now
             else:
                 self._spawn(self.send(cmd))
         self.server.close()

@@ -142,6 +142,27 @@ class AgentPool:
         for name in self.procs:
             self.send(name, cmd)
 
+    def reset(self, timeout: float = 5.0) -> dict:
+        """Abort every flow in progress on every agent; returns the TCP counters of all hosts
+        since the previous reset, summed, and the number of connections cancelled."""
+        self.broadcast({"op": "reset"})
+        total: dict = {"cancelled": 0}
+        seen, deadline = set(), time.monotonic() + timeout
+        while len(seen) < len(self.procs) and time.monotonic() < deadline:
+            try:
+                name, ev = self.events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if ev.get("ev") != "reset":
+                continue                      # late reports of the mode just aborted
+            seen.add(name)
+            total["cancelled"] += int(ev.get("cancelled", 0))
+            for k, v in (ev.get("tcp") or {}).items():
+                if isinstance(v, int):
+                    total[k] = total.get(k, 0) + v
+        total["agents_answered"] = len(seen)
+        return total
+
     def stop(self) -> None:
         for name, p in self.procs.items():
             try:

@@ -308,7 +308,7 @@ class Experiment:
                         timeout_s=timeout, progress=cfg.progress, label=mode)
         finally:
             client.close()
-            self.agents.broadcast({"op": "reset"})
+            tcp = self.agents.reset()
             self.ctl.stop()
             ctl_status, self.ctl = self.ctl.status, None
         tm_stats = _tm_drops(fab.tm_stats())
@@ -324,7 +324,7 @@ class Experiment:
                           register_s={"max": max(res.register_s, default=0.0),
                                       "mean": float(np.mean(res.register_s)) if res.register_s else 0.0},
                           controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode,
-                          stages=stage_summary(res.timeline(plan)), flows=res.timeline(plan))
+                          stages=stage_summary(res.timeline(plan)), tcp=tcp, flows=res.timeline(plan))
         s = rep["summary"]
         _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "
              f"{(s['avg_cct_s'] or float('nan')):.3f} s, p95 {(s['p95_cct_s'] or float('nan')):.3f} s, "
