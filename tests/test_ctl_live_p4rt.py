@@ -218,3 +218,29 @@ def test_audit_reads_back_in_the_background_and_repairs_drift(switches):
         assert ag.read_state().entities == c.book.state("s0").entities
     finally:
         c.stop()
+
+
+def test_read_only_client_reads_without_taking_mastership():
+    """connect_reader (the emulation's queue statistics): Read RPCs on a channel with no
+    stream; the primary controller stays primary and keeps writing."""
+    from coflow.ctl.bmv2 import Bmv2
+    from coflow.dataplane.p4rt import P4InfoHelper, P4RuntimeClient
+    b = Bmv2(_next[0] + 1).start()
+    try:
+        primary = P4RuntimeClient(b.address, device_id=b.device_id, election_id=5)
+        primary.connect()
+        primary.set_pipeline(P4INFO, BMV2_JSON)
+        primary.load_p4info(P4INFO)
+        primary.write_counter("CoflowIngress.stamp.queue_enq", 8 * 3 + 7, byte_count=1000, packet_count=9)
+        reader = P4RuntimeClient(b.address, device_id=b.device_id, p4info=P4InfoHelper.from_file(P4INFO))
+        reader.connect_reader(timeout=5)
+        got = {e.counter_entry.index.index: e.counter_entry.data.packet_count
+               for e in reader.read(reader.counter_entity("CoflowIngress.stamp.queue_enq"))}
+        assert got[31] == 9 and sum(got.values()) == 9
+        reader.close()
+        assert primary.is_master
+        primary.write_counter("CoflowIngress.stamp.queue_enq", 31, packet_count=0)   # still primary
+        assert primary.read_counter("CoflowIngress.stamp.queue_enq", 31) == (0, 0)
+        primary.close()
+    finally:
+        b.stop()

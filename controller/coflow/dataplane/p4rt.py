@@ -270,6 +270,20 @@ class P4RuntimeClient:
             raise P4RuntimeError(f"not master: {resp}")
         return self.is_master
 
+    def connect_reader(self, timeout: float = 10.0) -> None:
+        """A channel for Read RPCs only: no stream, no arbitration, so it does not disturb the
+        switch's primary controller (P4Runtime allows any client to read)."""
+        import grpc
+        _, pb_grpc = _pb()
+        self.channel = grpc.insecure_channel(self.address, options=list(self.CHANNEL_OPTIONS))
+        try:
+            grpc.channel_ready_future(self.channel).result(timeout=timeout)
+        except grpc.FutureTimeoutError:
+            self.channel.close()
+            self.channel = None
+            raise P4RuntimeError(f"{self.address}: not reachable within {timeout} s") from None
+        self.stub = pb_grpc.P4RuntimeStub(self.channel)
+
     @property
     def connected(self) -> bool:
         return self.channel is not None and self.stream_error is None

@@ -153,6 +153,50 @@ class Fabric:
     def switch_addrs(self) -> dict[str, str]:
         return {s.name: s.grpc_addr for s in self.net.switches}
 
+    def link_stats(self) -> dict[str, int]:
+        """Kernel counters summed over every switch-side interface (cumulative; callers take
+        differences): rx_packets are the frames the kernel delivered towards BMv2, so
+        rx_packets - BMv2's enqueued packets is what was lost between the kernel and the switch
+        process (its capture socket's buffer overflowing while the process is short of CPU)."""
+        keys = ("rx_packets", "rx_dropped", "tx_packets", "tx_dropped")
+        out = dict.fromkeys(keys, 0)
+        for dev in self.egress_interfaces():
+            for k in keys:
+                try:
+                    with open(f"/sys/class/net/{dev}/statistics/{k}") as f:
+                        out[k] += int(f.read())
+                except (OSError, ValueError):
+                    pass
+        return out
+
+    def queue_stats(self, p4info_path: str) -> dict:
+        """Packets per BMv2 priority summed over every switch and port, read over P4Runtime
+        (read-only channels: the mode's controller stays primary): ``enq`` (the pipeline handed
+        them to BMv2's queues), ``deq`` (they left them), ``bmv2_dropped`` = enq - deq (BMv2's
+        own queues overflowed: a switch process short of CPU), ``pipeline_dropped`` (meter
+        RED). Index = priority 0..7. A switch that cannot be read is listed in ``unread``."""
+        from ..dataplane.p4rt import P4InfoHelper, P4RuntimeClient, P4RuntimeError
+        info = P4InfoHelper.from_file(p4info_path)
+        names = {"enq": "CoflowIngress.stamp.queue_enq", "deq": "CoflowEgress.queue_stats.queue_deq",
+                 "pipeline_dropped": "CoflowIngress.queue_stats.queue_drop"}
+        out = {k: [0] * 8 for k in names}
+        unread = []
+        for s in self.net.switches:
+            c = P4RuntimeClient(s.grpc_addr, device_id=s.device_id, p4info=info)
+            try:
+                c.connect_reader(timeout=5.0)
+                for key, counter in names.items():
+                    for e in c.read(c.counter_entity(counter)):
+                        ce = e.counter_entry
+                        out[key][ce.index.index % 8] += ce.data.packet_count
+            except P4RuntimeError:
+                unread.append(s.name)
+            finally:
+                c.close()
+        out["bmv2_dropped"] = [a - b for a, b in zip(out["enq"], out["deq"])]
+        out["unread"] = unread
+        return out
+
     def switch_pids(self) -> dict[str, int | None]:
         return {s.name: s.pid() for s in self.net.switches}
 

@@ -290,6 +290,7 @@ class Experiment:
         t_mode = time.monotonic()
         if i > 0:
             fab.restart_switches()
+        links0 = fab.link_stats()
         tmp = tm_for_mode(mode, cfg.weighted_dclas)
         tmc = fab.apply_tm(tmp, cfg.rate_kbit, cfg.queue_budget)
         sock = os.path.join(fab.run_dir, f"api-{mode}.sock")
@@ -309,6 +310,14 @@ class Experiment:
         finally:
             client.close()
             tcp = self.agents.reset()
+            try:
+                bmv2_q = fab.queue_stats(p4info)
+            except Exception as e:  # noqa: BLE001 - a diagnostic: never fail the mode for it
+                bmv2_q = {"error": str(e)}
+            links = {k: v - links0.get(k, 0) for k, v in fab.link_stats().items()}
+            if "enq" in bmv2_q:
+                # frames the kernel handed towards the switches that never reached a queue
+                links["lost_before_pipeline"] = links["rx_packets"] - sum(bmv2_q["enq"]) - sum(bmv2_q["pipeline_dropped"])
             self.ctl.stop()
             ctl_status, self.ctl = self.ctl.status, None
         tm_stats = _tm_drops(fab.tm_stats())
@@ -324,7 +333,8 @@ class Experiment:
                           register_s={"max": max(res.register_s, default=0.0),
                                       "mean": float(np.mean(res.register_s)) if res.register_s else 0.0},
                           controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode,
-                          stages=stage_summary(res.timeline(plan)), tcp=tcp, flows=res.timeline(plan))
+                          stages=stage_summary(res.timeline(plan)), tcp=tcp, bmv2_queues=bmv2_q, links=links,
+                          flows=res.timeline(plan))
         s = rep["summary"]
         _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "
              f"{(s['avg_cct_s'] or float('nan')):.3f} s, p95 {(s['p95_cct_s'] or float('nan')):.3f} s, "

@@ -306,12 +306,27 @@ def segment_sum(lo, x):
     return out
 
 
+# x / r < m (real) implies x < m * r; the product, rounded, times this slack stays above m * r,
+# so a flow that passes no test below cannot have a time to finish under m: the scans divide
+# only for the few flows that may lower the minimum (division is the loops' slowest step), and
+# the minimum is still the exact min over x / r.
+_SLACK = 1.0 + 2.0 ** -40
+_TINY = 1e-280  # below this the product may have lost its relative accuracy (underflow): divide
+
+
+@njit(cache=True, inline='always')
+def _may_beat(x, r, m):
+    b = m * r
+    return x < b * _SLACK or b < _TINY
+
+
 @njit(cache=True)
 def min_time_to_finish(rem, rates):
     m = INF
     for f in range(rem.shape[0]):
-        if rates[f] > 0:
-            t = rem[f] / rates[f]
+        r = rates[f]
+        if r > 0 and _may_beat(rem[f], r, m):
+            t = rem[f] / r
             if t < m:
                 m = t
     return m
@@ -327,7 +342,7 @@ def check_rates(rem, rates):
         r = rates[f]
         if not (r >= 0.0 and r < INF):
             ok = False
-        elif r > 0:
+        elif r > 0 and _may_beat(rem[f], r, m):
             t = rem[f] / r
             if t < m:
                 m = t
@@ -340,22 +355,36 @@ def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, r
     (in place) in the same pass.  Flows whose time to finish is at most ``fin_before`` finish
     now: they are credited exactly their remaining bytes.  Adds the bytes moved per coflow
     position into ``cf_moved`` and decrements the per-coflow flow counts ``cnt`` for finished
-    flows.  Returns the new length (callers slice ``[:n]``)."""
+    flows.  Returns the new length (callers slice ``[:n]``).
+
+    Flows come grouped by coflow: the running per-coflow sum stays in a register while ``pos``
+    does not change (the same additions in the same order as ``cf_moved[p] += moved`` per
+    flow, without a store-to-load round trip per flow)."""
     n = rem.shape[0]
     k = 0
+    cur = -1
+    acc = 0.0
+    dec = 0
     for f in range(n):
         r = rates[f]
         p = pos[f]
+        if p != cur:
+            if cur >= 0:
+                cf_moved[cur] = acc
+                cnt[cur] -= dec
+            cur = p
+            acc = cf_moved[p]
+            dec = 0
         if r > 0:
-            if rem[f] <= fin_before * r:
-                moved = rem[f]
-                cf_moved[p] += moved
-                cnt[p] -= 1
+            x = rem[f]
+            if x <= fin_before * r:
+                acc += x
+                dec += 1
                 continue
             moved = r * dt
-            rem[f] -= moved
+            rem[f] = x - moved
             sent[f] += moved
-            cf_moved[p] += moved
+            acc += moved
         if k != f:
             src[k] = src[f]
             dst[k] = dst[f]
@@ -364,6 +393,9 @@ def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, r
             sent[k] = sent[f]
             pos[k] = p
         k += 1
+    if cur >= 0:
+        cf_moved[cur] = acc
+        cnt[cur] -= dec
     return k
 
 
