@@ -148,3 +148,34 @@ def fifo_lm_allocate_reference(s: FifoLm, v: View) -> Allocation:
             break
     # Map groups onto 8 hardware queues for reporting: group 0 -> queue 1, ..., capped at 8.
     return Allocation(rates, queue=np.minimum(g + 1, 8))
+
+
+def check_rates_reference(rem: np.ndarray, rates: np.ndarray) -> tuple[float, bool]:
+    """:func:`coflow.sched.kernels.check_rates` in numpy: (min over rate > 0 of rem / rate,
+    every rate finite and >= 0)."""
+    ok = bool(np.all((rates >= 0) & (rates < INF)))
+    pos = (rates > 0) & (rates < INF)
+    with np.errstate(over="ignore"):
+        return (float((rem[pos] / rates[pos]).min()) if pos.any() else INF), ok
+
+
+def advance_compact_reference(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, cnt):
+    """:func:`coflow.sched.kernels.advance_compact` flow by flow (the accumulation order of the
+    per-coflow bytes moved is the flows' order).  Same in-place contract; returns the new length."""
+    keep = []
+    for f in range(rem.shape[0]):
+        r, p = rates[f], pos[f]
+        if r > 0:
+            if rem[f] <= fin_before * r:
+                cf_moved[p] += rem[f]
+                cnt[p] -= 1
+                continue
+            moved = r * dt
+            rem[f] -= moved
+            sent[f] += moved
+            cf_moved[p] += moved
+        keep.append(f)
+    n = len(keep)
+    for a in (src, dst, red, rem, sent, pos):
+        a[:n] = a[keep]
+    return n

@@ -268,3 +268,60 @@ def test_dclas_demotion_schedule_matches_reference(vq, now, delta, sent, rscale,
     va.memory, vb.memory = {"due": dict(due)}, {"due": dict(due)}
     assert dclas_next_demotion(va, p, q, rates) == dclas_next_demotion_reference(vb, p, q, rates)
     assert va.memory["due"] == vb.memory["due"]
+
+
+@st.composite
+def flow_steps(draw):
+    """Active flows as the simulator holds them (grouped by coflow position, some rates 0, some
+    flows due to finish now, extreme rate/remaining ratios) and a step."""
+    C = draw(st.integers(1, 5))
+    cnt = draw(st.lists(st.integers(1, 7), min_size=C, max_size=C))
+    pos = np.repeat(np.arange(C), cnt).astype(np.int64)
+    n = pos.size
+    vals = st.sampled_from([0.0, 1e-300, 1e-12, 0.3, 1.0, 1.0 + 2 ** -52, 3.0, 7.5, 1e9 / 8, 1e300])
+    rem = np.array(draw(st.lists(st.sampled_from([1e-9, 0.5, 1.0, 2.0, 3.0, 1e6, 1e12]), min_size=n, max_size=n)))
+    rates = np.array(draw(st.lists(vals, min_size=n, max_size=n)))
+    dt = draw(st.sampled_from([0.0, 1e-3, 0.5, 1.0]))
+    fin_before = draw(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0]))
+    return pos, rem, rates, dt, fin_before
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fs=flow_steps(), bad=st.sampled_from([None, -1.0, np.inf, np.nan]))
+def test_sim_step_kernels_are_bit_identical_to_reference(fs, bad):
+    """The simulator's per-event kernels: check_rates (divides only where a flow may lower the
+    minimum) and advance_compact (per-coflow sums kept in a register) equal the flow-by-flow
+    references exactly, including tiny and huge rates and flows finishing now."""
+    from coflow.sched import kernels
+    from reference_sched import advance_compact_reference, check_rates_reference
+    pos, rem, rates, dt, fin_before = fs
+    if bad is not None:
+        r2 = rates.copy()
+        r2[len(r2) // 2] = bad
+        assert kernels.check_rates(rem, r2) == check_rates_reference(rem, r2)
+    assert kernels.check_rates(rem, rates) == check_rates_reference(rem, rates)
+    assert kernels.min_time_to_finish(rem, rates) == check_rates_reference(rem, rates)[0]
+    C = int(pos.max()) + 1
+    n = pos.size
+    src = np.arange(n, dtype=np.int32)
+    a = [rem.copy(), np.arange(n, dtype=float), rates, dt, fin_before, pos.copy(), np.zeros(C),
+         src.copy(), src[::-1].copy(), np.arange(n, dtype=np.int64) * 3, np.bincount(pos, minlength=C)]
+    b = [x.copy() if isinstance(x, np.ndarray) else x for x in a]
+    na = kernels.advance_compact(*a)
+    nb = advance_compact_reference(*b)
+    assert na == nb
+    for x, y in zip(a, b):
+        if isinstance(x, np.ndarray):
+            assert np.array_equal(x[:na] if x.shape[0] == n else x, y[:nb] if y.shape[0] == n else y)
+
+
+def test_check_rates_near_tie():
+    """Flow 2's time to finish rounds one ulp below flow 1's although rem2 == fl(m * rate2): the
+    division-free pre-test of check_rates must still let it through (exact minimum)."""
+    from coflow.sched import kernels
+    from reference_sched import check_rates_reference
+    rem = np.array([1.9229741707058658, 2.2552954693749645])
+    rates = np.array([0.9677471780157282, 1.1349896734588634])
+    assert rem[1] / rates[1] < rem[0] / rates[0] and not rem[1] < (rem[0] / rates[0]) * rates[1]
+    assert kernels.check_rates(rem, rates) == check_rates_reference(rem, rates) == (rem[1] / rates[1], True)
+    assert kernels.min_time_to_finish(rem, rates) == rem[1] / rates[1]

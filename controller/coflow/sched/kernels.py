@@ -321,6 +321,32 @@ def _may_beat(x, r, m):
 
 
 @njit(cache=True)
+def dclas_demotion_times(cf_lo, rates, queues, sent, hi_q, K, now, delta):
+    """The numeric part of :func:`coflow.sched.queues.dclas_next_demotion` in one pass: per
+    coflow, its rate (the sum of its flows' rates, as :func:`segment_sum`), then state 2 if it
+    has crossed its queue's upper threshold ``hi_q[q - 1]`` (q < K), 1 if it is growing towards
+    it (the coordination tick at which it crosses goes into ``t``), 0 otherwise (nothing due)."""
+    C = queues.shape[0]
+    t = np.full(C, INF)
+    state = np.zeros(C, dtype=np.int8)
+    for k in range(C):
+        acc = 0.0
+        for f in range(cf_lo[k], cf_lo[k + 1]):
+            acc += rates[f]
+        q = queues[k]
+        if q >= K:
+            continue
+        hi = hi_q[q - 1]
+        if sent[k] >= hi * (1 - 1e-12):
+            state[k] = 2
+        elif acc > 0:
+            state[k] = 1
+            x = now + (hi - sent[k]) / acc
+            t[k] = np.ceil(x / delta - 1e-9) * delta if delta > 0 else x
+    return t, state
+
+
+@njit(cache=True)
 def min_time_to_finish(rem, rates):
     m = INF
     for f in range(rem.shape[0]):
@@ -644,6 +670,7 @@ def _ordered_units(seg, cf_lo, src, dst, P, rem, rel_tol, rates, slot, MT, rs, c
     for l in range(2 * P):
         tol[l] = max(rem[l], 1.0) * rel_tol
     e = np.empty(2 * P, dtype=np.bool_)
+    eu = np.empty(2 * P, dtype=np.uint8)
     for c in range(seg.shape[0]):
         if not _capacity_left(rem, tol, P):
             break
@@ -656,11 +683,14 @@ def _ordered_units(seg, cf_lo, src, dst, P, rem, rel_tol, rates, slot, MT, rs, c
                 rec_slot[nrec] = s
                 nrec += 1
         else:
+            # the flows whose two links still have capacity: one table lookup per link and a
+            # branch-free append (most coflows past the first few are mostly blocked)
+            for l in range(2 * P):
+                eu[l] = rem[l] > tol[l]
             n = 0
             for f in range(cf_lo[k], cf_lo[k + 1]):
-                if rem[src[f]] > tol[src[f]] and rem[P + dst[f]] > tol[P + dst[f]]:
-                    buf[n] = f
-                    n += 1
+                buf[n] = f
+                n += eu[src[f]] & eu[P + dst[f]]
             if n > 0:
                 fill_unit(src, dst, buf[:n], P, rem, rel_tol, NT, rates)
     return nrec

@@ -18,7 +18,7 @@ import numpy as np
 from ..params import DclasParams, FifoLmParams, MB
 from .base import Allocation, INF, Scheduler, View, register
 from . import kernels
-from .primitives import REL_TOL, coflow_rates, scratch
+from .primitives import REL_TOL, scratch
 from .ordered import fifo_order
 
 
@@ -49,38 +49,44 @@ def dclas_queues(v: View, p: DclasParams) -> np.ndarray:
     return out
 
 
+def _upper_thresholds(p: DclasParams) -> np.ndarray:
+    """Upper threshold of each queue 1..K (the same Python arithmetic as p.thresholds()), inf
+    for queue K; cached per parameter object."""
+    hi = _HI_Q.get(p)
+    if hi is None:
+        hi = _HI_Q[p] = np.array([p.Q1 * p.E ** (q - 1) for q in range(1, p.K + 1)] + [INF])
+    return hi
+
+
+_HI_Q: dict = {}
+
+
 def dclas_next_demotion(v: View, p: DclasParams, queues: np.ndarray, rates: np.ndarray) -> float:
     """Schedule the coordination tick at which each coflow's next demotion is seen."""
     mem = v.memory
     due = mem["due"]
     if v.ncoflows == 0:
         return INF
-    R = coflow_rates(v, rates)
-    # upper threshold of each coflow's queue (the same Python arithmetic as p.thresholds())
-    hi_q = np.array([p.Q1 * p.E ** (q - 1) for q in range(1, p.K + 1)] + [INF])
-    q = np.minimum(queues, p.K)
-    hi = hi_q[q - 1]
-    sent = v.cf_sent
-    live = queues < p.K
-    crossed = live & (sent >= hi * (1 - 1e-12))
-    grow = live & ~crossed & (R > 0)
-    t = np.full(v.ncoflows, INF)
-    if grow.any():
-        x = v.now + (hi[grow] - sent[grow]) / R[grow]
-        t[grow] = np.ceil(x / p.delta - 1e-9) * p.delta if p.delta > 0 else x
-    ids = v.cf_id.tolist()
-    if crossed.any():
-        tick = _tick_after(v.now, p.delta)
-        for k in np.flatnonzero(crossed).tolist():
-            t[k] = due.get(ids[k], tick)
-    keep = crossed | grow
-    for k in np.flatnonzero(~keep).tolist():
-        due.pop(ids[k], None)
-    kk = np.flatnonzero(keep)
-    if kk.size == 0:
-        return INF
-    due.update(zip([ids[k] for k in kk.tolist()], t[kk].tolist()))
-    return float(t[kk].min())
+    # per coflow: 2 = crossed its queue's threshold (demoted at the next tick, or when already
+    # due), 1 = growing towards it (t = the tick at which it crosses), 0 = nothing due
+    t, state = kernels.dclas_demotion_times(
+        np.ascontiguousarray(v.cf_lo, dtype=np.int64), np.ascontiguousarray(rates, dtype=float),
+        np.ascontiguousarray(queues, dtype=np.int64), np.ascontiguousarray(v.cf_sent, dtype=float),
+        _upper_thresholds(p), int(p.K), float(v.now), float(p.delta))
+    tick = None
+    nxt = INF
+    for i, s, tk in zip(v.cf_id.tolist(), state.tolist(), t.tolist()):
+        if s == 0:
+            due.pop(i, None)
+            continue
+        if s == 2:
+            if tick is None:
+                tick = _tick_after(v.now, p.delta)
+            tk = due.get(i, tick)
+        due[i] = tk
+        if tk < nxt:
+            nxt = tk
+    return float(nxt)
 
 
 def queue_order(v: View, queues: np.ndarray) -> np.ndarray:
