@@ -28,7 +28,7 @@ from .. import trace as T
 from ..report import compare_table, format_table, make_report, plot_reports, write_json
 from . import plan as P
 from .driver import AGENT_PORT, CLAIRVOYANT_MODES, AgentPool, drive
-from .fabric import QUEUE_BUDGET, Fabric, tm_for_mode
+from .fabric import QUEUE_BUDGET, SWITCH_NICE, Fabric, tm_for_mode
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 FB_TRACE = os.path.join(os.path.dirname(REPO), "shared", "traces", "FB2010-1Hr-150-0.txt")
@@ -63,6 +63,7 @@ class EmuConfig:
     queue_budget: int = QUEUE_BUDGET
     out_dir: str = "out/emu"
     log_level: str = "off"
+    switch_nice: int = SWITCH_NICE
     settings: dict[str, str] = field(default_factory=dict)
     per_mode: dict[str, dict[str, str]] = field(default_factory=dict)   # mode -> extra settings
     simulate: bool = True
@@ -262,7 +263,7 @@ class Experiment:
         cfg, plan = self.cfg, self.plan
         p4info, bmv2 = self._artifacts()
         os.makedirs(cfg.out_dir, exist_ok=True)
-        self.fabric = Fabric(self.t, log_level=cfg.log_level)
+        self.fabric = Fabric(self.t, log_level=cfg.log_level, switch_nice=cfg.switch_nice)
         run_dir = self.fabric.run_dir
         topo_file = os.path.join(run_dir, "topology.json")
         self.t.save(topo_file)

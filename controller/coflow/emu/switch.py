@@ -37,13 +37,14 @@ class BMv2Switch(Switch):
     """One simple_switch_grpc process per Mininet switch (see the module doc)."""
 
     def __init__(self, name, device_id: int, sw_path: str, run_dir: str, log_level: str = "off",
-                 **params):
+                 nice: int = 0, **params):
         params.setdefault("dpid", "%016x" % device_id)
         Switch.__init__(self, name, **params)
         self.device_id = device_id
         self.sw_path = sw_path
         self.run_dir = run_dir
         self.log_level = log_level
+        self.nice = nice
         self.grpc_port = 0
         self.thrift_port = 0
         self.ipc = os.path.join(run_dir, f"{MARKER}-{name}-{device_id}.ipc")
@@ -61,6 +62,9 @@ class BMv2Switch(Switch):
         self.grpc_port, self.thrift_port = free_port(), free_port()
         cmd = switch_command(self.sw_path, self.device_id, self.interfaces(), self.thrift_port,
                              self.grpc_port, self.ipc, self.log_level, self.log_file)
+        if self.nice:
+            # every thread of the process inherits it (nice is per thread on Linux)
+            cmd = ["nice", "-n", str(self.nice)] + cmd
         out = open(os.path.join(self.run_dir, f"{self.name}.stdout"), "ab")
         try:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
