@@ -325,3 +325,27 @@ def test_check_rates_near_tie():
     assert rem[1] / rates[1] < rem[0] / rates[0] and not rem[1] < (rem[0] / rates[0]) * rates[1]
     assert kernels.check_rates(rem, rates) == check_rates_reference(rem, rates) == (rem[1] / rates[1], True)
     assert kernels.min_time_to_finish(rem, rates) == rem[1] / rates[1]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(vq=queue_views(), seed=st.integers(0, 2 ** 16), shuffle=st.booleans())
+def test_hug_fill_is_bit_identical_to_generic_waterfill(vq, seed, shuffle):
+    """HUG's second-stage kernel (two counting sorts, virtual links as runs, lazy heap keys)
+    gives exactly the rates and residuals of the generic 4-links water-fill on the same links,
+    with many flows per (coflow, link), ties between links, zero and tiny residuals, and flows
+    not grouped by coflow."""
+    from coflow.sched import kernels
+    v, _ = vq
+    P, C, n = v.ports, v.ncoflows, v.nflows
+    rng = np.random.default_rng(seed)
+    src, dst, cf = v.src.copy(), v.dst.copy(), v.cf.astype(np.int64)
+    if shuffle:
+        p = rng.permutation(n)
+        src, dst, cf = src[p].copy(), dst[p].copy(), cf[p].copy()
+    L = 2 * P + C * 2 * P
+    rem = rng.choice([0.0, 1e-12, 0.5, 1.0, 1.0, 2.0, 3.0], size=L) * rng.choice([1.0, 1e9 / 8])
+    links = np.stack([src, dst + P, 2 * P + cf * 2 * P + src, 2 * P + cf * 2 * P + P + dst], axis=1).astype(np.int64)
+    ra, rb = rem.copy(), rem.copy()
+    a = kernels.hug_fill(src, dst, cf, P, C, ra, 1e-9)
+    b = kernels.waterfill_links(links, np.ones(n), rb, 1e-9)
+    assert np.array_equal(a, b) and np.array_equal(ra, rb)

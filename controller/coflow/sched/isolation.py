@@ -79,14 +79,16 @@ class Hug(Scheduler):
             rem = np.maximum(v.caps - used, 0.0)
             add = pair_waterfill(v, rem)
             return Allocation(rates + add)
-        # the DRF stage and the capped second stage's links in one compiled pass (the tests
-        # check it against a step-by-step numpy reference, tests/reference_sched.py)
-        rates, Pstar, links, all_rem = kernels.hug_prepare(
-            v.src, v.dst, np.ascontiguousarray(v.cf, dtype=np.int64), np.ascontiguousarray(v.remaining, dtype=float),
+        # the DRF stage and the capped second stage's residuals in one compiled pass, then the
+        # second stage's water-fill over each flow's 4 links (the tests check both against a
+        # step-by-step numpy reference, tests/reference_sched.py)
+        cf = np.ascontiguousarray(v.cf, dtype=np.int64)
+        rates, Pstar, all_rem = kernels.hug_prepare(
+            v.src, v.dst, cf, np.ascontiguousarray(v.remaining, dtype=float),
             np.ascontiguousarray(v.caps, dtype=float), v.ports, v.ncoflows)
         if not np.isfinite(Pstar):
             return Allocation(rates)
-        add = kernels.waterfill_links(links, scratch(v.nflows)[0][:v.nflows], all_rem, REL_TOL)
+        add = kernels.hug_fill(v.src, v.dst, cf, v.ports, v.ncoflows, all_rem, REL_TOL)
         return Allocation(rates + add)
 
 

@@ -473,9 +473,16 @@ def waterfill_links(links, w, rem, rel_tol):
     Event-driven: every link's projected saturation level (level now + residual / unfrozen
     weight) is the key of an indexed heap (one entry per link, ties by link index); popping the
     lowest saturates that link and freezes its flows, which changes the weight of their other
-    links, whose keys are updated once per saturation.  Each flow is frozen once, so the cost
-    is O(n k + s L' log L) for s saturations touching L' links each, whatever the number of
-    distinct levels."""
+    links, whose projections are recomputed once per saturation.  Each flow is frozen once.
+
+    Lazy keys: freezing a flow lowers its other links' weights, which can only postpone their
+    saturation, so a link's heap key is left as a lower bound of its projection (``proj``) and
+    the link is re-seated only when it reaches the top with a stale key (or moved up at once in
+    the rare case rounding made the new projection smaller).  The link popped is the same as
+    with exact keys: the least (projection, link index), since every other key is at most its
+    link's projection; and the projections are the same floating-point expressions.  A link
+    whose weight changes at every saturation costs one heap move when it gets near the top, not
+    one per saturation."""
     n, k = links.shape
     L = rem.shape[0]
     deg = np.zeros(L + 1, dtype=np.int64)
@@ -501,13 +508,15 @@ def waterfill_links(links, w, rem, rel_tol):
     done = np.zeros(L, dtype=np.bool_)
     frozen = np.zeros(n, dtype=np.bool_)
     rate = np.zeros(n)
-    key = np.full(L, INF)
+    key = np.full(L, INF)  # heap key: at most the link's projection
+    proj = np.full(L, INF)  # the link's projected saturation level
     heap = np.empty(L, dtype=np.int64)
     hpos = np.full(L, -1, dtype=np.int64)
     hn = 0
     for l in range(L):
         if W[l] > 0:
             key[l] = max(rem[l], 0.0) / W[l]
+            proj[l] = key[l]
             heap[hn] = l
             hpos[l] = hn
             hn += 1
@@ -518,6 +527,10 @@ def waterfill_links(links, w, rem, rel_tol):
     lastw = np.zeros(L)
     while hn > 0:
         l = heap[0]
+        if key[l] != proj[l] and not done[l] and W[l] > 0:
+            key[l] = proj[l]  # stale: its projection is later than its key
+            _hdown(heap, hpos, key, 0, hn)
+            continue
         hn -= 1
         hpos[l] = -1
         if hn > 0:
@@ -556,18 +569,18 @@ def waterfill_links(links, w, rem, rel_tol):
             m = tl[t]
             touched[m] = False
             if W[m] > 1e-12 * lastw[m]:
-                old = key[m]
-                key[m] = lam + max(rem[m], 0.0) / W[m]
+                x = lam + max(rem[m], 0.0) / W[m]
+                proj[m] = x
                 i = hpos[m]
                 if i < 0:
+                    key[m] = x
                     heap[hn] = m
                     hpos[m] = hn
                     hn += 1
                     _hup(heap, hpos, key, hn - 1)
-                elif key[m] < old:
+                elif x < key[m]:
+                    key[m] = x
                     _hup(heap, hpos, key, i)
-                else:
-                    _hdown(heap, hpos, key, i, hn)
             else:
                 W[m] = 0.0
         W[l] = 0.0
@@ -873,17 +886,18 @@ def group_fill(gorder, cg, cf_lo, src, dst, P, rem, rel_tol, buf):
 
 @njit(cache=True)
 def hug_prepare(src, dst, cf, remaining, caps, P, C):
-    """HUG's DRF stage and its second stage's links in one pass per step (same arithmetic as
-    :func:`coflow.sched.isolation.drf_rates` and ``Hug.allocate``'s numpy version).
-    Returns (DRF rates, P*, links (n x 4): uplink, downlink and the coflow's two virtual
-    (coflow, link) caps, residual capacity of the 2P + C*2P links)."""
+    """HUG's DRF stage and the residuals of its second stage's links (same arithmetic as
+    :func:`coflow.sched.isolation.drf_rates` and the numpy reference of ``Hug.allocate``: each
+    per-cell sum adds the flows in order; the up- and downlink sums, which never share a cell,
+    are taken in the same pass).  Returns (DRF rates, P*, residual capacity of the 2P physical
+    links followed by the C*2P virtual (coflow, link) caps, see :func:`hug_fill`)."""
     n = src.shape[0]
     L = 2 * P
     D = np.zeros(C * L)
     for f in range(n):
-        D[cf[f] * L + src[f]] += remaining[f]
-    for f in range(n):
-        D[cf[f] * L + P + dst[f]] += remaining[f]
+        x = remaining[f]
+        D[cf[f] * L + src[f]] += x
+        D[cf[f] * L + P + dst[f]] += x
     dbar = np.zeros(C)
     t = np.zeros(C * L)
     for k in range(C):
@@ -905,34 +919,202 @@ def hug_prepare(src, dst, cf, remaining, caps, P, C):
             smax = colsum[l]
     pstar = 1.0 / smax if smax > 0 else INF
     rates = np.zeros(n)
-    links = np.empty((n, 4), dtype=np.int64)
     allrem = np.empty(L + C * L)
     if not pstar < INF:
-        return rates, pstar, links, allrem
-    for f in range(n):
-        db = dbar[cf[f]]
-        rates[f] = pstar * remaining[f] / db if db > 0 else 0.0
+        return rates, pstar, allrem
     used = np.zeros(L)
-    for f in range(n):
-        used[src[f]] += rates[f]
-    for f in range(n):
-        used[P + dst[f]] += rates[f]
-    for l in range(L):
-        allrem[l] = max(caps[l] - used[l], 0.0)
     usage = np.zeros(C * L)
     for f in range(n):
-        usage[cf[f] * L + src[f]] += rates[f]
-    for f in range(n):
-        usage[cf[f] * L + P + dst[f]] += rates[f]
+        db = dbar[cf[f]]
+        r = pstar * remaining[f] / db if db > 0 else 0.0
+        rates[f] = r
+        used[src[f]] += r
+        used[P + dst[f]] += r
+        usage[cf[f] * L + src[f]] += r
+        usage[cf[f] * L + P + dst[f]] += r
+    for l in range(L):
+        allrem[l] = max(caps[l] - used[l], 0.0)
     for k in range(C):
         for l in range(L):
             allrem[L + k * L + l] = max(pstar * caps[l] - usage[k * L + l], 0.0)
+    return rates, pstar, allrem
+
+
+@njit(cache=True)
+def hug_fill(src, dst, cf, P, C, rem, rel_tol):
+    """:func:`waterfill_links` for HUG's second stage, unit weights, without a links matrix:
+    flow f crosses uplink src[f], downlink P + dst[f] and its coflow's two virtual links
+    2P + cf[f] * 2P + src[f] and 2P + cf[f] * 2P + P + dst[f] (``rem``: 2P + C * 2P residuals,
+    updated in place).
+
+    The flows of a link come from two counting sorts of the flow indices (by uplink, by
+    downlink), taken in coflow order, so that a virtual link's flows are one run inside its
+    physical link's list (its start recorded during the sort, its length = its flow count);
+    a flow's ports and coflow are read from one packed record.  With unit weights the link
+    weights are flow counts (exact in any order) and a link's residual is brought up to date
+    once per saturation, so the steps and the results are those of :func:`waterfill_links`
+    (same heap order, same expressions)."""
+    n = src.shape[0]
+    L = rem.shape[0]
+    P2 = 2 * P
+    sorted_cf = True
+    for f in range(1, n):
+        if cf[f] < cf[f - 1]:
+            sorted_cf = False
+            break
+    byc = np.empty(0, dtype=np.int64)
+    if not sorted_cf:
+        byc = np.argsort(cf, kind="mergesort")
+    W = np.zeros(L)
+    rec = np.empty((n, 3), dtype=np.int32)
+    start_s = np.zeros(P + 1, dtype=np.int64)
+    start_d = np.zeros(P + 1, dtype=np.int64)
     for f in range(n):
-        links[f, 0] = src[f]
-        links[f, 1] = dst[f] + P
-        links[f, 2] = cf[f] * L + src[f] + L
-        links[f, 3] = cf[f] * L + P + dst[f] + L
-    return rates, pstar, links, allrem
+        s0 = src[f]
+        d0 = dst[f]
+        c = cf[f]
+        rec[f, 0] = s0
+        rec[f, 1] = d0
+        rec[f, 2] = c
+        start_s[s0 + 1] += 1
+        start_d[d0 + 1] += 1
+        v = P2 + c * P2
+        W[v + s0] += 1.0
+        W[v + P + d0] += 1.0
+    for i in range(P):
+        W[i] = start_s[i + 1]
+        W[P + i] = start_d[i + 1]
+        start_s[i + 1] += start_s[i]
+        start_d[i + 1] += start_d[i]
+    at_s = start_s[:P].copy()
+    at_d = start_d[:P].copy()
+    last_s = np.full(P, -1, dtype=np.int64)
+    last_d = np.full(P, -1, dtype=np.int64)
+    perm_s = np.empty(n, dtype=np.int32)
+    perm_d = np.empty(n, dtype=np.int32)
+    vstart = np.zeros(L, dtype=np.int64)
+    for b in range(n):
+        f = b if sorted_cf else byc[b]
+        c = cf[f]
+        s0 = src[f]
+        a = at_s[s0]
+        perm_s[a] = f
+        at_s[s0] = a + 1
+        if last_s[s0] != c:
+            last_s[s0] = c
+            vstart[P2 + c * P2 + s0] = a
+        d0 = dst[f]
+        a = at_d[d0]
+        perm_d[a] = f
+        at_d[d0] = a + 1
+        if last_d[d0] != c:
+            last_d[d0] = c
+            vstart[P2 + c * P2 + P + d0] = a
+    runlen = W.copy()  # a virtual link's run length is its initial flow count
+    tol = np.empty(L)
+    for l in range(L):
+        tol[l] = max(rem[l], 1.0) * rel_tol
+    last = np.zeros(L)
+    done = np.zeros(L, dtype=np.bool_)
+    rate = np.full(n, -1.0)  # < 0: not frozen yet (levels are >= 0)
+    key = np.full(L, INF)  # heap key: at most the link's projection
+    proj = np.full(L, INF)  # the link's projected saturation level
+    heap = np.empty(L, dtype=np.int64)
+    hpos = np.full(L, -1, dtype=np.int64)
+    hn = 0
+    for l in range(L):
+        if W[l] > 0:
+            key[l] = max(rem[l], 0.0) / W[l]
+            proj[l] = key[l]
+            heap[hn] = l
+            hpos[l] = hn
+            hn += 1
+            _hup(heap, hpos, key, hn - 1)
+    lam = 0.0
+    touched = np.zeros(L, dtype=np.bool_)
+    tl = np.empty(L, dtype=np.int64)
+    links = np.empty(4, dtype=np.int64)
+    while hn > 0:
+        l = heap[0]
+        if key[l] != proj[l] and not done[l] and W[l] > 0:
+            key[l] = proj[l]  # stale (see waterfill_links)
+            _hdown(heap, hpos, key, 0, hn)
+            continue
+        hn -= 1
+        hpos[l] = -1
+        if hn > 0:
+            heap[0] = heap[hn]
+            hpos[heap[0]] = 0
+            _hdown(heap, hpos, key, 0, hn)
+        if done[l] or W[l] <= 0:
+            continue
+        cur = last[l] + max(rem[l], 0.0) / W[l]
+        if cur > lam:
+            lam = cur
+        rem[l] -= W[l] * (lam - last[l])
+        last[l] = lam
+        done[l] = True
+        # the flows of link l: a physical link's whole list, or a virtual link's run
+        if l < P:
+            perm = perm_s
+            a0, a1 = start_s[l], start_s[l + 1]
+        elif l < P2:
+            perm = perm_d
+            a0, a1 = start_d[l - P], start_d[l - P + 1]
+        else:
+            perm = perm_s if (l - P2) % P2 < P else perm_d
+            a0 = vstart[l]
+            a1 = a0 + int(runlen[l])
+        nt = 0
+        for a in range(a0, a1):
+            f = perm[a]
+            if rate[f] >= 0.0:
+                continue
+            rate[f] = lam
+            s0 = rec[f, 0]
+            d0 = rec[f, 1]
+            v = P2 + rec[f, 2] * P2
+            links[0] = s0
+            links[1] = P + d0
+            links[2] = v + s0
+            links[3] = v + P + d0
+            for h in range(4):
+                m = links[h]
+                if m == l or done[m]:
+                    continue
+                rem[m] -= W[m] * (lam - last[m])
+                last[m] = lam
+                W[m] -= 1.0
+                if not touched[m]:
+                    touched[m] = True
+                    tl[nt] = m
+                    nt += 1
+        for t in range(nt):
+            m = tl[t]
+            touched[m] = False
+            if W[m] > 1e-12:
+                x = lam + max(rem[m], 0.0) / W[m]
+                proj[m] = x
+                i = hpos[m]
+                if i < 0:
+                    key[m] = x
+                    heap[hn] = m
+                    hpos[m] = hn
+                    hn += 1
+                    _hup(heap, hpos, key, hn - 1)
+                elif x < key[m]:
+                    key[m] = x
+                    _hup(heap, hpos, key, i)
+            else:
+                W[m] = 0.0
+        W[l] = 0.0
+    for f in range(n):
+        if rate[f] < 0.0:
+            rate[f] = 0.0
+    for l in range(L):
+        if rem[l] < tol[l]:
+            rem[l] = max(rem[l], 0.0)
+    return rate
 
 
 @njit(cache=True)
