@@ -346,6 +346,45 @@ def test_hug_fill_is_bit_identical_to_generic_waterfill(vq, seed, shuffle):
     rem = rng.choice([0.0, 1e-12, 0.5, 1.0, 1.0, 2.0, 3.0], size=L) * rng.choice([1.0, 1e9 / 8])
     links = np.stack([src, dst + P, 2 * P + cf * 2 * P + src, 2 * P + cf * 2 * P + P + dst], axis=1).astype(np.int64)
     ra, rb = rem.copy(), rem.copy()
-    a = kernels.hug_fill(src, dst, cf, P, C, ra, 1e-9)
+    a = kernels.hug_fill(src, dst, cf, P, C, ra, 1e-9, np.zeros(n))
     b = kernels.waterfill_links(links, np.ones(n), rb, 1e-9)
     assert np.array_equal(a, b) and np.array_equal(ra, rb)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(vq=queue_views(), seed=st.integers(0, 2 ** 16), rounds=st.sampled_from([1, 4]))
+def test_dense_count_cache_across_calls_is_exact(vq, seed, rounds):
+    """D-CLAS keeps the dense coflows' count matrices in the driver's memory between calls and
+    subtracts finished flows.  Over a sequence of views (flows finishing, coflows leaving, a
+    coflow's flows replaced or reordered, which forces a rebuild) the rates equal those
+    computed from scratch, bit for bit."""
+    import copy
+    from coflow.sched.queues import weighted_queues
+    v, q = vq
+    rng = np.random.default_rng(seed)
+    w = [4.0, 3.0, 2.0, 1.0]
+    mem: dict = {}
+    keep = np.ones(v.nflows, dtype=bool)
+    for step in range(6):
+        idx = np.flatnonzero(keep)
+        if idx.size == 0:
+            break
+        cf = v.cf[idx]
+        live = np.unique(cf)
+        u = copy.copy(v)
+        u.src, u.dst, u.sent = v.src[idx].copy(), v.dst[idx].copy(), v.sent[idx]
+        if step == 3:  # one coflow's flows reordered (not a subsequence of what was cached)
+            k = int(cf[0])
+            sl = np.flatnonzero(cf == k)
+            u.src[sl], u.dst[sl] = u.src[sl][::-1].copy(), u.dst[sl][::-1].copy()
+        u.cf = np.searchsorted(live, cf)
+        u.cf_lo = np.r_[0, np.cumsum(np.bincount(u.cf, minlength=live.size))]
+        u.cf_id, u.cf_arrival, u.cf_sent = v.cf_id[live], v.cf_arrival[live], v.cf_sent[live]
+        qq = q[live]
+        for dm in (1, 3):
+            u.memory = mem
+            got = weighted_queues(u, qq, w, rounds, dense_min=dm)
+            u.memory = {}
+            ref = weighted_queues(u, qq, w, rounds, dense_min=dm)
+            assert np.array_equal(got, ref), (step, dm)
+        keep[idx[rng.random(idx.size) < 0.3]] = False

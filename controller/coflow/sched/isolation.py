@@ -12,7 +12,7 @@ import numpy as np
 
 from .base import Allocation, INF, Scheduler, View, register
 from . import kernels
-from .primitives import REL_TOL, ordered_waterfill, pair_waterfill, scratch
+from .primitives import REL_TOL, ordered_waterfill, pair_waterfill
 
 
 def correlation(D: np.ndarray, caps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -88,8 +88,7 @@ class Hug(Scheduler):
             np.ascontiguousarray(v.caps, dtype=float), v.ports, v.ncoflows)
         if not np.isfinite(Pstar):
             return Allocation(rates)
-        add = kernels.hug_fill(v.src, v.dst, cf, v.ports, v.ncoflows, all_rem, REL_TOL)
-        return Allocation(rates + add)
+        return Allocation(kernels.hug_fill(v.src, v.dst, cf, v.ports, v.ncoflows, all_rem, REL_TOL, rates))
 
 
 def utopia_min_alloc(v: View, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

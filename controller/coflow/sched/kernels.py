@@ -720,10 +720,6 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
     above); with strict priority every coflow is filled at most once and the flow path is
     faster.  ``buf`` is a scratch array of at least the number of flows."""
     C = cf_lo.shape[0] - 1
-    nf = src.shape[0]
-    K = wq.shape[0]
-    rates = np.zeros(nf)
-    NT = np.zeros((P, P), dtype=np.int32)
     slot = np.full(C, -1, dtype=np.int64)
     nd = 0
     for k in range(C):
@@ -736,16 +732,88 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
     for k in range(C):
         s = slot[k]
         if s >= 0:
-            # flows are grouped by reducer (downlink): fill the transpose row by row
-            for f in range(cf_lo[k], cf_lo[k + 1]):
-                MT[s, dst[f], src[f]] += 1
-            for j in range(P):
-                x = 0
-                for i in range(P):
-                    m = MT[s, j, i]
-                    x += m
-                    rs[s, i] += m
-                cs[s, j] = x
+            _count_matrix(MT[s], rs[s], cs[s], src, dst, cf_lo[k], cf_lo[k + 1], P)
+    return queue_fill_slots(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, slot, MT, rs, cs, buf)
+
+
+@njit(cache=True)
+def _count_matrix(MT, rs, cs, src, dst, lo, hi, P):
+    """Count matrix (transposed: downlink x uplink) of the flows lo:hi and its row and column
+    sums, from scratch."""
+    MT[:, :] = 0
+    rs[:] = 0
+    # flows are grouped by reducer (downlink): fill the transpose row by row
+    for f in range(lo, hi):
+        MT[dst[f], src[f]] += 1
+    for j in range(P):
+        x = 0
+        for i in range(P):
+            m = MT[j, i]
+            x += m
+            rs[i] += m
+        cs[j] = x
+
+
+@njit(cache=True)
+def dense_sync(MT, rs, cs, keys, ncached, src, dst, lo, hi, P):
+    """Bring a cached count matrix (``MT``, ``rs``, ``cs`` as :func:`_count_matrix`) of a
+    coflow's flows up to date with its flows lo:hi now.  ``keys[:ncached]`` lists the flows
+    (dst * P + src) the matrix counts, in order.  If the flows now are a subsequence of those
+    (flows only finished: the simulator and the controller keep their order), the flows gone
+    are subtracted (one merge pass); otherwise (``ncached < 0``, flows added or reordered) the
+    matrix is rebuilt.  Integer counts: the result is the matrix of the flows lo:hi either way.
+    ``keys`` must hold at least hi - lo entries.  Returns the new count (hi - lo)."""
+    j = 0
+    w = 0
+    ok = ncached >= 0
+    if ok:
+        for f in range(lo, hi):
+            kf = dst[f] * P + src[f]
+            while j < ncached and keys[j] != kf:
+                g = keys[j]
+                d = g // P
+                u = g - d * P
+                MT[d, u] -= 1
+                rs[u] -= 1
+                cs[d] -= 1
+                j += 1
+            if j == ncached:
+                ok = False
+                break
+            keys[w] = kf
+            w += 1
+            j += 1
+    if ok:
+        while j < ncached:
+            g = keys[j]
+            d = g // P
+            u = g - d * P
+            MT[d, u] -= 1
+            rs[u] -= 1
+            cs[d] -= 1
+            j += 1
+        return w
+    _count_matrix(MT, rs, cs, src, dst, lo, hi, P)
+    for f in range(lo, hi):
+        keys[f - lo] = dst[f] * P + src[f]
+    return hi - lo
+
+
+@njit(cache=True)
+def queue_fill_slots(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, slot, MT, rs, cs, buf):
+    """:func:`queue_fill` with the dense coflows' count matrices given: coflow k with
+    ``slot[k] >= 0`` takes the dense path with ``MT[slot[k]]`` (its flows' count matrix,
+    transposed) and its sums ``rs``/``cs`` (see :func:`dense_sync`, which keeps them across
+    events)."""
+    C = cf_lo.shape[0] - 1
+    nf = src.shape[0]
+    K = wq.shape[0]
+    rates = np.zeros(nf)
+    NT = np.zeros((P, P), dtype=np.int32)
+    nd = 0
+    for k in range(C):
+        if slot[k] >= 0:
+            nd += 1
     rec_lv = np.empty((nd * (rounds + 1) + 1, 2 * P))
     rec_slot = np.empty(nd * (rounds + 1) + 1, dtype=np.int64)
     nrec = 0
@@ -780,11 +848,24 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
             q = cfq[k]
             s = slot[k]
             if s >= 0:
-                _restricted_counts(MT[s], rs[s], cs[s], P, eg, Wt)
-                for l in range(2 * P):
-                    if Wt[l] > 0.5:
-                        pres[q, l] = True
-                        anyu = True
+                # link l has a usable flow of this coflow iff l is usable and so is the other
+                # link of one of its (nonzero) matrix entries: stop at the first such entry,
+                # and skip links the queue already has
+                M = MT[s]
+                for i in range(P):
+                    if eg[i] and not pres[q, i] and rs[s, i] > 0:
+                        for j in range(P):
+                            if M[j, i] != 0 and eg[P + j]:
+                                pres[q, i] = True
+                                anyu = True
+                                break
+                for j in range(P):
+                    if eg[P + j] and not pres[q, P + j] and cs[s, j] > 0:
+                        for i in range(P):
+                            if M[j, i] != 0 and eg[i]:
+                                pres[q, P + j] = True
+                                anyu = True
+                                break
             else:
                 for f in range(cf_lo[k], cf_lo[k + 1]):
                     if eg[src[f]] and eg[P + dst[f]]:
@@ -894,10 +975,22 @@ def hug_prepare(src, dst, cf, remaining, caps, P, C):
     n = src.shape[0]
     L = 2 * P
     D = np.zeros(C * L)
+    # flows come in runs sharing a downlink (a reducer's flows): that cell's running sum stays
+    # in a register during a run (the same additions in the same order)
+    cd = -1
+    ad = 0.0
     for f in range(n):
         x = remaining[f]
         D[cf[f] * L + src[f]] += x
-        D[cf[f] * L + P + dst[f]] += x
+        c = cf[f] * L + P + dst[f]
+        if c != cd:
+            if cd >= 0:
+                D[cd] = ad
+            cd = c
+            ad = D[c]
+        ad += x
+    if cd >= 0:
+        D[cd] = ad
     dbar = np.zeros(C)
     t = np.zeros(C * L)
     for k in range(C):
@@ -924,14 +1017,34 @@ def hug_prepare(src, dst, cf, remaining, caps, P, C):
         return rates, pstar, allrem
     used = np.zeros(L)
     usage = np.zeros(C * L)
+    cd = -1
+    cu = -1
+    ad = 0.0
+    au = 0.0
     for f in range(n):
         db = dbar[cf[f]]
         r = pstar * remaining[f] / db if db > 0 else 0.0
         rates[f] = r
         used[src[f]] += r
-        used[P + dst[f]] += r
         usage[cf[f] * L + src[f]] += r
-        usage[cf[f] * L + P + dst[f]] += r
+        d = P + dst[f]
+        c = cf[f] * L + d
+        if d != cu:
+            if cu >= 0:
+                used[cu] = au
+            cu = d
+            au = used[d]
+        au += r
+        if c != cd:
+            if cd >= 0:
+                usage[cd] = ad
+            cd = c
+            ad = usage[c]
+        ad += r
+    if cu >= 0:
+        used[cu] = au
+    if cd >= 0:
+        usage[cd] = ad
     for l in range(L):
         allrem[l] = max(caps[l] - used[l], 0.0)
     for k in range(C):
@@ -941,19 +1054,27 @@ def hug_prepare(src, dst, cf, remaining, caps, P, C):
 
 
 @njit(cache=True)
-def hug_fill(src, dst, cf, P, C, rem, rel_tol):
+def hug_fill(src, dst, cf, P, C, rem, rel_tol, base):
     """:func:`waterfill_links` for HUG's second stage, unit weights, without a links matrix:
     flow f crosses uplink src[f], downlink P + dst[f] and its coflow's two virtual links
     2P + cf[f] * 2P + src[f] and 2P + cf[f] * 2P + P + dst[f] (``rem``: 2P + C * 2P residuals,
-    updated in place).
+    updated in place).  Same steps and results as :func:`waterfill_links` (same heap order,
+    same floating-point expressions), organised so that no step touches per-flow memory at
+    random:
 
-    The flows of a link come from two counting sorts of the flow indices (by uplink, by
-    downlink), taken in coflow order, so that a virtual link's flows are one run inside its
-    physical link's list (its start recorded during the sort, its length = its flow count);
-    a flow's ports and coflow are read from one packed record.  With unit weights the link
-    weights are flow counts (exact in any order) and a link's residual is brought up to date
-    once per saturation, so the steps and the results are those of :func:`waterfill_links`
-    (same heap order, same expressions)."""
+    - the flows of a link come from two counting sorts (by uplink, by downlink), taken in
+      coflow order, so that a virtual link's flows are one run inside its port's list (its
+      start recorded during the sort, its length its flow count); each entry holds the flow's
+      other port and its coflow, all that freezing it needs;
+    - a flow is frozen by the first of its links to saturate, so it is still unfrozen when
+      link l saturates iff none of its other links has saturated before (no per-flow flag);
+    - its rate is then the level at which that first link saturated, i.e. the least
+      saturation level of its 4 links, computed in one pass at the end.
+
+    With unit weights the link weights are flow counts (exact in any order) and a link's
+    residual is brought up to date once per saturation, so the order in which a link's flows
+    are frozen does not change any value.  Returns ``base`` (the DRF stage's rates) plus each
+    flow's water-fill rate."""
     n = src.shape[0]
     L = rem.shape[0]
     P2 = 2 * P
@@ -966,19 +1087,14 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol):
     if not sorted_cf:
         byc = np.argsort(cf, kind="mergesort")
     W = np.zeros(L)
-    rec = np.empty((n, 3), dtype=np.int32)
     start_s = np.zeros(P + 1, dtype=np.int64)
     start_d = np.zeros(P + 1, dtype=np.int64)
     for f in range(n):
         s0 = src[f]
         d0 = dst[f]
-        c = cf[f]
-        rec[f, 0] = s0
-        rec[f, 1] = d0
-        rec[f, 2] = c
         start_s[s0 + 1] += 1
         start_d[d0 + 1] += 1
-        v = P2 + c * P2
+        v = P2 + cf[f] * P2
         W[v + s0] += 1.0
         W[v + P + d0] += 1.0
     for i in range(P):
@@ -990,22 +1106,23 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol):
     at_d = start_d[:P].copy()
     last_s = np.full(P, -1, dtype=np.int64)
     last_d = np.full(P, -1, dtype=np.int64)
-    perm_s = np.empty(n, dtype=np.int32)
-    perm_d = np.empty(n, dtype=np.int32)
+    # list entries: coflow << 32 | the flow's other port
+    ent_s = np.empty(n, dtype=np.int64)
+    ent_d = np.empty(n, dtype=np.int64)
     vstart = np.zeros(L, dtype=np.int64)
     for b in range(n):
         f = b if sorted_cf else byc[b]
         c = cf[f]
         s0 = src[f]
+        d0 = dst[f]
         a = at_s[s0]
-        perm_s[a] = f
+        ent_s[a] = (c << 32) | d0
         at_s[s0] = a + 1
         if last_s[s0] != c:
             last_s[s0] = c
             vstart[P2 + c * P2 + s0] = a
-        d0 = dst[f]
         a = at_d[d0]
-        perm_d[a] = f
+        ent_d[a] = (c << 32) | s0
         at_d[d0] = a + 1
         if last_d[d0] != c:
             last_d[d0] = c
@@ -1016,9 +1133,10 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol):
         tol[l] = max(rem[l], 1.0) * rel_tol
     last = np.zeros(L)
     done = np.zeros(L, dtype=np.bool_)
-    rate = np.full(n, -1.0)  # < 0: not frozen yet (levels are >= 0)
+    level = np.full(L, INF)  # saturation level of each link
     key = np.full(L, INF)  # heap key: at most the link's projection
-    proj = np.full(L, INF)  # the link's projected saturation level
+    proj = np.full(L, INF)  # the link's projected saturation level, unless dirty
+    dirty = np.zeros(L, dtype=np.bool_)  # proj not computed since the link's last change
     heap = np.empty(L, dtype=np.int64)
     hpos = np.full(L, -1, dtype=np.int64)
     hn = 0
@@ -1034,12 +1152,19 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol):
     touched = np.zeros(L, dtype=np.bool_)
     tl = np.empty(L, dtype=np.int64)
     links = np.empty(4, dtype=np.int64)
+    mask = (1 << 32) - 1
     while hn > 0:
         l = heap[0]
-        if key[l] != proj[l] and not done[l] and W[l] > 0:
-            key[l] = proj[l]  # stale (see waterfill_links)
-            _hdown(heap, hpos, key, 0, hn)
-            continue
+        if not done[l] and W[l] > 0:
+            if dirty[l]:
+                # the expression waterfill_links evaluates at the link's last change
+                # (last[l] is the level of that change)
+                proj[l] = last[l] + max(rem[l], 0.0) / W[l]
+                dirty[l] = False
+            if key[l] != proj[l]:
+                key[l] = proj[l]  # stale (see waterfill_links)
+                _hdown(heap, hpos, key, 0, hn)
+                continue
         hn -= 1
         hpos[l] = -1
         if hn > 0:
@@ -1054,33 +1179,56 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol):
         rem[l] -= W[l] * (lam - last[l])
         last[l] = lam
         done[l] = True
-        # the flows of link l: a physical link's whole list, or a virtual link's run
-        if l < P:
-            perm = perm_s
-            a0, a1 = start_s[l], start_s[l + 1]
-        elif l < P2:
-            perm = perm_d
-            a0, a1 = start_d[l - P], start_d[l - P + 1]
+        level[l] = lam
+        # the flows of link l: a port's whole list, or a virtual link's run in it
+        if l < P2:
+            h0 = l
+            a0 = -1
         else:
-            perm = perm_s if (l - P2) % P2 < P else perm_d
+            k0 = (l - P2) // P2
+            h0 = l - P2 - k0 * P2
             a0 = vstart[l]
+        if h0 < P:
+            ent = ent_s
+            port = h0
+            a1 = start_s[port + 1]
+            if a0 < 0:
+                a0 = start_s[port]
+        else:
+            ent = ent_d
+            port = h0 - P
+            a1 = start_d[port + 1]
+            if a0 < 0:
+                a0 = start_d[port]
+        if l >= P2:
             a1 = a0 + int(runlen[l])
+        by_src = h0 < P
         nt = 0
         for a in range(a0, a1):
-            f = perm[a]
-            if rate[f] >= 0.0:
-                continue
-            rate[f] = lam
-            s0 = rec[f, 0]
-            d0 = rec[f, 1]
-            v = P2 + rec[f, 2] * P2
-            links[0] = s0
-            links[1] = P + d0
-            links[2] = v + s0
-            links[3] = v + P + d0
+            e = ent[a]
+            o = e & mask
+            v = P2 + (e >> 32) * P2
+            if by_src:
+                links[0] = port
+                links[1] = P + o
+                links[2] = v + port
+                links[3] = v + P + o
+            else:
+                links[0] = o
+                links[1] = P + port
+                links[2] = v + o
+                links[3] = v + P + port
+            frozen = False
             for h in range(4):
                 m = links[h]
-                if m == l or done[m]:
+                if m != l and done[m]:
+                    frozen = True
+                    break
+            if frozen:
+                continue
+            for h in range(4):
+                m = links[h]
+                if m == l:
                     continue
                 rem[m] -= W[m] * (lam - last[m])
                 last[m] = lam
@@ -1093,9 +1241,17 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol):
             m = tl[t]
             touched[m] = False
             if W[m] > 1e-12:
-                x = lam + max(rem[m], 0.0) / W[m]
-                proj[m] = x
                 i = hpos[m]
+                r = max(rem[m], 0.0)
+                # the new projection lam + r / W can fall below the key (by rounding) only if
+                # r < (key - lam) * W (with margin); otherwise it is computed when needed
+                bnd = (key[m] - lam) * W[m]
+                if i >= 0 and not (r < bnd * _SLACK or bnd < _TINY):
+                    dirty[m] = True
+                    continue
+                x = lam + r / W[m]
+                proj[m] = x
+                dirty[m] = False
                 if i < 0:
                     key[m] = x
                     heap[hn] = m
@@ -1108,9 +1264,17 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol):
             else:
                 W[m] = 0.0
         W[l] = 0.0
+    rate = np.empty(n)
     for f in range(n):
-        if rate[f] < 0.0:
-            rate[f] = 0.0
+        v = P2 + cf[f] * P2
+        x = level[src[f]]
+        y = level[P + dst[f]]
+        x = x if x < y else y
+        y = level[v + src[f]]
+        x = x if x < y else y
+        y = level[v + P + dst[f]]
+        x = x if x < y else y
+        rate[f] = base[f] + (x if x < INF else 0.0)
     for l in range(L):
         if rem[l] < tol[l]:
             rem[l] = max(rem[l], 0.0)
