@@ -213,21 +213,13 @@ class P4RuntimeClient:
         ``on_event(client, kind, detail)`` is called from the stream thread on
         ``"mastership"`` changes (detail: bool) and ``"stream_error"`` (detail: the exception);
         the stream breaks when the switch goes away."""
-        import grpc
-        pb, pb_grpc = _pb()
+        pb, _ = _pb()
         self.on_event = on_event
         self.is_master = False
         self.stream_error = None
         self._requests = queue.Queue()
         self._arb = queue.Queue()
-        self.channel = grpc.insecure_channel(self.address, options=list(self.CHANNEL_OPTIONS))
-        try:
-            grpc.channel_ready_future(self.channel).result(timeout=timeout)
-        except grpc.FutureTimeoutError:
-            self.channel.close()
-            self.channel = None
-            raise P4RuntimeError(f"{self.address}: not reachable within {timeout} s") from None
-        self.stub = pb_grpc.P4RuntimeStub(self.channel)
+        self._open_channel(timeout)
         stream = self.stub.StreamChannel(iter(self._requests.get, None))
         self._stream = stream
 
@@ -273,6 +265,9 @@ class P4RuntimeClient:
     def connect_reader(self, timeout: float = 10.0) -> None:
         """A channel for Read RPCs only: no stream, no arbitration, so it does not disturb the
         switch's primary controller (P4Runtime allows any client to read)."""
+        self._open_channel(timeout)
+
+    def _open_channel(self, timeout: float) -> None:
         import grpc
         _, pb_grpc = _pb()
         self.channel = grpc.insecure_channel(self.address, options=list(self.CHANNEL_OPTIONS))
