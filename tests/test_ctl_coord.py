@@ -108,3 +108,27 @@ def test_round_matches_per_edge_reference_on_random_counts():
                 assert (cid in r.overrides[e]) == want
                 if want:
                     assert r.overrides[e][cid] == hw_priority(q)
+
+
+def test_fifo_lm_dense_groups_from_global_sizes():
+    """FIFO-LM coordination (hand-checked): registered coflows in CoflowId order, heavy from the
+    global size (heavy_bytes = 10 MB). A (ext 1) is heavy (11 MB over two edges although each edge
+    saw less than 10 MB), so it joins the next light coflow's group; ids 3 and 4 have finished
+    (gaps), which the data plane's own rank (ext - oldest) would count."""
+    from coflow.sched import make_scheduler
+    sched = make_scheduler("fifo-lm", {"heavy_bytes": str(10 * MB)})
+    a, b, c, d = (1, 0), (2, 0), (5, 0), (6, 0)
+    co = DclasCoordinator(DclasParams(K=8))
+    co.observe("e0", {0: 6 * MB, 1: 1 * MB, 2: 0, 3: 0})
+    co.observe("e1", {0: 5 * MB, 1: 0, 2: 12 * MB, 3: 0})
+    r = co.fifo_lm_round(1.0, {a: 0, b: 1, c: 2, d: 3}, ["e0", "e1"], sched)
+    assert r.sizes == {a: 11 * MB, b: 1 * MB, c: 12 * MB, d: 0}
+    # groups: {A (heavy), B}, {C (heavy), D} -> 0, 0, 1, 1 -> priorities 7, 7, 6, 6 on every edge
+    assert r.queues == {a: 1, b: 1, c: 2, d: 2}
+    assert r.overrides == {"e0": {a: 7, b: 7, c: 6, d: 6}, "e1": {a: 7, b: 7, c: 6, d: 6}}
+    # nothing heavy: pure FIFO, one group each; the 8th and later share priority 1
+    co2 = DclasCoordinator(DclasParams(K=8))
+    cids = [(10 + 2 * i, 0) for i in range(9)]                     # ids with gaps
+    r2 = co2.fifo_lm_round(0.0, {x: i for i, x in enumerate(cids)}, ["e0"], sched)
+    assert [r2.overrides["e0"][x] for x in cids] == [7, 6, 5, 4, 3, 2, 1, 1, 1]
+    assert co2.fifo_lm_round(0.0, {}, ["e0"], sched).overrides == {"e0": {}}

@@ -1,5 +1,5 @@
-"""Global D-CLAS coordination (Aalo section 4.3), pure: edge counters -> global sizes -> queues
--> the overrides each edge switch needs.
+"""Global coordination, pure: edge counters -> global sizes -> the overrides each edge switch
+needs. D-CLAS (Aalo section 4.3): sizes -> queues. FIFO-LM (Baraat): sizes -> FIFO groups.
 
 Every Δ the controller reads the per-coflow byte counter (``coflow_bytes[slot]``) of every edge
 switch. A coflow's global size is the sum over edges; the core's D-CLAS
@@ -24,6 +24,11 @@ import numpy as np
 from ..params import DclasParams, hw_priority
 from ..sched.base import View
 from ..sched.queues import dclas_queues
+
+#: FIFO-LM on 8 strict-priority queues: group g at priority 7 - g, groups 6 and later share
+#: priority 1 (p4src define.p4 FIFO_LM_MAX_RANK; priority 0 is left for untagged traffic)
+FIFO_LM_TOP_PRIO = 7
+FIFO_LM_MAX_RANK = 6
 
 
 def cf_number(cid) -> int:
@@ -106,9 +111,8 @@ class DclasCoordinator:
             self._th = (th, np.asarray(ints, dtype=np.int64) if ok else None)
         return self._th[1]
 
-    def round(self, now: float, slots: dict, edges: list[str]) -> RoundResult:
-        """``slots``: cid -> counter slot of every coordinated coflow; ``edges``: the edge
-        switches (every one gets the overrides it needs, whether or not it was read)."""
+    def _sizes(self, slots: dict, edges: list[str]):
+        """(cids, local counts edge x coflow, global sizes) of the coordinated coflows."""
         cids = list(slots)
         sl = [slots[c] for c in cids]
         last, off = self.last, self.offset
@@ -120,6 +124,28 @@ class DclasCoordinator:
             sizes = (local + offs).sum(axis=0).tolist()
         else:
             sizes = local.sum(axis=0).tolist()
+        return cids, local, sizes
+
+    def fifo_lm_round(self, now: float, slots: dict, edges: list[str], sched) -> RoundResult:
+        """Baraat FIFO-LM on global sizes: the core's :meth:`coflow.sched.queues.FifoLm.groups`
+        (FIFO by CoflowId among the *registered* coflows; a heavy coflow joins the next light
+        one's group) -> priority 7 - group, saturating at 1. Every edge gets an override for
+        every coordinated coflow: the data plane's own rank (external id - oldest id, local
+        bytes) counts ids of coflows that have finished, so after a few departures most coflows
+        would fall to the lowest rank behind a heavy one; dense groups do not. ``queues`` holds
+        group + 1."""
+        cids, _, sizes = self._sizes(slots, edges)
+        if not cids:
+            return RoundResult({}, {}, {e: {} for e in edges})
+        g = sched.groups(coordination_view(now, cids, sizes, {}))
+        prio = {c: FIFO_LM_TOP_PRIO - min(int(x), FIFO_LM_MAX_RANK) for c, x in zip(cids, g.tolist())}
+        return RoundResult(dict(zip(cids, sizes)), {c: int(x) + 1 for c, x in zip(cids, g.tolist())},
+                           {e: dict(prio) for e in edges})
+
+    def round(self, now: float, slots: dict, edges: list[str]) -> RoundResult:
+        """``slots``: cid -> counter slot of every coordinated coflow; ``edges``: the edge
+        switches (every one gets the overrides it needs, whether or not it was read)."""
+        cids, local, sizes = self._sizes(slots, edges)
         v = coordination_view(now, cids, sizes, self.memory)
         q = dclas_queues(v, self.p) if cids else np.zeros(0, dtype=np.int64)
         ql = q.tolist()

@@ -29,6 +29,10 @@ from . import model as M
 from . import translate as TR
 from .codec import Codec
 from .coord import DclasCoordinator
+
+#: modes whose rounds read the edges' per-coflow byte counters and install overrides from the
+#: global sizes (D-CLAS queues, FIFO-LM groups)
+COORDINATED = ("dclas", "fifo-lm")
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer
 from .rates import plan as rate_plan
@@ -144,7 +148,7 @@ class Controller:
             a.start()
         if self.mode in TR.RATE_MODES:
             self._warm_up()  # while the switches connect
-        elif self.mode == "dclas":
+        elif self.mode in COORDINATED:
             wire.warm_up()  # the compiled counter walker
         self._unsubscribe = self.registry.subscribe(self._on_registry)
         deadline = time.monotonic() + self.start_timeout
@@ -261,7 +265,7 @@ class Controller:
     # the loop -----------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if self.mode == "dclas":
+            if self.mode in COORDINATED:
                 timeout = self.delta_s
             else:
                 timeout = min(0.5, max(0.0, self._next_event - time.time()))
@@ -330,11 +334,14 @@ class Controller:
         with self._mu:
             if self._registry_dirty:
                 self._refresh_coflows()
-        t_read = self._read_counters() if self.mode == "dclas" else 0.0
+        t_read = self._read_counters() if self.mode in COORDINATED else 0.0
         t1 = time.perf_counter()
         with self._mu:
-            if self.mode == "dclas":
-                res = self.coord.round(time.time(), dict(self.slots.slot), self.edges)
+            if self.mode in COORDINATED:
+                if self.mode == "dclas":
+                    res = self.coord.round(time.time(), dict(self.slots.slot), self.edges)
+                else:
+                    res = self.coord.fifo_lm_round(time.time(), dict(self.slots.slot), self.edges, self.sched)
                 self._overrides = res.overrides
                 self._queues, self._sizes = res.queues, res.sizes
             elif self.mode in TR.RATE_MODES and (self._rates_due()):
@@ -344,7 +351,7 @@ class Controller:
         written, errors = self._write(desired)
         t3 = time.perf_counter()
         m = self._metric
-        if self.mode == "dclas":
+        if self.mode in COORDINATED:
             m("round_seconds", "read").observe(t_read)
         m("round_seconds", "compute").observe(t2 - t1)
         m("round_seconds", "write").observe(t3 - t2)
@@ -435,7 +442,7 @@ class Controller:
         book.set_many("slots", self.edges, slot_ents)
         if ovr is not None:
             book.set_many("overrides", self.edges, ovr)
-        if self.mode == "dclas":
+        if self.mode in COORDINATED:
             for name in self.edges:
                 want = self._overrides.get(name, TR.EMPTY)
                 old = self._ovr_src.get(name, TR.EMPTY)
