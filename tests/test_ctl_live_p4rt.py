@@ -129,6 +129,37 @@ def test_dclas_coordination_from_counters(switches):
         c.stop()
 
 
+def test_fifo_lm_coordination_from_counters(switches):
+    """FIFO-LM: three registered coflows; the oldest becomes heavy globally (2 x 6 MB > 10 MB
+    from counters on two edges), so it shares the next one's group: overrides 7, 7, 6 on both
+    edges; when the middle one leaves, the heavy one shares with the last (7, 7)."""
+    from coflow import topology as T
+    from coflow.ctl import model as M
+    t = offset_ids(T.leafspine(2, 2, 2))
+    addrs, _ = switches(t)
+    c = controller(t, addrs, "fifo-lm", delta_s=0.01, settings={"heavy_bytes": str(10 << 20)}).start()
+    try:
+        regs = [c.registry.register([("h0", "h2", None)]) for _ in range(3)]
+        cids = [(r.cid.external, r.cid.internal) for r in regs]
+
+        def prios(edge):
+            return {(dict(e.match)["external_id"], dict(e.match)["internal_id"]): dict(e.params)["prio"]
+                    for e in c.agents[edge].read_state().table(M.T_OVERRIDE)}
+        assert wait_for(lambda: all(x in c.slots.slot for x in cids) and all(
+            len(c.agents[e].actual.table(M.T_SLOT)) == 3 for e in ("l0", "l1")))
+        assert wait_for(lambda: prios("l0") == dict(zip(cids, [7, 6, 5])))      # plain FIFO
+        slot = c.slots.slot[cids[0]]
+        for e in ("l0", "l1"):
+            c.agents[e].client.write_counter("coflow_bytes", slot, 6 << 20, 10)
+        assert wait_for(lambda: c._sizes.get(cids[0]) == 12 << 20)
+        assert wait_for(lambda: prios("l0") == prios("l1") == dict(zip(cids, [7, 7, 6])))
+        c.registry.unregister(regs[1].cid)
+        assert wait_for(lambda: prios("l1") == {cids[0]: 7, cids[2]: 7})
+        assert c.agents["s0"].read_state().table(M.T_OVERRIDE) == []             # spines: nothing
+    finally:
+        c.stop()
+
+
 def test_two_controllers_arbitration(switches):
     from coflow import topology as T
     from coflow.ctl import model as M
