@@ -120,9 +120,73 @@ def weighted_queues(v: View, queues: np.ndarray, weights: list[float], rounds: i
         wq[q] = float(weights[q - 1])
     dm = dense_threshold(v.ports) if dense_min is None else dense_min
     buf = scratch(v.nflows)[1]
-    return kernels.queue_fill(np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(queues, dtype=np.int64),
-                              wq, np.ascontiguousarray(v.cf_lo, dtype=np.int64), v.src, v.dst, v.ports,
-                              np.ascontiguousarray(v.caps, dtype=float), REL_TOL, int(rounds), int(dm), buf)
+    cf_lo = np.ascontiguousarray(v.cf_lo, dtype=np.int64)
+    args = (np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(queues, dtype=np.int64), wq, cf_lo,
+            v.src, v.dst, v.ports, np.ascontiguousarray(v.caps, dtype=float), REL_TOL, int(rounds))
+    if rounds == 0:
+        return kernels.queue_fill(*args, int(dm), buf)
+    slot, cache = dense_counts(v, cf_lo, int(dm))
+    return kernels.queue_fill_slots(*args, slot, cache.MT, cache.rs, cache.cs, buf)
+
+
+class DenseCounts:
+    """The dense coflows' flow-count matrices (:func:`coflow.sched.kernels.dense_sync`), kept
+    in the driver's memory between calls: a coflow's matrix changes only when some of its flows
+    finish, so each call subtracts those instead of counting every flow again."""
+
+    def __init__(self, P: int):
+        self.P = P
+        self.MT = np.zeros((0, P, P), dtype=np.int32)
+        self.rs = np.zeros((0, P), dtype=np.int64)
+        self.cs = np.zeros((0, P), dtype=np.int64)
+        self.keys: list[np.ndarray] = []
+        self.n: list[int] = []
+        self.of: dict = {}  # CoflowId -> slot
+        self.free: list[int] = []
+
+    def slot_for(self, cid, nflows: int) -> int:
+        s = self.of.get(cid)
+        if s is None:
+            if not self.free:
+                S = self.MT.shape[0]
+                grow = max(4, S)
+                P = self.P
+                self.MT = np.concatenate([self.MT, np.zeros((grow, P, P), dtype=np.int32)])
+                self.rs = np.concatenate([self.rs, np.zeros((grow, P), dtype=np.int64)])
+                self.cs = np.concatenate([self.cs, np.zeros((grow, P), dtype=np.int64)])
+                self.keys += [np.zeros(0, dtype=np.int64) for _ in range(grow)]
+                self.n += [-1] * grow
+                self.free = list(range(S + grow - 1, S - 1, -1))
+            s = self.of[cid] = self.free.pop()
+            self.n[s] = -1
+        if self.keys[s].size < nflows:
+            self.keys[s] = np.empty(nflows, dtype=np.int64)
+            self.n[s] = -1
+        return s
+
+    def release_except(self, live: set) -> None:
+        for cid in [c for c in self.of if c not in live]:
+            self.free.append(self.of.pop(cid))
+
+
+def dense_counts(v: View, cf_lo: np.ndarray, dense_min: int) -> tuple[np.ndarray, DenseCounts]:
+    """Slot per coflow (-1: per-flow path) and the up-to-date count matrices of the coflows
+    with at least ``dense_min`` flows."""
+    cache = v.memory.get("dense_counts")
+    if cache is None or cache.P != v.ports:
+        cache = v.memory["dense_counts"] = DenseCounts(v.ports)
+    sizes = np.diff(cf_lo)
+    slot = np.full(v.ncoflows, -1, dtype=np.int64)
+    dense = np.flatnonzero(sizes >= dense_min).tolist()
+    ids = v.cf_id.tolist()
+    cache.release_except({ids[k] for k in dense})
+    for k in dense:
+        lo, hi = int(cf_lo[k]), int(cf_lo[k + 1])
+        s = cache.slot_for(ids[k], hi - lo)
+        cache.n[s] = kernels.dense_sync(cache.MT[s], cache.rs[s], cache.cs[s], cache.keys[s], cache.n[s],
+                                        v.src, v.dst, lo, hi, v.ports)
+        slot[k] = s
+    return slot, cache
 
 
 @register("dclas")
