@@ -88,6 +88,16 @@ def test_dclas_lets_the_small_coflow_overtake_fifo_does_not(tmp_path):
         fin[mode] = {c["id"]: c["finish_s"] for c in recs}
         # nothing beats its isolation time at the link rate
         assert all(c["cct_s"] >= 0.9 * c["isolation_s"] for c in recs)
+        # the diagnostics: every flow's timeline in order, the hosts' TCP counters (each flow
+        # one connection), BMv2's queue counters read from every switch
+        assert len(rep["flows"]) == 4
+        for f in rep["flows"]:
+            assert 0 <= f["dispatched"] <= f["started"] <= f["connected"] <= f["received"], f
+        assert rep["tcp"]["agents_answered"] == 16
+        assert rep["tcp"]["ActiveOpens"] >= 4 and rep["tcp"]["PassiveOpens"] >= 4
+        q = rep["bmv2_queues"]
+        assert q["unread"] == [] and sum(q["enq"]) > 0 and q["enq"][0] == 0   # every packet classed
+        assert rep["links"]["lost_before_pipeline"] >= 0
     big, small = 1, 3
     assert fin["dclas"][small] < fin["dclas"][big], f"dclas: S did not overtake B: {fin['dclas']}"
     assert fin["fifo-lm"][small] > fin["fifo-lm"][big] - 0.05, f"fifo: S overtook B: {fin['fifo-lm']}"

@@ -267,10 +267,10 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
 
     def dispatch(k: int, cid: str) -> None:
         res.registered[k] = cid
+        res.dispatched_at[k] = time.time()      # before the first send: agents start at once
         for host, cmds in send_commands(plan, k, cid, run, agents.ips, agents.port).items():
             for cmd in cmds:
                 agents.send(host, cmd)
-        res.dispatched_at[k] = time.time()
         res.late_s.append(res.dispatched_at[k] - (t0 + plan.coflows[k].arrival_s))
 
     try:

@@ -323,6 +323,7 @@ class Experiment:
             ctl_status, self.ctl = self.ctl.status, None
         tm_stats = _tm_drops(fab.tm_stats())
         ccts = P.coflow_ccts(plan, res.t0, res.records)
+        timeline = res.timeline(plan)
         recs = P.coflow_report_records(plan, ccts)
         rep = make_report(mode, {**settings, "tm": asdict(tmc)}, len(plan.hosts), recs, res.wall_s,
                           label=f"emu-{mode}", driver="emu", topology=self.t.name,
@@ -334,8 +335,8 @@ class Experiment:
                           register_s={"max": max(res.register_s, default=0.0),
                                       "mean": float(np.mean(res.register_s)) if res.register_s else 0.0},
                           controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode,
-                          stages=stage_summary(res.timeline(plan)), tcp=tcp, bmv2_queues=bmv2_q, links=links,
-                          flows=res.timeline(plan))
+                          stages=stage_summary(timeline), tcp=tcp, bmv2_queues=bmv2_q, links=links,
+                          flows=timeline)
         s = rep["summary"]
         _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "
              f"{(s['avg_cct_s'] or float('nan')):.3f} s, p95 {(s['p95_cct_s'] or float('nan')):.3f} s, "
