@@ -464,6 +464,22 @@ def _hdown(heap, hpos, key, i, n):
     hpos[x] = i
 
 
+@njit(cache=True, inline='always')
+def _heap_of_projections(W, rem, L, key, proj, heap, hpos):
+    """Every link l < L with weight W[l] > 0 into the indexed heap, keyed (and projected) at
+    its saturation level rem[l] / W[l] from level 0; returns the heap's size."""
+    hn = 0
+    for l in range(L):
+        if W[l] > 0:
+            key[l] = max(rem[l], 0.0) / W[l]
+            proj[l] = key[l]
+            heap[hn] = l
+            hpos[l] = hn
+            hn += 1
+            _hup(heap, hpos, key, hn - 1)
+    return hn
+
+
 @njit(cache=True)
 def waterfill_links(links, w, rem, rel_tol):
     """Weighted max-min by progressive filling for flows that each cross ``links.shape[1]``
@@ -512,15 +528,7 @@ def waterfill_links(links, w, rem, rel_tol):
     proj = np.full(L, INF)  # the link's projected saturation level
     heap = np.empty(L, dtype=np.int64)
     hpos = np.full(L, -1, dtype=np.int64)
-    hn = 0
-    for l in range(L):
-        if W[l] > 0:
-            key[l] = max(rem[l], 0.0) / W[l]
-            proj[l] = key[l]
-            heap[hn] = l
-            hpos[l] = hn
-            hn += 1
-            _hup(heap, hpos, key, hn - 1)
+    hn = _heap_of_projections(W, rem, L, key, proj, heap, hpos)
     lam = 0.0
     touched = np.zeros(L, dtype=np.bool_)
     tl = np.empty(L, dtype=np.int64)
@@ -1136,15 +1144,7 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol, base):
     dirty = np.zeros(L, dtype=np.bool_)  # proj not computed since the link's last change
     heap = np.empty(L, dtype=np.int64)
     hpos = np.full(L, -1, dtype=np.int64)
-    hn = 0
-    for l in range(L):
-        if W[l] > 0:
-            key[l] = max(rem[l], 0.0) / W[l]
-            proj[l] = key[l]
-            heap[hn] = l
-            hpos[l] = hn
-            hn += 1
-            _hup(heap, hpos, key, hn - 1)
+    hn = _heap_of_projections(W, rem, L, key, proj, heap, hpos)
     lam = 0.0
     touched = np.zeros(L, dtype=np.bool_)
     tl = np.empty(L, dtype=np.int64)
