@@ -465,6 +465,31 @@ def _hdown(heap, hpos, key, i, n):
 
 
 @njit(cache=True, inline='always')
+def _heap_pop_top(heap, hpos, key, hn):
+    """Remove the heap's top (heap[0]); returns the new size."""
+    hpos[heap[0]] = -1
+    hn -= 1
+    if hn > 0:
+        heap[0] = heap[hn]
+        hpos[heap[0]] = 0
+        _hdown(heap, hpos, key, 0, hn)
+    return hn
+
+
+@njit(cache=True, inline='always')
+def _saturate(l, lam, rem, last, W, done):
+    """Link l saturates: the fill level rises to its saturation level if that is higher;
+    its residual is brought up to date at that level. Returns the level."""
+    cur = last[l] + max(rem[l], 0.0) / W[l]
+    if cur > lam:
+        lam = cur
+    rem[l] -= W[l] * (lam - last[l])
+    last[l] = lam
+    done[l] = True
+    return lam
+
+
+@njit(cache=True, inline='always')
 def _heap_of_projections(W, rem, L, key, proj, heap, hpos):
     """Every link l < L with weight W[l] > 0 into the indexed heap, keyed (and projected) at
     its saturation level rem[l] / W[l] from level 0; returns the heap's size."""
@@ -539,20 +564,10 @@ def waterfill_links(links, w, rem, rel_tol):
             key[l] = proj[l]  # stale: its projection is later than its key
             _hdown(heap, hpos, key, 0, hn)
             continue
-        hn -= 1
-        hpos[l] = -1
-        if hn > 0:
-            heap[0] = heap[hn]
-            hpos[heap[0]] = 0
-            _hdown(heap, hpos, key, 0, hn)
+        hn = _heap_pop_top(heap, hpos, key, hn)
         if done[l] or W[l] <= 0:
             continue
-        cur = last[l] + max(rem[l], 0.0) / W[l]
-        if cur > lam:
-            lam = cur
-        rem[l] -= W[l] * (lam - last[l])
-        last[l] = lam
-        done[l] = True
+        lam = _saturate(l, lam, rem, last, W, done)
         nt = 0
         for a in range(start[l], start[l + 1]):
             f = adj[a]
@@ -1162,20 +1177,10 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol, base):
                 key[l] = proj[l]  # stale (see waterfill_links)
                 _hdown(heap, hpos, key, 0, hn)
                 continue
-        hn -= 1
-        hpos[l] = -1
-        if hn > 0:
-            heap[0] = heap[hn]
-            hpos[heap[0]] = 0
-            _hdown(heap, hpos, key, 0, hn)
+        hn = _heap_pop_top(heap, hpos, key, hn)
         if done[l] or W[l] <= 0:
             continue
-        cur = last[l] + max(rem[l], 0.0) / W[l]
-        if cur > lam:
-            lam = cur
-        rem[l] -= W[l] * (lam - last[l])
-        last[l] = lam
-        done[l] = True
+        lam = _saturate(l, lam, rem, last, W, done)
         level[l] = lam
         # the flows of link l: a port's whole list, or a virtual link's run in it
         if l < P2:
