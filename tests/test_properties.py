@@ -214,9 +214,17 @@ def test_hug_kernel_is_bit_identical_to_reference(inst):
     wl, caps = inst
     v = mkview(wl.ports, [[(int(wl.src[f]), int(wl.dst[f]), float(wl.size[f])) for f in range(wl.flow_lo[k], wl.flow_lo[k + 1])]
                           for k in range(wl.ncoflows)], caps[:wl.ports], caps[wl.ports:])
-    for wc in ("false", "true"):
-        s = make_scheduler("hug", {"work_conserving": wc})
-        assert np.array_equal(s.allocate(v).rates, hug_allocate_reference(s, v).rates), wc
+    from coflow.sched import isolation
+    saved = isolation.DENSE_CELLS_PER_FLOW
+    try:
+        # both second-stage kernels: per-flow lists (never dense) and count matrices (always)
+        for cells in (0, 10 ** 9):
+            isolation.DENSE_CELLS_PER_FLOW = cells
+            for wc in ("false", "true"):
+                s = make_scheduler("hug", {"work_conserving": wc})
+                assert np.array_equal(s.allocate(v).rates, hug_allocate_reference(s, v).rates), (wc, cells)
+    finally:
+        isolation.DENSE_CELLS_PER_FLOW = saved
 
 
 @FAST
@@ -330,8 +338,9 @@ def test_check_rates_near_tie():
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(vq=queue_views(), seed=st.integers(0, 2 ** 16), shuffle=st.booleans())
 def test_hug_fill_is_bit_identical_to_generic_waterfill(vq, seed, shuffle):
-    """HUG's second-stage kernel (two counting sorts, virtual links as runs, lazy heap keys)
-    gives exactly the rates and residuals of the generic 4-links water-fill on the same links,
+    """HUG's second-stage kernels (two counting sorts, virtual links as runs, lazy heap keys;
+    or per-coflow count matrices scanned by rows) give exactly the rates and residuals of the
+    generic 4-links water-fill on the same links,
     with many flows per (coflow, link), ties between links, zero and tiny residuals, and flows
     not grouped by coflow."""
     from coflow.sched import kernels
@@ -345,10 +354,15 @@ def test_hug_fill_is_bit_identical_to_generic_waterfill(vq, seed, shuffle):
     L = 2 * P + C * 2 * P
     rem = rng.choice([0.0, 1e-12, 0.5, 1.0, 1.0, 2.0, 3.0], size=L) * rng.choice([1.0, 1e9 / 8])
     links = np.stack([src, dst + P, 2 * P + cf * 2 * P + src, 2 * P + cf * 2 * P + P + dst], axis=1).astype(np.int64)
-    ra, rb = rem.copy(), rem.copy()
+    ra, rb, rc = rem.copy(), rem.copy(), rem.copy()
     a = kernels.hug_fill(src, dst, cf, P, C, ra, 1e-9, np.zeros(n))
     b = kernels.waterfill_links(links, np.ones(n), rb, 1e-9)
     assert np.array_equal(a, b) and np.array_equal(ra, rb)
+    # the count-matrix kernel (few wide coflows): the same rates and residuals, bit for bit;
+    # its scratch is reused dirty, as the scheduler does between calls
+    scratch = np.full((2, C + 1, P, P), 7, dtype=np.int32)
+    c = kernels.hug_fill_dense(src, dst, cf, P, C, rc, 1e-9, np.zeros(n), scratch)
+    assert np.array_equal(c, b) and np.array_equal(rc, rb)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1073,6 +1073,85 @@ def hug_prepare(src, dst, cf, remaining, caps, P, C):
     return rates, pstar, allrem
 
 
+@njit(cache=True, inline='always')
+def _hug_retouch(tl, nt, touched, W, rem, lam, key, proj, dirty, heap, hpos, hn):
+    """After a saturation at level ``lam``: the links ``tl[:nt]`` whose weight changed get their
+    projection recomputed and their heap key lowered if it must be (or are marked dirty: see
+    :func:`waterfill_links`); links left without unfrozen flows get weight 0.  Returns the
+    heap's size."""
+    for t in range(nt):
+        m = tl[t]
+        touched[m] = False
+        if W[m] > 1e-12:
+            i = hpos[m]
+            r = max(rem[m], 0.0)
+            # the new projection lam + r / W can fall below the key (by rounding) only if
+            # r < (key - lam) * W (with margin); otherwise it is computed when needed
+            bnd = (key[m] - lam) * W[m]
+            if i >= 0 and not (r < bnd * _SLACK or bnd < _TINY):
+                dirty[m] = True
+                continue
+            x = lam + r / W[m]
+            proj[m] = x
+            dirty[m] = False
+            if i < 0:
+                key[m] = x
+                heap[hn] = m
+                hpos[m] = hn
+                hn += 1
+                _hup(heap, hpos, key, hn - 1)
+            elif x < key[m]:
+                key[m] = x
+                _hup(heap, hpos, key, i)
+        else:
+            W[m] = 0.0
+    return hn
+
+
+@njit(cache=True, inline='always')
+def _hug_top(heap, hpos, key, proj, dirty, last, rem, W, done, hn):
+    """The heap's top link if it saturates next: (link, new heap size); (-1, size) when the
+    top's key was stale (re-keyed and pushed down) or the link has nothing left to freeze."""
+    l = heap[0]
+    if not done[l] and W[l] > 0:
+        if dirty[l]:
+            # the expression waterfill_links evaluates at the link's last change
+            # (last[l] is the level of that change)
+            proj[l] = last[l] + max(rem[l], 0.0) / W[l]
+            dirty[l] = False
+        if key[l] != proj[l]:
+            key[l] = proj[l]  # stale (see waterfill_links)
+            _hdown(heap, hpos, key, 0, hn)
+            return -1, hn
+    hn = _heap_pop_top(heap, hpos, key, hn)
+    if done[l] or W[l] <= 0:
+        return -1, hn
+    return l, hn
+
+
+@njit(cache=True)
+def _hug_rates(src, dst, cf, P, level, base, rem, tol):
+    """Each flow's rate: ``base`` plus the least saturation level of its 4 links (0 if none
+    saturated); residuals within tolerance clamped at 0."""
+    n = src.shape[0]
+    P2 = 2 * P
+    rate = np.empty(n)
+    for f in range(n):
+        v = P2 + cf[f] * P2
+        x = level[src[f]]
+        y = level[P + dst[f]]
+        x = x if x < y else y
+        y = level[v + src[f]]
+        x = x if x < y else y
+        y = level[v + P + dst[f]]
+        x = x if x < y else y
+        rate[f] = base[f] + (x if x < INF else 0.0)
+    for l in range(rem.shape[0]):
+        if rem[l] < tol[l]:
+            rem[l] = max(rem[l], 0.0)
+    return rate
+
+
 @njit(cache=True)
 def hug_fill(src, dst, cf, P, C, rem, rel_tol, base):
     """:func:`waterfill_links` for HUG's second stage, unit weights, without a links matrix:
@@ -1166,19 +1245,8 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol, base):
     links = np.empty(4, dtype=np.int64)
     mask = (1 << 32) - 1
     while hn > 0:
-        l = heap[0]
-        if not done[l] and W[l] > 0:
-            if dirty[l]:
-                # the expression waterfill_links evaluates at the link's last change
-                # (last[l] is the level of that change)
-                proj[l] = last[l] + max(rem[l], 0.0) / W[l]
-                dirty[l] = False
-            if key[l] != proj[l]:
-                key[l] = proj[l]  # stale (see waterfill_links)
-                _hdown(heap, hpos, key, 0, hn)
-                continue
-        hn = _heap_pop_top(heap, hpos, key, hn)
-        if done[l] or W[l] <= 0:
+        l, hn = _hug_top(heap, hpos, key, proj, dirty, last, rem, W, done, hn)
+        if l < 0:
             continue
         lam = _saturate(l, lam, rem, last, W, done)
         level[l] = lam
@@ -1239,48 +1307,139 @@ def hug_fill(src, dst, cf, P, C, rem, rel_tol, base):
                     touched[m] = True
                     tl[nt] = m
                     nt += 1
-        for t in range(nt):
-            m = tl[t]
-            touched[m] = False
-            if W[m] > 1e-12:
-                i = hpos[m]
-                r = max(rem[m], 0.0)
-                # the new projection lam + r / W can fall below the key (by rounding) only if
-                # r < (key - lam) * W (with margin); otherwise it is computed when needed
-                bnd = (key[m] - lam) * W[m]
-                if i >= 0 and not (r < bnd * _SLACK or bnd < _TINY):
-                    dirty[m] = True
-                    continue
-                x = lam + r / W[m]
-                proj[m] = x
-                dirty[m] = False
-                if i < 0:
-                    key[m] = x
-                    heap[hn] = m
-                    hpos[m] = hn
-                    hn += 1
-                    _hup(heap, hpos, key, hn - 1)
-                elif x < key[m]:
-                    key[m] = x
-                    _hup(heap, hpos, key, i)
-            else:
-                W[m] = 0.0
+        hn = _hug_retouch(tl, nt, touched, W, rem, lam, key, proj, dirty, heap, hpos, hn)
         W[l] = 0.0
-    rate = np.empty(n)
+    return _hug_rates(src, dst, cf, P, level, base, rem, tol)
+
+
+@njit(cache=True)
+def hug_fill_dense(src, dst, cf, P, C, rem, rel_tol, base, scratch):
+    """:func:`hug_fill` for few, wide coflows: the flows of each coflow counted in a P x P
+    matrix (and its transpose), so that a saturating link freezes its flows by scanning matrix
+    rows (its coflow's row for a virtual link, every coflow's row for a port) instead of
+    per-flow lists, and nothing is sorted.  ``scratch``: int32 (2, >= C, P, P), overwritten.  Costs O(C * P^2) memory and time per call instead
+    of O(flows): :func:`coflow.sched.isolation.Hug` takes it when C * P^2 is at most a few
+    times the flow count.  The flows a saturation freezes, the links they touch and every
+    floating-point step are the same as :func:`hug_fill`'s (a link's residual is brought up to
+    date once per saturation, its weight is a count), so the rates are bit-identical."""
+    n = src.shape[0]
+    L = rem.shape[0]
+    P2 = 2 * P
+    M = scratch[0, :C]  # [coflow, uplink, downlink]
+    MT = scratch[1, :C]  # [coflow, downlink, uplink]
+    M[:, :, :] = 0
+    W = np.zeros(L)
     for f in range(n):
-        v = P2 + cf[f] * P2
-        x = level[src[f]]
-        y = level[P + dst[f]]
-        x = x if x < y else y
-        y = level[v + src[f]]
-        x = x if x < y else y
-        y = level[v + P + dst[f]]
-        x = x if x < y else y
-        rate[f] = base[f] + (x if x < INF else 0.0)
+        M[cf[f], src[f], dst[f]] += 1
+    for c in range(C):
+        for u in range(P):
+            for d in range(P):
+                MT[c, d, u] = M[c, u, d]
+    for c in range(C):
+        v = P2 + c * P2
+        for u in range(P):
+            x = 0
+            for d in range(P):
+                x += M[c, u, d]
+            W[v + u] = x
+            W[u] += x
+        for d in range(P):
+            x = 0
+            for u in range(P):
+                x += MT[c, d, u]
+            W[v + P + d] = x
+            W[P + d] += x
+    tol = np.empty(L)
     for l in range(L):
-        if rem[l] < tol[l]:
-            rem[l] = max(rem[l], 0.0)
-    return rate
+        tol[l] = max(rem[l], 1.0) * rel_tol
+    last = np.zeros(L)
+    done = np.zeros(L, dtype=np.bool_)
+    level = np.full(L, INF)
+    key = np.full(L, INF)
+    proj = np.full(L, INF)
+    dirty = np.zeros(L, dtype=np.bool_)
+    heap = np.empty(L, dtype=np.int64)
+    hpos = np.full(L, -1, dtype=np.int64)
+    hn = _heap_of_projections(W, rem, L, key, proj, heap, hpos)
+    lam = 0.0
+    touched = np.zeros(L, dtype=np.bool_)
+    tl = np.empty(L, dtype=np.int64)
+    while hn > 0:
+        l, hn = _hug_top(heap, hpos, key, proj, dirty, last, rem, W, done, hn)
+        if l < 0:
+            continue
+        lam = _saturate(l, lam, rem, last, W, done)
+        level[l] = lam
+        if l < P2:
+            h0 = l
+            c0, c1 = 0, C
+        else:
+            c0 = (l - P2) // P2
+            h0 = l - P2 - c0 * P2
+            c1 = c0 + 1
+        nt = 0
+        for c in range(c0, c1):
+            v = P2 + c * P2
+            if h0 < P:
+                # uplink h0 (a port, or coflow c's share of it): the row of M
+                u = h0
+                if l < P2 and done[v + u]:
+                    continue  # coflow c's flows on u were frozen by its virtual link
+                row = M[c, u]
+                ka = 0  # flows frozen: all cross the other uplink-side link
+                for d in range(P):
+                    k = row[d]
+                    if k == 0 or done[P + d] or done[v + P + d]:
+                        continue
+                    ka += k
+                    for m in (P + d, v + P + d):
+                        rem[m] -= W[m] * (lam - last[m])
+                        last[m] = lam
+                        W[m] -= k
+                        if not touched[m]:
+                            touched[m] = True
+                            tl[nt] = m
+                            nt += 1
+                if ka > 0:
+                    m = u if l >= P2 else v + u
+                    rem[m] -= W[m] * (lam - last[m])
+                    last[m] = lam
+                    W[m] -= ka
+                    if not touched[m]:
+                        touched[m] = True
+                        tl[nt] = m
+                        nt += 1
+            else:
+                d = h0 - P
+                if l < P2 and done[v + P + d]:
+                    continue
+                row = MT[c, d]
+                ka = 0
+                for u in range(P):
+                    k = row[u]
+                    if k == 0 or done[u] or done[v + u]:
+                        continue
+                    ka += k
+                    for m in (u, v + u):
+                        rem[m] -= W[m] * (lam - last[m])
+                        last[m] = lam
+                        W[m] -= k
+                        if not touched[m]:
+                            touched[m] = True
+                            tl[nt] = m
+                            nt += 1
+                if ka > 0:
+                    m = P + d if l >= P2 else v + P + d
+                    rem[m] -= W[m] * (lam - last[m])
+                    last[m] = lam
+                    W[m] -= ka
+                    if not touched[m]:
+                        touched[m] = True
+                        tl[nt] = m
+                        nt += 1
+        hn = _hug_retouch(tl, nt, touched, W, rem, lam, key, proj, dirty, heap, hpos, hn)
+        W[l] = 0.0
+    return _hug_rates(src, dst, cf, P, level, base, rem, tol)
 
 
 @njit(cache=True)
