@@ -313,7 +313,8 @@ def test_sim_step_kernels_are_bit_identical_to_reference(fs, bad):
     n = pos.size
     src = np.arange(n, dtype=np.int32)
     a = [rem.copy(), np.arange(n, dtype=float), rates, dt, fin_before, pos.copy(), np.zeros(C),
-         src.copy(), src[::-1].copy(), np.arange(n, dtype=np.int64) * 3, np.bincount(pos, minlength=C)]
+         src.copy(), src[::-1].copy(), np.arange(n, dtype=np.int64) * 3, np.arange(n, dtype=np.int64) * 5,
+         np.bincount(pos, minlength=C)]
     b = [x.copy() if isinstance(x, np.ndarray) else x for x in a]
     na = kernels.advance_compact(*a)
     nb = advance_compact_reference(*b)
@@ -402,3 +403,54 @@ def test_dense_count_cache_across_calls_is_exact(vq, seed, rounds):
             ref = weighted_queues(u, qq, w, rounds, dense_min=dm)
             assert np.array_equal(got, ref), (step, dm)
         keep[idx[rng.random(idx.size) < 0.3]] = False
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2 ** 20), n=st.integers(0, 40), perturb=st.booleans())
+def test_srtf_order_carried_between_calls_equals_full_sort(seed, n, perturb):
+    """pfp's order carried from the previous call (only moving and new flows sorted, merged
+    into the rest) is the full sort by (remaining, position), with ties, flows finishing,
+    flows arriving, moving flows landing on other flows' sizes; and when a driver changed the
+    bytes of a flow without a rate, either the kernel notices (ok False: sort from scratch)
+    or its order is still the right one."""
+    from coflow.sched import kernels
+    rng = np.random.default_rng(seed)
+    sizes = np.array([1.0, 2.0, 3.0, 5.0, 8.0])
+    fid = np.sort(rng.choice(4 * n + 8, size=n, replace=False)).astype(np.int64)
+    rem = rng.choice(sizes, size=n)
+    order = np.lexsort((np.arange(n), rem))
+    moving = rng.random(n) < 0.3
+    prev, prev_moving = fid[order], moving[order]
+    # next call: flows finish, moving flows lose bytes (sometimes down to another's size), new
+    # flows arrive after the others (larger ids)
+    rem2 = rem.copy()
+    rem2[moving] -= rng.choice([0.0, 1.0, 0.5], size=int(moving.sum()))
+    keep = rng.random(n) < 0.8
+    new = int(rng.integers(0, 6))
+    fid2 = np.concatenate([fid[keep], fid.max(initial=0) + 1 + np.arange(new)]).astype(np.int64)
+    rem2 = np.concatenate([rem2[keep], rng.choice(sizes, size=new)])
+    if perturb and rem2.size:
+        i = int(rng.integers(0, rem2.size))
+        rem2[i] = rng.choice(sizes)
+    want = np.lexsort((np.arange(rem2.size), rem2))
+    fmap = np.full(int(fid2.max(initial=0)) + 1, 7, dtype=np.int64)  # stale content is fine
+    got, ok = kernels.srtf_order(prev, prev_moving, fid2, rem2, fmap)
+    if not perturb:
+        assert ok
+    if ok:
+        assert np.array_equal(got, want)
+
+
+def test_pfp_carried_order_gives_the_same_simulation():
+    """The simulator passes flow ids, so pfp carries its order between events; stripping the
+    ids (sorting from scratch at every event) gives the same result, event for event."""
+    import dataclasses
+    from coflow.trace import expand, generate
+    wl = expand(generate(ncoflows=40, ports=8, seed=3))
+    a, b = make_scheduler("pfp"), make_scheduler("pfp")
+    calls = []
+    inner = b.allocate
+    b.allocate = lambda v: calls.append(1) or inner(dataclasses.replace(v, fid=None))
+    ra, rb = simulate(wl, a), simulate(wl, b)
+    assert ra.events == rb.events == len(calls) > 40
+    assert np.array_equal(ra.finish, rb.finish, equal_nan=True)

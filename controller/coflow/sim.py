@@ -74,6 +74,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     z_i, z_f = np.zeros(0, dtype=np.int64), np.zeros(0)
     a_src, a_dst, a_red = z_i.astype(np.int32), z_i.astype(np.int32), z_i
     a_rem, a_sent = z_f, z_f
+    a_fid = z_i  # each active flow's index in the workload (stable across events)
     acf = z_i  # active coflows, ascending (= arrival order)
     pos, cnt = z_i, z_i  # coflow position per active flow; flows per active coflow
     nxt = 0
@@ -106,6 +107,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             a_src = np.concatenate([a_src, wl.src[lo:hi]])
             a_dst = np.concatenate([a_dst, wl.dst[lo:hi]])
             a_red = np.concatenate([a_red, wl.reducer[lo:hi]])
+            a_fid = np.concatenate([a_fid, np.arange(lo, hi, dtype=np.int64)])
             a_rem = np.concatenate([a_rem, wl.size[lo:hi]])
             a_sent = np.concatenate([a_sent, np.zeros(hi - lo)])
             pos = np.concatenate([pos, np.searchsorted(acf, cof[lo:hi])])
@@ -128,7 +130,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         np.cumsum(cnt, out=cf_lo[1:])
         v = View(
             now=t, ports=P, cap_up=cap_up, cap_down=cap_down,
-            src=a_src, dst=a_dst, sent=a_sent, cf=pos, reducer=a_red,
+            src=a_src, dst=a_dst, sent=a_sent, cf=pos, reducer=a_red, fid=a_fid,
             cf_id=wl.ids[acf], cf_arrival=wl.arrival[acf], cf_sent=cf_sent[acf], cf_lo=cf_lo,
             remaining=a_rem if clair else None,
             cf_deadline=None if deadline_abs is None else deadline_abs[acf],
@@ -155,7 +157,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             if bar is not None:
                 bar.update(len(rej))
         if keep is not None:
-            a_src, a_dst, a_red = a_src[keep], a_dst[keep], a_red[keep]
+            a_src, a_dst, a_red, a_fid = a_src[keep], a_dst[keep], a_red[keep], a_fid[keep]
             a_rem, a_sent = a_rem[keep], a_sent[keep]
             pos = (np.cumsum(alloc.admitted) - 1)[pos[keep]]
             cnt = np.bincount(pos, minlength=acf.size)
@@ -181,11 +183,11 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         cf_moved = np.zeros(acf.size)
         # advance every flow; flows that finish are dropped from the active arrays in the same pass
         n = kernels.advance_compact(a_rem, a_sent, rates, dt, fin_before, pos, cf_moved,
-                                    a_src, a_dst, a_red, cnt)
+                                    a_src, a_dst, a_red, a_fid, cnt)
         cf_sent[acf] += cf_moved
         t = t_next
         if n < a_rem.size:
-            a_src, a_dst, a_red = a_src[:n], a_dst[:n], a_red[:n]
+            a_src, a_dst, a_red, a_fid = a_src[:n], a_dst[:n], a_red[:n], a_fid[:n]
             a_rem, a_sent, pos = a_rem[:n], a_sent[:n], pos[:n]
             gone = cnt == 0
             if gone.any():

@@ -44,6 +44,9 @@ class View:
     cf_deadline: np.ndarray | None = None  # absolute seconds, inf where none
     cf_total: np.ndarray | None = None  # total bytes per coflow (clairvoyant only)
     memory: dict = field(default_factory=dict)
+    # optional: a stable id per active flow, ascending in flow order (the simulator's index of
+    # the flow in its workload); lets a scheduler carry per-flow state between calls
+    fid: np.ndarray | None = None
 
     @property
     def nflows(self) -> int:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Allocation, Scheduler, View, register
+from . import kernels
 from .primitives import concurrency_mask, greedy, pair_waterfill
 
 
@@ -41,5 +42,25 @@ class PerFlowPriority(Scheduler):
         pass
 
     def allocate(self, v: View) -> Allocation:
-        order = np.lexsort((np.arange(v.nflows), v.remaining))
-        return Allocation(greedy(v, order, v.caps.copy()))
+        order = self.order(v)
+        rates = greedy(v, order, v.caps.copy())
+        if v.fid is not None:
+            v.memory["srtf"] = (v.fid[order], rates[order] > 0)
+        return Allocation(rates)
+
+    @staticmethod
+    def order(v: View) -> np.ndarray:
+        """Flows by remaining bytes, ties by position.  With stable flow ids (``v.fid``) it is
+        carried from the previous call (:func:`coflow.sched.kernels.srtf_order`, O(n): only
+        the flows that moved and the new ones are sorted), otherwise sorted from scratch."""
+        last = v.memory.get("srtf")
+        if last is not None and v.fid is not None and v.nflows:
+            top = int(v.fid[-1]) + 1
+            fmap = v.memory.get("srtf_map")
+            if fmap is None or fmap.shape[0] < top:
+                fmap = v.memory["srtf_map"] = np.full(max(top, 2 * (0 if fmap is None else fmap.shape[0])), -1, dtype=np.int64)
+            order, ok = kernels.srtf_order(last[0], last[1], np.ascontiguousarray(v.fid, dtype=np.int64),
+                                           np.ascontiguousarray(v.remaining, dtype=float), fmap)
+            if ok:
+                return order
+        return np.lexsort((np.arange(v.nflows), v.remaining))

@@ -376,7 +376,7 @@ def check_rates(rem, rates):
 
 
 @njit(cache=True)
-def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, cnt):
+def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, fid, cnt):
     """Advance every flow by ``dt`` at its rate and drop finished flows from the active arrays
     (in place) in the same pass.  Flows whose time to finish is at most ``fin_before`` finish
     now: they are credited exactly their remaining bytes.  Adds the bytes moved per coflow
@@ -415,6 +415,7 @@ def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, r
             src[k] = src[f]
             dst[k] = dst[f]
             red[k] = red[f]
+            fid[k] = fid[f]
             rem[k] = rem[f]
             sent[k] = sent[f]
             pos[k] = p
@@ -1440,6 +1441,66 @@ def hug_fill_dense(src, dst, cf, P, C, rem, rel_tol, base, scratch):
         hn = _hug_retouch(tl, nt, touched, W, rem, lam, key, proj, dirty, heap, hpos, hn)
         W[l] = 0.0
     return _hug_rates(src, dst, cf, P, level, base, rem, tol)
+
+
+@njit(cache=True)
+def srtf_order(prev, moving, fid, rem, fmap):
+    """The flows by (remaining bytes, position), as ``np.lexsort((arange(n), rem))``, in O(n)
+    from the previous call's order: ``prev`` lists that call's flows (by id) in its order and
+    ``moving`` whether each had a rate.  A flow without a rate still has the same remaining
+    bytes, and positions keep their relative order (flows only leave or are appended), so the
+    still-active flows that were not moving are already in order; the others (moving, or new)
+    are sorted and merged in.  ``fid``: the flows' ids now (ascending); ``fmap``: scratch of at
+    least max id + 1 entries (any content).  Returns (order, ok); ok is False if the flows
+    assumed in order are not (a driver changed the remaining bytes of a flow without a rate):
+    then sort from scratch."""
+    n = fid.shape[0]
+    for p in range(n):
+        fmap[fid[p]] = p
+    seen = np.zeros(n, dtype=np.bool_)
+    a = np.empty(n, dtype=np.int64)
+    b = np.empty(n, dtype=np.int64)
+    na = 0
+    nb = 0
+    for e in range(prev.shape[0]):
+        f = prev[e]
+        if f < 0 or f >= fmap.shape[0]:
+            continue
+        p = fmap[f]
+        if p < 0 or p >= n or fid[p] != f:
+            continue  # finished since
+        seen[p] = True
+        if moving[e]:
+            b[nb] = p
+            nb += 1
+        else:
+            a[na] = p
+            na += 1
+    for p in range(n):
+        if not seen[p]:
+            b[nb] = p
+            nb += 1
+    bs = np.sort(b[:nb])
+    kb = np.empty(nb)
+    for j in range(nb):
+        kb[j] = rem[bs[j]]
+    bs = bs[np.argsort(kb, kind="mergesort")]
+    out = np.empty(n, dtype=np.int64)
+    i = 0
+    j = 0
+    for t in range(n):
+        if j >= nb or (i < na and (rem[a[i]] < rem[bs[j]] or (rem[a[i]] == rem[bs[j]] and a[i] < bs[j]))):
+            x = a[i]
+            if i > 0:
+                y = a[i - 1]
+                if rem[y] > rem[x] or (rem[y] == rem[x] and y > x):
+                    return out, False
+            out[t] = x
+            i += 1
+        else:
+            out[t] = bs[j]
+            j += 1
+    return out, True
 
 
 @njit(cache=True)
