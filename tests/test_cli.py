@@ -84,3 +84,17 @@ def test_trace_stats_and_gen(tmp_path, capsys):
     st = json.loads(capsys.readouterr().out.split("\n", 1)[1])
     assert st["coflows"] == 30 and st["ports"] == 10
     assert main(["trace", "check", str(out)]) == 0
+
+
+def test_sim_reschedule_option(trace, tmp_path, capsys):
+    """--reschedule coflow is recorded in the report; an unknown value is a one-line usage
+    error (exit 2) and writes nothing."""
+    js = tmp_path / "c.json"
+    assert main(["sim", "--trace", trace, "--scheduler", "dclas", "--reschedule", "coflow", "--json", str(js), "--quiet"]) == 0
+    rep = json.loads(js.read_text())
+    assert rep["reschedule"] == "coflow" and all(c["cct_s"] >= c["isolation_s"] * (1 - 1e-9) for c in rep["coflows"])
+    bad = tmp_path / "bad.json"
+    with pytest.raises(SystemExit) as e:
+        main(["sim", "--trace", trace, "--scheduler", "dclas", "--reschedule", "sometimes", "--json", str(bad)])
+    assert e.value.code == 2 and not bad.exists()
+    assert "--reschedule" in capsys.readouterr().err

@@ -222,3 +222,30 @@ def test_varys_deadline_admission():
 def test_isolation_time():
     wl = workload(3, [[(0, 1, 4), (0, 2, 2), (2, 1, 1)]])
     assert isolation_times(wl, np.ones(3), np.ones(3))[0] == pytest.approx(6.0)
+
+
+def test_reschedule_per_coflow_idles_a_finished_flows_bandwidth():
+    """One coflow, flows 0->1 (1 byte) and 0->2 (2 bytes) sharing uplink 0 of capacity 1.
+    Per-flow fairness gives each 1/2; the first finishes at t=2.  Rescheduled at every flow
+    completion the second then runs at 1 and finishes at 3; rescheduled only at coflow events
+    (CoflowSim's convention) it keeps 1/2 and finishes at 4.  A second coflow arriving at t=2.5
+    (its own ports) is a rescheduling point: the first coflow's flow is then raised to 1 and
+    finishes at 2.5 + 0.75 = 3.25."""
+    wl = workload(3, [[(0, 1, 1.0), (0, 2, 2.0)]])
+    assert simulate(wl, make_scheduler("fair"), 1.0).finish[0] == pytest.approx(3.0)
+    r = simulate(wl, make_scheduler("fair"), 1.0, reschedule="coflow")
+    assert r.finish[0] == pytest.approx(4.0) and r.events == 1
+    wl2 = workload(5, [[(0, 1, 1.0), (0, 2, 2.0)], [(3, 4, 1.0)]], arrivals=[0.0, 2.5])
+    r2 = simulate(wl2, make_scheduler("fair"), 1.0, reschedule="coflow")
+    assert r2.finish.tolist() == pytest.approx([3.25, 3.5]) and r2.events == 3  # 0, 2.5, 3.25
+    with pytest.raises(ValueError, match="reschedule"):
+        simulate(wl, make_scheduler("fair"), 1.0, reschedule="sometimes")
+
+
+def test_reschedule_per_coflow_falls_back_to_flow_completions():
+    """Per-flow priority serves one of a coflow's two flows on a shared uplink at a time: no
+    coflow can finish at those rates, so the next rescheduling point is the first flow's
+    completion (not a deadlock).  Flows of 1 and 2 bytes: SRTF finishes them at 1 and 3."""
+    wl = workload(3, [[(0, 1, 1.0), (0, 2, 2.0)]])
+    r = simulate(wl, make_scheduler("pfp"), 1.0, reschedule="coflow")
+    assert r.finish[0] == pytest.approx(3.0) and r.events == 2

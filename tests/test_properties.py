@@ -52,6 +52,24 @@ def test_capacity_bytes_isolation(name, inst):
     assert np.all(cct[done] >= iso[done] * (1 - 1e-6) - 1e-9), "a coflow beat its isolation time"
 
 
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=instances())
+def test_capacity_bytes_isolation_rescheduling_per_coflow(name, inst):
+    """The same properties when the scheduler is asked only at coflow arrivals, departures
+    and its epochs (CoflowSim's convention): rates only drop between those points."""
+    wl, caps = inst
+    P = wl.ports
+    r = simulate(wl, make_scheduler(name, {"Q1": "2.0", "delta": "0.1"} if "dclas" in name or name == "fai" else None),
+                 caps, check=True, reschedule="coflow")
+    assert r.max_overload <= 1e-6
+    iso = isolation_times(wl, caps[:P], caps[P:])
+    done = r.admitted
+    assert np.all(np.isfinite(r.finish[done]))
+    cct = r.finish - wl.arrival
+    assert np.all(cct[done] >= iso[done] * (1 - 1e-6) - 1e-9)
+
+
 class Recorder:
     """Wraps a scheduler and checks work conservation at every call."""
 

@@ -63,16 +63,17 @@ def _load(args) -> T.Workload:
     return wl
 
 
-def run_one(wl, name: str, settings: dict[str, str], capacity: float, progress: bool, rtol: float = 0.0) -> dict:
+def run_one(wl, name: str, settings: dict[str, str], capacity: float, progress: bool, rtol: float = 0.0,
+            reschedule: str = "flow") -> dict:
     from .report import make_report
     from .sched import make_scheduler, params_dict
     from .sim import coflow_records, simulate
 
     s = make_scheduler(name, settings)
-    res = simulate(wl, s, capacity, progress=progress, label=name, rtol=rtol)
+    res = simulate(wl, s, capacity, progress=progress, label=name, rtol=rtol, reschedule=reschedule)
     recs = coflow_records(wl, res, capacity)
     return make_report(name, params_dict(s), wl.ports, recs, res.wall_s, events=res.events,
-                       capacity_Bps=capacity, convention=wl.convention, rtol=rtol)
+                       capacity_Bps=capacity, convention=wl.convention, rtol=rtol, reschedule=reschedule)
 
 
 # Subcommands -----------------------------------------------------------------------------------
@@ -121,7 +122,8 @@ def cmd_sim(args):
     from .report import plot_reports, write_json
     wl = _load(args)
     settings = _settings(args.set)
-    rep = run_one(wl, args.scheduler, _for(settings, args.scheduler, strict=True), _capacity(args), not args.quiet, args.rtol)
+    rep = run_one(wl, args.scheduler, _for(settings, args.scheduler, strict=True), _capacity(args), not args.quiet, args.rtol,
+                  args.reschedule)
     rep["trace"] = args.trace
     if args.json:
         write_json(rep, args.json)
@@ -157,7 +159,7 @@ def cmd_compare(args):
     for i, n in enumerate(names, 1):
         if not args.quiet:
             print(f"[{i}/{len(names)}] {n} ...", file=sys.stderr, flush=True)
-        reports[n] = run_one(wl, n, _for(settings, n), cap, not args.quiet, args.rtol)
+        reports[n] = run_one(wl, n, _for(settings, n), cap, not args.quiet, args.rtol, args.reschedule)
     table = compare_table(reports, args.baseline)
     print(format_table(table))
     if getattr(args, "markdown", False):
@@ -230,7 +232,7 @@ def cmd_run(args):
           f"{os.path.relpath(trace)}", file=sys.stderr)
     ns = argparse.Namespace(trace=trace, convention=T.SPLIT, first=None, allow_unsorted=False,
                             schedulers=args.schedulers, baseline="fair", set=None, link_gbps=1.0,
-                            coflowsim_rate=False, json=args.json, plots=args.plots, quiet=False, rtol=0.0,
+                            coflowsim_rate=False, json=args.json, plots=args.plots, quiet=False, rtol=0.0, reschedule="flow",
                             markdown=args.markdown)
     return cmd_compare(ns)
 
@@ -248,6 +250,9 @@ def _sim_common(p):
     p.add_argument("--link-gbps", type=float, default=1.0, help="port rate, Gbit/s (default 1)")
     p.add_argument("--coflowsim-rate", action="store_true", help="ports of 1024*2^20 bit/s, as CoflowSim")
     p.add_argument("--rtol", type=float, default=0.0, help="batch completions within this relative time (0 = exact)")
+    p.add_argument("--reschedule", choices=("flow", "coflow"), default="flow",
+                   help="ask the scheduler at every flow completion (flow, exact) or only at coflow "
+                        "arrivals, departures and its epochs, as CoflowSim (coflow)")
     p.add_argument("--json", help="write the JSON report here")
     p.add_argument("--plots", help="write plots (PNG) into this directory")
     p.add_argument("--quiet", action="store_true", help="no progress output")

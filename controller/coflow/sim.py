@@ -27,6 +27,22 @@ class SimError(RuntimeError):
     pass
 
 
+RESCHEDULE = ("flow", "coflow")
+
+
+def _horizon(per_coflow: bool, rem: np.ndarray, rates: np.ndarray, ncf: int, cnt: np.ndarray) -> tuple[float, bool]:
+    """Time until the next completion at these rates (a flow's, or with ``per_coflow`` a whole
+    coflow's: if no coflow can finish at these rates, e.g. per-flow priority leaves flows of
+    every coflow waiting, the first flow's) and whether every rate is finite and >= 0."""
+    if per_coflow:
+        lo = np.zeros(ncf + 1, dtype=np.int64)
+        np.cumsum(cnt, out=lo[1:])
+        dt, ok = kernels.coflow_finish_in(lo, rem, rates)
+        if dt < INF or not ok:
+            return dt, ok
+    return kernels.check_rates(rem, rates)
+
+
 @dataclass
 class SimResult:
     finish: np.ndarray  # absolute seconds (nan if rejected / unfinished)
@@ -48,14 +64,24 @@ def isolation_times(wl: Workload, cap_up: np.ndarray, cap_down: np.ndarray) -> n
 
 def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: bool = False,
              check: bool = False, max_events: int = 50_000_000, label: str = "",
-             rtol: float = 0.0) -> SimResult:
+             rtol: float = 0.0, reschedule: str = "flow") -> SimResult:
     """Run ``sched`` over ``wl``.  ``capacity``: bytes/s of every uplink and downlink (or an
     array of 2P per-link capacities).  ``check``: verify capacities at every event.
 
     ``rtol`` batches completions: flows that would finish within ``rtol`` (relative) of the
     next completion finish together with it, their few last bytes credited at once.  0 (the
     default) is exact; 1e-3 bounds each flow's completion-time error by 0.1% of the time to its
-    completion and cuts the event count on wide traces."""
+    completion and cuts the event count on wide traces.
+
+    ``reschedule``: ``"flow"`` (the default, exact) asks the scheduler again at every flow
+    completion; ``"coflow"`` only at coflow arrivals, coflow departures and the scheduler's own
+    epochs, as CoflowSim's coflow schedulers do: a finished flow's bandwidth idles until the
+    next of those, and the simulation jumps from one to the next (the first coflow to finish at
+    the current rates is the one whose slowest flow finishes first; when no coflow can finish
+    at the current rates, at the first flow completion instead)."""
+    if reschedule not in RESCHEDULE:
+        raise ValueError(f"reschedule must be one of {', '.join(RESCHEDULE)}, not {reschedule!r}")
+    per_coflow = reschedule == "coflow"
     t0 = time.perf_counter()
     P, C = wl.ports, wl.ncoflows
     caps = np.broadcast_to(np.asarray(capacity, dtype=float), (2 * P,)).copy() if np.ndim(capacity) else np.full(2 * P, float(capacity))
@@ -141,7 +167,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         rates = np.ascontiguousarray(alloc.rates, dtype=float)
         if rates.shape != (a_rem.size,):
             raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
-        dt_c, ok = kernels.check_rates(a_rem, rates)
+        dt_c, ok = _horizon(per_coflow, a_rem, rates, acf.size, cnt)
         if not ok:
             raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
         if check:
@@ -163,7 +189,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             cnt = np.bincount(pos, minlength=acf.size)
             if a_rem.size == 0:
                 continue
-            dt_c = kernels.min_time_to_finish(a_rem, rates)
+            dt_c = _horizon(per_coflow, a_rem, rates, acf.size, cnt)[0]
         t_arr = float(wl.arrival[nxt]) if nxt < C else INF
         t_ev = alloc.next_event if alloc.next_event > t else INF
         t_next = min(t + dt_c, t_arr, t_ev)
@@ -180,6 +206,9 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             zero_steps = 0
         # flows due at t + dt_c finish now (within float precision, or ``rtol``)
         fin_before = dt_c * (1 + max(rtol, 1e-9)) + 1e-12 if t + dt_c <= t_next else -1.0
+        if per_coflow:
+            # flows finish wherever they reach their last byte in the interval
+            fin_before = dt * (1 + 1e-9) + 1e-12
         cf_moved = np.zeros(acf.size)
         # advance every flow; flows that finish are dropped from the active arrays in the same pass
         n = kernels.advance_compact(a_rem, a_sent, rates, dt, fin_before, pos, cf_moved,

@@ -376,6 +376,31 @@ def check_rates(rem, rates):
 
 
 @njit(cache=True)
+def coflow_finish_in(cf_lo, rem, rates):
+    """(Time until the first coflow finishes at these rates: min over coflows of the max over
+    its flows of rem / rate, inf for a coflow with a flow that has bytes and no rate; all rates
+    finite and >= 0.)"""
+    best = INF
+    ok = True
+    for k in range(cf_lo.shape[0] - 1):
+        m = 0.0
+        for f in range(cf_lo[k], cf_lo[k + 1]):
+            r = rates[f]
+            if not (r >= 0.0 and r < INF):
+                ok = False
+                m = INF
+            elif r > 0:
+                t = rem[f] / r
+                if t > m:
+                    m = t
+            elif rem[f] > 0:
+                m = INF
+        if m < best:
+            best = m
+    return best, ok
+
+
+@njit(cache=True)
 def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, fid, cnt):
     """Advance every flow by ``dt`` at its rate and drop finished flows from the active arrays
     (in place) in the same pass.  Flows whose time to finish is at most ``fin_before`` finish
