@@ -3,6 +3,11 @@
 the FB trace and on a generated trace 10x larger (10x the coflows: 5,260 coflows, 14.7M flows),
 each run in its own process (peak RSS and CPU are per run).
 
+Each trace runs in the simulator's two modes (``--reschedule``): ``flow``, exact, rates
+recomputed at every flow completion (trace names ``fb``, ``gen10x``), and ``coflow``,
+CoflowSim's convention, rates recomputed only at coflow arrivals, departures and scheduler
+epochs (``fb-percoflow``, ``gen10x-percoflow``): the same job CoflowSim does.
+
 Figures are reported as ratios against baselines measured or recorded alongside:
 - ``fair`` measured in the same run (wall and CPU ratios), so that a loaded machine cancels out;
 - CoflowSim: either run side by side (``COFLOWSIM_CMD``, a command template with {sched} and
@@ -28,6 +33,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = "fair,pfp,fifo,scf,ncf,tcf,sebf,dclas,dclas-strict,fifo-lm,drf,hug,utopia,fai,sincronia"
 DEFAULT_10X = "fair,sebf,dclas-strict,dclas,hug"
 # our scheduler -> CoflowSim's name for the same policy
+# trace-name suffix per simulator mode (--reschedule)
+MODE_SUFFIX = {"flow": "", "coflow": "-percoflow"}
 COFLOWSIM = {"fair": "FAIR", "fifo": "FIFO", "sebf": "SEBF", "dclas-strict": "DARK", "pfp": "PFP",
              "scf": "SCF", "ncf": "NCF"}
 
@@ -107,6 +114,9 @@ def main():
     ap.add_argument("--timeout-10x", type=float, default=150, help="cap per 10x run (s)")
     ap.add_argument("--out", default="out/bench")
     ap.add_argument("--skip-10x", action="store_true")
+    ap.add_argument("--reschedule", default="flow,coflow",
+                    help="simulator modes to time (coflow-sim --reschedule): flow = exact, rescheduled at every "
+                         "flow completion; coflow = CoflowSim's convention (coflow arrivals, departures, epochs)")
     ap.add_argument("--coflowsim-dir", default=os.environ.get("COFLOWSIM_DIR", os.path.join(REPO, "..", "coflowsim")),
                     help="CoflowSim checkout with results/X.json and runs/X.time of its FB runs")
     a = ap.parse_args()
@@ -114,26 +124,29 @@ def main():
     coflow = os.path.join(os.path.dirname(sys.executable), "coflow")
     env = dict(os.environ, COFLOW_PROGRESS_S="15")
     traces = []
+    modes = a.reschedule.split(",")
     if os.path.exists(a.trace):
-        traces.append(("fb", a.trace, a.schedulers, a.timeout))
+        for m in modes:
+            traces.append(("fb" + MODE_SUFFIX[m], a.trace, a.schedulers, a.timeout, m))
     else:
         print(f"bench: FB trace not found at {a.trace}: skipping it", file=sys.stderr)
     if not a.skip_10x:
         big = os.path.join(a.out, "gen-10x.txt")
         if not os.path.exists(big):
             subprocess.run([coflow, "trace", "gen", "--coflows", "5260", "--ports", "150", "--seed", "10", "-o", big], check=True)
-        traces.append(("gen10x", big, a.schedulers_10x, a.timeout_10x))
+        for m in modes:
+            traces.append(("gen10x" + MODE_SUFFIX[m], big, a.schedulers_10x, a.timeout_10x, m))
     results = {}
-    for tname, path, names, cap in traces:
+    for tname, path, names, cap, mode in traces:
         for s in names.split(","):
             print(f"bench: {tname} {s} ...", file=sys.stderr, flush=True)
-            r = run([coflow, "sim", "--trace", path, "--scheduler", s,
+            r = run([coflow, "sim", "--trace", path, "--scheduler", s, "--reschedule", mode,
                      "--json", os.path.join(a.out, f"{tname}-{s}.json")], cap, env)
             results[f"{tname}/{s}"] = r
             print(f"  {r['wall_s']:8.1f} s wall {fmt(r['cpu_s'], '8.1f')} s cpu {fmt(r['peak_rss_mb'], '7.0f')} MB  "
                   f"{'ok' if r['ok'] else 'CAPPED' if r.get('capped') else 'FAILED'}  {r.get('progress', r['last_line'])}", flush=True)
             tmpl = os.environ.get("COFLOWSIM_CMD")
-            if tmpl and tname == "fb" and s in COFLOWSIM:
+            if tmpl and tname == "fb" + MODE_SUFFIX["coflow"] and s in COFLOWSIM:
                 c = run(shlex.split(tmpl.format(sched=COFLOWSIM[s], trace=path)), a.timeout)
                 results[f"{tname}/{s}/coflowsim"] = c
                 print(f"  coflowsim {c['wall_s']:8.1f} s -> speed-up {c['wall_s'] / r['wall_s']:.1f}x", flush=True)
@@ -145,8 +158,8 @@ def main():
             if base and base["ok"]:
                 r["wall_vs_fair"] = r["wall_s"] / base["wall_s"]
                 r["cpu_vs_fair"] = r["cpu_s"] / base["cpu_s"] if base["cpu_s"] and r["cpu_s"] is not None else None
-            if tname == "fb" and s in COFLOWSIM and r["ok"]:
-                side = results.get(f"{tname}/{s}/coflowsim")
+            if tname.startswith("fb") and s in COFLOWSIM and r["ok"]:
+                side = results.get(f"fb{MODE_SUFFIX['coflow']}/{s}/coflowsim")
                 rec = coflowsim_recorded(a.coflowsim_dir, COFLOWSIM[s], path)
                 if side and side["ok"]:
                     r["coflowsim"] = {"source": "side by side", "wall_s": side["wall_s"], "cpu_s": side["cpu_s"]}

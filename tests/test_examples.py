@@ -249,3 +249,14 @@ def test_reschedule_per_coflow_falls_back_to_flow_completions():
     wl = workload(3, [[(0, 1, 1.0), (0, 2, 2.0)]])
     r = simulate(wl, make_scheduler("pfp"), 1.0, reschedule="coflow")
     assert r.finish[0] == pytest.approx(3.0) and r.events == 2
+
+
+def test_reschedule_per_coflow_late_in_a_long_trace():
+    """At t = 1e12 s a float's resolution is ~1.2e-4 s: the 1e-5 s a coflow has left when
+    another arrives rounds away (t + dt == t).  The step must still finish it (it once looped
+    on zero-length steps)."""
+    T = 1e12
+    wl = workload(4, [[(0, 1, 1.0 + 1e-5)], [(2, 3, 1.0)]], arrivals=[T, T + 1.0])
+    for mode in ("flow", "coflow"):
+        r = simulate(wl, make_scheduler("fair"), 1.0, reschedule=mode)
+        assert r.finish[0] == pytest.approx(T + 1.0, abs=1e-3) and r.finish[1] == pytest.approx(T + 2.0, abs=1e-3)

@@ -207,8 +207,10 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         # flows due at t + dt_c finish now (within float precision, or ``rtol``)
         fin_before = dt_c * (1 + max(rtol, 1e-9)) + 1e-12 if t + dt_c <= t_next else -1.0
         if per_coflow:
-            # flows finish wherever they reach their last byte in the interval
-            fin_before = dt * (1 + 1e-9) + 1e-12
+            # flows finish wherever they reach their last byte in the interval (at least the
+            # time to the coflow completion that ends it: dt itself can round to 0 late in a
+            # long trace)
+            fin_before = max(dt, dt_c if t + dt_c <= t_next else 0.0) * (1 + 1e-9) + 1e-12
         cf_moved = np.zeros(acf.size)
         # advance every flow; flows that finish are dropped from the active arrays in the same pass
         n = kernels.advance_compact(a_rem, a_sent, rates, dt, fin_before, pos, cf_moved,
