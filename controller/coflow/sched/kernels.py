@@ -491,6 +491,23 @@ def _hdown(heap, hpos, key, i, n):
 
 
 @njit(cache=True, inline='always')
+def _heap_push_or_lower(heap, hpos, key, m, x, hn):
+    """Link m into the indexed heap at key x, or its key lowered to x if it is there with a
+    higher one; returns the heap's size."""
+    i = hpos[m]
+    if i < 0:
+        key[m] = x
+        heap[hn] = m
+        hpos[m] = hn
+        hn += 1
+        _hup(heap, hpos, key, hn - 1)
+    elif x < key[m]:
+        key[m] = x
+        _hup(heap, hpos, key, i)
+    return hn
+
+
+@njit(cache=True, inline='always')
 def _heap_pop_top(heap, hpos, key, hn):
     """Remove the heap's top (heap[0]); returns the new size."""
     hpos[heap[0]] = -1
@@ -620,16 +637,7 @@ def waterfill_links(links, w, rem, rel_tol):
             if W[m] > 1e-12 * lastw[m]:
                 x = lam + max(rem[m], 0.0) / W[m]
                 proj[m] = x
-                i = hpos[m]
-                if i < 0:
-                    key[m] = x
-                    heap[hn] = m
-                    hpos[m] = hn
-                    hn += 1
-                    _hup(heap, hpos, key, hn - 1)
-                elif x < key[m]:
-                    key[m] = x
-                    _hup(heap, hpos, key, i)
+                hn = _heap_push_or_lower(heap, hpos, key, m, x, hn)
             else:
                 W[m] = 0.0
         W[l] = 0.0
@@ -1120,15 +1128,7 @@ def _hug_retouch(tl, nt, touched, W, rem, lam, key, proj, dirty, heap, hpos, hn)
             x = lam + r / W[m]
             proj[m] = x
             dirty[m] = False
-            if i < 0:
-                key[m] = x
-                heap[hn] = m
-                hpos[m] = hn
-                hn += 1
-                _hup(heap, hpos, key, hn - 1)
-            elif x < key[m]:
-                key[m] = x
-                _hup(heap, hpos, key, i)
+            hn = _heap_push_or_lower(heap, hpos, key, m, x, hn)
         else:
             W[m] = 0.0
     return hn
