@@ -89,7 +89,7 @@ class Hug(Scheduler):
         if not np.isfinite(Pstar):
             return Allocation(rates)
         P, C = v.ports, v.ncoflows
-        if C * P * P <= DENSE_CELLS_PER_FLOW * v.nflows:
+        if C * P * P <= min(DENSE_CELLS_PER_FLOW * v.nflows, DENSE_MAX_CELLS):
             # few wide coflows (the FB trace's busy hours): count matrices, same rates
             sc = v.memory.get("hug_scratch")
             if sc is None or sc.shape[1] < C or sc.shape[2] != P:
@@ -103,6 +103,8 @@ class Hug(Scheduler):
 # lists a scattered write and two sorted lookups (on the FB trace's busy hours, 10-13 coflows
 # of 5-20k flows each, the dense kernel measured 2.2 ms per call against 4.5-5.5 ms)
 DENSE_CELLS_PER_FLOW = 8
+# ... and at most this many cells (two int32 matrices of this size: 128 MiB)
+DENSE_MAX_CELLS = 1 << 24
 
 
 def utopia_min_alloc(v: View, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
