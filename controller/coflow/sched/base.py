@@ -47,6 +47,7 @@ class View:
     # optional: a stable id per active flow, ascending in flow order (the simulator's index of
     # the flow in its workload); lets a scheduler carry per-flow state between calls
     fid: np.ndarray | None = None
+    _demand: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def nflows(self) -> int:
@@ -65,11 +66,17 @@ class View:
         return slice(int(self.cf_lo[k]), int(self.cf_lo[k + 1]))
 
     def link_demand(self, per_flow: np.ndarray) -> np.ndarray:
-        """(C x 2P) matrix: ``per_flow`` summed per coflow and link."""
-        P, C = self.ports, self.ncoflows
-        m = np.bincount(self.cf * (2 * P) + self.src, weights=per_flow, minlength=C * 2 * P)
-        m += np.bincount(self.cf * (2 * P) + P + self.dst, weights=per_flow, minlength=C * 2 * P)
-        return m.reshape(C, 2 * P)
+        """(C x 2P) matrix: ``per_flow`` summed per coflow and link (in flow order, one compiled
+        pass).  The remaining bytes' matrix is kept for the rest of the call: schedulers ask for
+        it more than once (SEBF's order, then MADD).  Do not modify the result."""
+        if per_flow is self.remaining and self._demand is not None:
+            return self._demand
+        from . import kernels
+        m = kernels.link_demand(np.ascontiguousarray(self.cf, dtype=np.int64), self.src, self.dst,
+                                np.ascontiguousarray(per_flow, dtype=float), self.ports, self.ncoflows)
+        if per_flow is self.remaining:
+            self._demand = m
+        return m
 
 
 @dataclass

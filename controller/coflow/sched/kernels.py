@@ -295,6 +295,18 @@ def ordered_fill(order, cf_lo, src, dst, w, eligible, P, rem, rel_tol, rates):
 
 
 @njit(cache=True)
+def link_demand(cf, src, dst, w, P, C):
+    """(C x 2P): ``w`` summed per coflow and link (uplink src, downlink P + dst), each cell in
+    flow order (as ``np.bincount``)."""
+    L = 2 * P
+    m = np.zeros((C, L))
+    for f in range(src.shape[0]):
+        m[cf[f], src[f]] += w[f]
+        m[cf[f], P + dst[f]] += w[f]
+    return m
+
+
+@njit(cache=True)
 def segment_sum(lo, x):
     """Sum of ``x`` over each segment lo[k]:lo[k+1] (per-coflow totals of per-flow values)."""
     out = np.zeros(lo.shape[0] - 1)
