@@ -30,7 +30,10 @@ import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT = "fair,pfp,fifo,scf,ncf,tcf,sebf,dclas,dclas-strict,fifo-lm,drf,hug,utopia,fai,sincronia"
+# a scheduler may carry settings, NAME:KEY=VALUE[:KEY=VALUE]: sebf without starvation freedom is
+# the SEBF CoflowSim implements
+DEFAULT = ("fair,pfp,fifo,scf,ncf,tcf,sebf,sebf:starvation=false,dclas,dclas-strict,fifo-lm,drf,hug,utopia,fai,"
+           "sincronia")
 DEFAULT_10X = "fair,sebf,dclas-strict,dclas,hug"
 # our scheduler -> CoflowSim's name for the same policy
 # trace-name suffix per simulator mode (--reschedule)
@@ -137,17 +140,20 @@ def main():
         for m in modes:
             traces.append(("gen10x" + MODE_SUFFIX[m], big, a.schedulers_10x, a.timeout_10x, m))
     results = {}
+    side_by_side = {}  # CoflowSim scheduler -> its run (once, for both modes)
     for tname, path, names, cap, mode in traces:
         for s in names.split(","):
+            name, *sets = s.split(":")
             print(f"bench: {tname} {s} ...", file=sys.stderr, flush=True)
-            r = run([coflow, "sim", "--trace", path, "--scheduler", s, "--reschedule", mode,
-                     "--json", os.path.join(a.out, f"{tname}-{s}.json")], cap, env)
+            r = run([coflow, "sim", "--trace", path, "--scheduler", name, "--reschedule", mode,
+                     *[x for kv in sets for x in ("--set", kv)],
+                     "--json", os.path.join(a.out, f"{tname}-{s.replace(':', '-').replace('=', '-')}.json")], cap, env)
             results[f"{tname}/{s}"] = r
             print(f"  {r['wall_s']:8.1f} s wall {fmt(r['cpu_s'], '8.1f')} s cpu {fmt(r['peak_rss_mb'], '7.0f')} MB  "
                   f"{'ok' if r['ok'] else 'CAPPED' if r.get('capped') else 'FAILED'}  {r.get('progress', r['last_line'])}", flush=True)
             tmpl = os.environ.get("COFLOWSIM_CMD")
-            if tmpl and tname == "fb" + MODE_SUFFIX["coflow"] and s in COFLOWSIM:
-                c = run(shlex.split(tmpl.format(sched=COFLOWSIM[s], trace=path)), a.timeout)
+            if tmpl and tname.startswith("fb") and name in COFLOWSIM and COFLOWSIM[name] not in side_by_side:
+                c = side_by_side[COFLOWSIM[name]] = run(shlex.split(tmpl.format(sched=COFLOWSIM[name], trace=path)), a.timeout)
                 results[f"{tname}/{s}/coflowsim"] = c
                 print(f"  coflowsim {c['wall_s']:8.1f} s -> speed-up {c['wall_s'] / r['wall_s']:.1f}x", flush=True)
         base = results.get(f"{tname}/fair")
@@ -158,9 +164,10 @@ def main():
             if base and base["ok"]:
                 r["wall_vs_fair"] = r["wall_s"] / base["wall_s"]
                 r["cpu_vs_fair"] = r["cpu_s"] / base["cpu_s"] if base["cpu_s"] and r["cpu_s"] is not None else None
-            if tname.startswith("fb") and s in COFLOWSIM and r["ok"]:
-                side = results.get(f"fb{MODE_SUFFIX['coflow']}/{s}/coflowsim")
-                rec = coflowsim_recorded(a.coflowsim_dir, COFLOWSIM[s], path)
+            name = s.split(":")[0]
+            if tname.startswith("fb") and name in COFLOWSIM and r["ok"]:
+                side = side_by_side.get(COFLOWSIM[name])
+                rec = coflowsim_recorded(a.coflowsim_dir, COFLOWSIM[name], path)
                 if side and side["ok"]:
                     r["coflowsim"] = {"source": "side by side", "wall_s": side["wall_s"], "cpu_s": side["cpu_s"]}
                 elif rec:
