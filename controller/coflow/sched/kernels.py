@@ -1355,11 +1355,13 @@ def hug_fill_dense(src, dst, cf, P, C, rem, rel_tol, base, scratch):
     """:func:`hug_fill` for few, wide coflows: the flows of each coflow counted in a P x P
     matrix (and its transpose), so that a saturating link freezes its flows by scanning matrix
     rows (its coflow's row for a virtual link, every coflow's row for a port) instead of
-    per-flow lists, and nothing is sorted.  ``scratch``: int32 (2, >= C, P, P), overwritten.  Costs O(C * P^2) memory and time per call instead
-    of O(flows): :func:`coflow.sched.isolation.Hug` takes it when C * P^2 is at most a few
+    per-flow lists, and nothing is sorted.  ``scratch``: int32 (2, >= C, P, P), overwritten.
+    Costs O(C * P^2) memory and time per call instead of O(flows): :func:`coflow.sched.isolation.Hug` takes it when C * P^2 is at most a few
     times the flow count.  The flows a saturation freezes, the links they touch and every
     floating-point step are the same as :func:`hug_fill`'s (a link's residual is brought up to
-    date once per saturation, its weight is a count), so the rates are bit-identical."""
+    date once per saturation, its weight is a count), so the rates are bit-identical.  (The
+    per-link update is written out in each loop, as in :func:`hug_fill`: as an inlined helper
+    both kernels measured twice as slow.)"""
     n = src.shape[0]
     L = rem.shape[0]
     P2 = 2 * P
