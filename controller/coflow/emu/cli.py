@@ -13,8 +13,7 @@ import sys
 
 
 def _common(p) -> None:
-    from .fabric import QUEUE_BUDGET
-    from .runner import DEFAULT_MODES
+    from .plan import DEFAULT_MODES, QUEUE_BUDGET
     p.add_argument("--topo", default="fattree:4",
                    help="fattree:K, leafspine:L,S,H, bigswitch:H or a topology file (default fattree:4)")
     p.add_argument("--trace", default="", help="trace (default: the FB trace in ../shared/traces, "

@@ -27,10 +27,7 @@ from ..dataplane.toolchain import discover
 from .. import topology as topo
 from .switch import MARKER, BMv2Switch, EmuHost, static_arp
 
-#: Frames one port's priority queues may hold in all (see the module doc). 32 MTU frames are
-#: 390 ms at 1 Mb/s: deeper queues put several seconds of queueing on a path with two congested
-#: hops, past the hosts' RTO ceiling (TCP_SYSCTLS), and TCP then retransmits spuriously.
-QUEUE_BUDGET = 32
+from .plan import QUEUE_BUDGET  # noqa: E402 (defined with the plan: the CLI reads it without Mininet)
 
 
 @dataclass(frozen=True)

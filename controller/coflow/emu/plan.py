@@ -33,6 +33,13 @@ import numpy as np
 from .. import trace as T
 from ..params import MB
 
+#: Frames one port's priority queues may hold in all (see coflow.emu.fabric). 32 MTU frames are
+#: 390 ms at 1 Mb/s: deeper queues put several seconds of queueing on a path with two congested
+#: hops, past the hosts' RTO ceiling (TCP_SYSCTLS), and TCP then retransmits spuriously.
+QUEUE_BUDGET = 32
+#: the modes ``coflow emu run`` and ``make run`` emulate by default, in order
+DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug")
+
 #: TCP payload per MTU-sized Ethernet frame with the 8-byte CoflowId option: MSS 1460 - 8.
 PAYLOAD_PER_FRAME = 1452
 FRAME_BYTES = 1514

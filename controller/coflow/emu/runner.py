@@ -33,7 +33,7 @@ from .fabric import QUEUE_BUDGET, SWITCH_NICE, Fabric, tm_for_mode
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 FB_TRACE = os.path.join(os.path.dirname(REPO), "shared", "traces", "FB2010-1Hr-150-0.txt")
 BUNDLED_TRACE = os.path.join(REPO, "traces", "fb-like-120x16.txt")
-DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug")
+from .plan import DEFAULT_MODES  # noqa: E402,F401 (re-exported)
 EMU_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "utopia", "fai")
 #: the simulator's scheduler for each emulated mode (strict queues in the emulated TM)
 SIM_OF = {"fair": "fair", "dclas": "dclas-strict", "fifo-lm": "fifo-lm", "sebf": "sebf",
