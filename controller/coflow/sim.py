@@ -30,14 +30,12 @@ class SimError(RuntimeError):
 RESCHEDULE = ("flow", "coflow")
 
 
-def _horizon(per_coflow: bool, rem: np.ndarray, rates: np.ndarray, ncf: int, cnt: np.ndarray) -> tuple[float, bool]:
+def _horizon(per_coflow: bool, rem: np.ndarray, rates: np.ndarray, cf_lo: np.ndarray) -> tuple[float, bool]:
     """Time until the next completion at these rates (a flow's, or with ``per_coflow`` a whole
     coflow's: if no coflow can finish at these rates, e.g. per-flow priority leaves flows of
     every coflow waiting, the first flow's) and whether every rate is finite and >= 0."""
     if per_coflow:
-        lo = np.zeros(ncf + 1, dtype=np.int64)
-        np.cumsum(cnt, out=lo[1:])
-        dt, ok = kernels.coflow_finish_in(lo, rem, rates)
+        dt, ok = kernels.coflow_finish_in(cf_lo, rem, rates)
         if dt < INF or not ok:
             return dt, ok
     return kernels.check_rates(rem, rates)
@@ -167,7 +165,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         rates = np.ascontiguousarray(alloc.rates, dtype=float)
         if rates.shape != (a_rem.size,):
             raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
-        dt_c, ok = _horizon(per_coflow, a_rem, rates, acf.size, cnt)
+        dt_c, ok = _horizon(per_coflow, a_rem, rates, cf_lo)
         if not ok:
             raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
         if check:
@@ -189,7 +187,9 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             cnt = np.bincount(pos, minlength=acf.size)
             if a_rem.size == 0:
                 continue
-            dt_c = _horizon(per_coflow, a_rem, rates, acf.size, cnt)[0]
+            cf_lo = np.zeros(acf.size + 1, dtype=np.int64)
+            np.cumsum(cnt, out=cf_lo[1:])
+            dt_c = _horizon(per_coflow, a_rem, rates, cf_lo)[0]
         t_arr = float(wl.arrival[nxt]) if nxt < C else INF
         t_ev = alloc.next_event if alloc.next_event > t else INF
         t_next = min(t + dt_c, t_arr, t_ev)
