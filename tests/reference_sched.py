@@ -159,7 +159,7 @@ def check_rates_reference(rem: np.ndarray, rates: np.ndarray) -> tuple[float, bo
         return (float((rem[pos] / rates[pos]).min()) if pos.any() else INF), ok
 
 
-def advance_compact_reference(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, fid, cnt):
+def advance_compact_reference(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, cnt):
     """:func:`coflow.sched.kernels.advance_compact` flow by flow (the accumulation order of the
     per-coflow bytes moved is the flows' order).  Same in-place contract; returns the new length."""
     keep = []
@@ -176,6 +176,6 @@ def advance_compact_reference(rem, sent, rates, dt, fin_before, pos, cf_moved, s
             cf_moved[p] += moved
         keep.append(f)
     n = len(keep)
-    for a in (src, dst, red, fid, rem, sent, pos):
+    for a in (src, dst, red, rem, sent, pos):
         a[:n] = a[keep]
     return n

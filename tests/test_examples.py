@@ -260,3 +260,33 @@ def test_reschedule_per_coflow_late_in_a_long_trace():
     for mode in ("flow", "coflow"):
         r = simulate(wl, make_scheduler("fair"), 1.0, reschedule=mode)
         assert r.finish[0] == pytest.approx(T + 1.0, abs=1e-3) and r.finish[1] == pytest.approx(T + 2.0, abs=1e-3)
+
+
+def test_pfp_preemption_cascade_by_hand():
+    """Per-flow SRTF on links of capacity 1, run by the simulator's event-driven pfp.  At t=0
+    flow A 0->1 (4 bytes) and flow B 2->3 (6 bytes) run.  At t=1 a coflow arrives with C 0->3
+    (2 bytes): C (2) is before A (3 left) and B (5 left), so it pre-empts both; A's downlink 1
+    and B's uplink 2 go idle.  C finishes at 3; A (3 left) and B (5 left) resume: A at 6, B
+    at 8.  Every time by hand; the scheduler asked at every event gives the same."""
+    wl = workload(4, [[(0, 1, 4.0)], [(2, 3, 6.0)], [(0, 3, 2.0)]], arrivals=[0.0, 0.0, 1.0])
+    for inc in (True, False):
+        r = simulate(wl, make_scheduler("pfp"), 1.0, incremental=inc, check=True)
+        assert r.finish.tolist() == pytest.approx([6.0, 8.0, 3.0])
+        assert r.events == 4 and r.max_overload == 0.0  # t = 0, 1, 3, 6
+    with pytest.raises(ValueError, match="no incremental form"):
+        simulate(wl, make_scheduler("pfp"), np.array([1.0, 1, 1, 1, 1, 1, 1, 2]), incremental=True)
+    with pytest.raises(ValueError, match="no incremental form"):
+        simulate(wl, make_scheduler("fair"), 1.0, incremental=True)
+
+
+def test_pfp_event_driven_limits_and_progress(capsys, monkeypatch):
+    """The event-driven loop keeps the simulator's contract: it gives up past ``max_events``
+    and prints progress lines without a terminal."""
+    import coflow.sim as simmod
+    wl = workload(3, [[(0, 1, 1.0), (0, 2, 2.0), (1, 2, 3.0)], [(2, 0, 1.0)]], arrivals=[0.0, 0.5])
+    with pytest.raises(simmod.SimError, match="more than 2 events"):
+        simulate(wl, make_scheduler("pfp"), 1.0, max_events=2)
+    monkeypatch.setattr(simmod, "LOG_EVERY_S", 0.0)
+    r = simulate(wl, make_scheduler("pfp"), 1.0, progress=True, label="pfp-test")
+    assert np.all(np.isfinite(r.finish))
+    assert "pfp-test: t=" in capsys.readouterr().err

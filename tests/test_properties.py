@@ -331,7 +331,7 @@ def test_sim_step_kernels_are_bit_identical_to_reference(fs, bad):
     n = pos.size
     src = np.arange(n, dtype=np.int32)
     a = [rem.copy(), np.arange(n, dtype=float), rates, dt, fin_before, pos.copy(), np.zeros(C),
-         src.copy(), src[::-1].copy(), np.arange(n, dtype=np.int64) * 3, np.arange(n, dtype=np.int64) * 5,
+         src.copy(), src[::-1].copy(), np.arange(n, dtype=np.int64) * 3,
          np.bincount(pos, minlength=C)]
     b = [x.copy() if isinstance(x, np.ndarray) else x for x in a]
     na = kernels.advance_compact(*a)
@@ -423,52 +423,104 @@ def test_dense_count_cache_across_calls_is_exact(vq, seed, rounds):
         keep[idx[rng.random(idx.size) < 0.3]] = False
 
 
+SIZES = [0.0, 0.5, 1.0, 1.0, 2.0, 3.0, 5.0]  # ties, and flows without bytes
+
+
+@st.composite
+def pfp_workloads(draw):
+    """One capacity on every link and many ties: sizes from a small set (0 included), repeated
+    (src, dst) pairs, coflows arriving together, coflows without flows."""
+    P = draw(st.integers(1, 5))
+    C = draw(st.integers(1, 8))
+    coflows, arrivals = [], []
+    t = 0.0
+    for _ in range(C):
+        n = draw(st.integers(0, 10))
+        coflows.append([(draw(st.integers(0, P - 1)), draw(st.integers(0, P - 1)), draw(st.sampled_from(SIZES)))
+                        for _ in range(n)])
+        t += draw(st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.5]))
+        arrivals.append(t)
+    return workload(P, coflows, arrivals), draw(st.sampled_from([1.0, 2.0, 0.5]))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=pfp_workloads(), mode=st.sampled_from(["flow", "coflow"]))
+def test_pfp_event_driven_simulation_equals_allocate_at_every_event(inst, mode):
+    """pfp in the simulator's event-driven loop (the matching kept between events and
+    repaired) gives exactly the simulation that asks pfp.allocate (the greedy from scratch) at
+    every event: same events, same finish times, bit for bit, in both rescheduling modes."""
+    wl, cap = inst
+    a = simulate(wl, make_scheduler("pfp"), cap, check=True, reschedule=mode, incremental=True)
+    b = simulate(wl, make_scheduler("pfp"), cap, check=True, reschedule=mode, incremental=False)
+    assert a.events == b.events
+    assert np.array_equal(a.finish, b.finish, equal_nan=True)
+    assert a.max_overload == b.max_overload or (a.events == 0 and b.events == 0)
+    assert a.max_overload <= 0.0
+
+
+@FAST
+@given(vq=queue_views(), seed=st.integers(0, 2 ** 16))
+def test_pfp_kernel_equals_greedy_in_srtf_order(vq, seed):
+    """pfp's kernel (pfp_settle from an empty matching) == the generic greedy over the flows
+    sorted by (remaining, position), with ties and flows without bytes."""
+    from coflow.sched import kernels
+    v, _ = vq
+    rng = np.random.default_rng(seed)
+    v.remaining = rng.choice(SIZES, size=v.nflows)
+    cap = float(v.cap_up[0])
+    v.cap_up[:] = cap
+    v.cap_down[:] = cap
+    got = make_scheduler("pfp").allocate(v).rates
+    want = greedy_reference(v, np.lexsort((np.arange(v.nflows), v.remaining)), v.caps.copy())
+    assert np.array_equal(got, want)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 2 ** 20), n=st.integers(0, 40), perturb=st.booleans())
-def test_srtf_order_carried_between_calls_equals_full_sort(seed, n, perturb):
-    """pfp's order carried from the previous call (only moving and new flows sorted, merged
-    into the rest) is the full sort by (remaining, position), with ties, flows finishing,
-    flows arriving, moving flows landing on other flows' sizes; and when a driver changed the
-    bytes of a flow without a rate, either the kernel notices (ok False: sort from scratch)
-    or its order is still the right one."""
+@given(seed=st.integers(0, 2 ** 20), P=st.integers(1, 6), steps=st.integers(1, 12))
+def test_pfp_repaired_matching_is_the_greedy(seed, P, steps):
+    """The repair itself, under any history the simulator can produce (flows arrive, running
+    flows lose bytes, some finish): after every repair the running flows are exactly those
+    that the greedy in (remaining, index) order picks from the active flows."""
     from coflow.sched import kernels
     rng = np.random.default_rng(seed)
-    sizes = np.array([1.0, 2.0, 3.0, 5.0, 8.0])
-    fid = np.sort(rng.choice(4 * n + 8, size=n, replace=False)).astype(np.int64)
-    rem = rng.choice(sizes, size=n)
-    order = np.lexsort((np.arange(n), rem))
-    moving = rng.random(n) < 0.3
-    prev, prev_moving = fid[order], moving[order]
-    # next call: flows finish, moving flows lose bytes (sometimes down to another's size), new
-    # flows arrive after the others (larger ids)
-    rem2 = rem.copy()
-    rem2[moving] -= rng.choice([0.0, 1.0, 0.5], size=int(moving.sum()))
-    keep = rng.random(n) < 0.8
-    new = int(rng.integers(0, 6))
-    fid2 = np.concatenate([fid[keep], fid.max(initial=0) + 1 + np.arange(new)]).astype(np.int64)
-    rem2 = np.concatenate([rem2[keep], rng.choice(sizes, size=new)])
-    if perturb and rem2.size:
-        i = int(rng.integers(0, rem2.size))
-        rem2[i] = rng.choice(sizes)
-    want = np.lexsort((np.arange(rem2.size), rem2))
-    fmap = np.full(int(fid2.max(initial=0)) + 1, 7, dtype=np.int64)  # stale content is fine
-    got, ok = kernels.srtf_order(prev, prev_moving, fid2, rem2, fmap)
-    if not perturb:
-        assert ok
-    if ok:
-        assert np.array_equal(got, want)
-
-
-def test_pfp_carried_order_gives_the_same_simulation():
-    """The simulator passes flow ids, so pfp carries its order between events; stripping the
-    ids (sorting from scratch at every event) gives the same result, event for event."""
-    import dataclasses
-    from coflow.trace import expand, generate
-    wl = expand(generate(ncoflows=40, ports=8, seed=3))
-    a, b = make_scheduler("pfp"), make_scheduler("pfp")
-    calls = []
-    inner = b.allocate
-    b.allocate = lambda v: calls.append(1) or inner(dataclasses.replace(v, fid=None))
-    ra, rb = simulate(wl, a), simulate(wl, b)
-    assert ra.events == rb.events == len(calls) > 40
-    assert np.array_equal(ra.finish, rb.finish, equal_nan=True)
+    F = int(rng.integers(1, 40))
+    src, dst = rng.integers(0, P, F), rng.integers(0, P, F)
+    size = rng.choice(SIZES, size=F)
+    st_ = kernels.PfpState(P, src, dst, np.zeros(F, dtype=np.int64), size, 1)
+    args = st_.args()
+    (P_, src_, dst_, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d, nwait, nact, cnt) = args
+    lst, nl = np.empty((2 * P, P), dtype=np.int64), np.zeros(2 * P, dtype=np.int64)
+    opened = np.empty(2 * P, dtype=np.int64)
+    buf = kernels.pfp_buffers()
+    arrived = 0
+    for _ in range(steps):
+        new = int(rng.integers(0, F - arrived + 1)) if arrived < F else 0
+        kernels.pfp_arrive(arrived, arrived + new, *args)
+        newf = np.arange(arrived, arrived + new, dtype=np.int64)
+        arrived += new
+        buf = kernels.pfp_settle(P, src_, dst_, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d,
+                                 pt_d, lst, nl, nwait, cnt, newf, opened, buf)
+        act = np.flatnonzero((state == kernels.PFP_WAIT) | (state == kernels.PFP_RUN))
+        order = act[np.lexsort((act, rem[act]))]
+        want = np.zeros(F, dtype=bool)
+        used = np.zeros(2 * P, dtype=bool)
+        for f in order:
+            if not used[src_[f]] and not used[P + dst_[f]]:
+                want[f] = used[src_[f]] = used[P + dst_[f]] = True
+        assert np.array_equal(state == kernels.PFP_RUN, want)
+        for f in np.flatnonzero(want):
+            assert sel[src_[f]] == f and sel[P + dst_[f]] == f and thr[src_[f]] == rem[f]
+        # running flows lose some bytes (they only move forward); some finish and free links
+        no = 0
+        for f in np.flatnonzero(want):
+            if rng.random() < 0.4:
+                state[f] = kernels.PFP_DONE
+                for l in (src_[f], P + dst_[f]):
+                    sel[l] = -1
+                    thr[l] = np.inf
+                    opened[no] = l
+                    no += 1
+            else:
+                rem[f] = max(0.0, rem[f] - rng.choice([0.0, 0.5, 1.0, 2.5]))
+                thr[src_[f]] = thr[P + dst_[f]] = rem[f]
+        cnt[kernels.PC_OPEN] = no

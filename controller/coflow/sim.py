@@ -62,7 +62,7 @@ def isolation_times(wl: Workload, cap_up: np.ndarray, cap_down: np.ndarray) -> n
 
 def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: bool = False,
              check: bool = False, max_events: int = 50_000_000, label: str = "",
-             rtol: float = 0.0, reschedule: str = "flow") -> SimResult:
+             rtol: float = 0.0, reschedule: str = "flow", incremental: bool | None = None) -> SimResult:
     """Run ``sched`` over ``wl``.  ``capacity``: bytes/s of every uplink and downlink (or an
     array of 2P per-link capacities).  ``check``: verify capacities at every event.
 
@@ -76,13 +76,24 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     epochs, as CoflowSim's coflow schedulers do: a finished flow's bandwidth idles until the
     next of those, and the simulation jumps from one to the next (the first coflow to finish at
     the current rates is the one whose slowest flow finishes first; when no coflow can finish
-    at the current rates, at the first flow completion instead)."""
+    at the current rates, at the first flow completion instead).
+
+    ``incremental``: schedulers that have an event-driven form (``sched.incremental``: pfp,
+    with one capacity on every link) run in it, which keeps their state between events and
+    touches only the flows that start, stop or finish (:func:`_simulate_incremental`); None
+    (the default) uses it where it applies, False never.  Both give the same result."""
     if reschedule not in RESCHEDULE:
         raise ValueError(f"reschedule must be one of {', '.join(RESCHEDULE)}, not {reschedule!r}")
     per_coflow = reschedule == "coflow"
     t0 = time.perf_counter()
     P, C = wl.ports, wl.ncoflows
     caps = np.broadcast_to(np.asarray(capacity, dtype=float), (2 * P,)).copy() if np.ndim(capacity) else np.full(2 * P, float(capacity))
+    can = getattr(sched, "incremental", False) and P > 0 and caps.min() == caps.max() > 0
+    if incremental and not can:
+        raise ValueError(f"{sched.name} has no incremental form for these capacities")
+    if can and incremental is not False:
+        return _simulate_incremental(wl, sched, float(caps[0]), progress, check, max_events, label, rtol,
+                                     per_coflow, t0)
     cap_up, cap_down = caps[:P], caps[P:]
     cof = wl.coflow_of_flow()
     cf_sent = np.zeros(C)
@@ -98,7 +109,6 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     z_i, z_f = np.zeros(0, dtype=np.int64), np.zeros(0)
     a_src, a_dst, a_red = z_i.astype(np.int32), z_i.astype(np.int32), z_i
     a_rem, a_sent = z_f, z_f
-    a_fid = z_i  # each active flow's index in the workload (stable across events)
     acf = z_i  # active coflows, ascending (= arrival order)
     pos, cnt = z_i, z_i  # coflow position per active flow; flows per active coflow
     nxt = 0
@@ -106,14 +116,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     events = 0
     zero_steps = 0
     max_over = -1.0
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-            bar = tqdm(total=C, desc=label or sched.name, unit="coflow", file=sys.stderr, leave=False,
-                       dynamic_ncols=True, mininterval=0.5, disable=not sys.stderr.isatty())
-        except Exception:  # pragma: no cover
-            bar = None
+    bar = _progress_bar(progress, C, label or sched.name)
     clair = sched.clairvoyant
     # without a terminal (logs, CI), long runs print a progress line every ``LOG_EVERY_S``
     log_at = t0 + LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
@@ -131,7 +134,6 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             a_src = np.concatenate([a_src, wl.src[lo:hi]])
             a_dst = np.concatenate([a_dst, wl.dst[lo:hi]])
             a_red = np.concatenate([a_red, wl.reducer[lo:hi]])
-            a_fid = np.concatenate([a_fid, np.arange(lo, hi, dtype=np.int64)])
             a_rem = np.concatenate([a_rem, wl.size[lo:hi]])
             a_sent = np.concatenate([a_sent, np.zeros(hi - lo)])
             pos = np.concatenate([pos, np.searchsorted(acf, cof[lo:hi])])
@@ -154,7 +156,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         np.cumsum(cnt, out=cf_lo[1:])
         v = View(
             now=t, ports=P, cap_up=cap_up, cap_down=cap_down,
-            src=a_src, dst=a_dst, sent=a_sent, cf=pos, reducer=a_red, fid=a_fid,
+            src=a_src, dst=a_dst, sent=a_sent, cf=pos, reducer=a_red,
             cf_id=wl.ids[acf], cf_arrival=wl.arrival[acf], cf_sent=cf_sent[acf], cf_lo=cf_lo,
             remaining=a_rem if clair else None,
             cf_deadline=None if deadline_abs is None else deadline_abs[acf],
@@ -181,7 +183,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             if bar is not None:
                 bar.update(len(rej))
         if keep is not None:
-            a_src, a_dst, a_red, a_fid = a_src[keep], a_dst[keep], a_red[keep], a_fid[keep]
+            a_src, a_dst, a_red = a_src[keep], a_dst[keep], a_red[keep]
             a_rem, a_sent = a_rem[keep], a_sent[keep]
             pos = (np.cumsum(alloc.admitted) - 1)[pos[keep]]
             cnt = np.bincount(pos, minlength=acf.size)
@@ -214,11 +216,11 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         cf_moved = np.zeros(acf.size)
         # advance every flow; flows that finish are dropped from the active arrays in the same pass
         n = kernels.advance_compact(a_rem, a_sent, rates, dt, fin_before, pos, cf_moved,
-                                    a_src, a_dst, a_red, a_fid, cnt)
+                                    a_src, a_dst, a_red, cnt)
         cf_sent[acf] += cf_moved
         t = t_next
         if n < a_rem.size:
-            a_src, a_dst, a_red, a_fid = a_src[:n], a_dst[:n], a_red[:n], a_fid[:n]
+            a_src, a_dst, a_red = a_src[:n], a_dst[:n], a_red[:n]
             a_rem, a_sent, pos = a_rem[:n], a_sent[:n], pos[:n]
             gone = cnt == 0
             if gone.any():
@@ -231,6 +233,87 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     if bar is not None:
         bar.close()
     return SimResult(finish, admitted, events, time.perf_counter() - t0, max_over)
+
+
+def _simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: bool, check: bool,
+                          max_events: int, label: str, rtol: float, per_coflow: bool, t0: float) -> SimResult:
+    """:func:`simulate` for a scheduler with an event-driven form (pfp): the event loop runs
+    compiled (:func:`coflow.sched.kernels.pfp_run`) between coflow arrivals, over state kept for
+    every flow of the workload; an event costs O(P log n) instead of O(active flows)."""
+    P, C = wl.ports, wl.ncoflows
+    st = kernels.PfpState(P, wl.src, wl.dst, wl.coflow_of_flow(), wl.size, C)
+    args = st.args()
+    cnt = st.cnt
+    finish = np.full(C, np.nan)
+    opened = np.empty(2 * P, dtype=np.int64)
+    buf = kernels.pfp_buffers()
+    nothing = np.empty(0, dtype=np.int64)
+    bar = _progress_bar(progress, C, label or sched.name)
+    log_at = t0 + LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
+    nxt = 0
+    done = 0
+    t = 0.0 if C == 0 else float(wl.arrival[0])
+    chunk = 20_000
+    while True:
+        newf = nothing
+        if nxt < C and wl.arrival[nxt] <= t + 1e-12:
+            j = nxt
+            while j < C and wl.arrival[j] <= t + 1e-12:
+                j += 1
+            f_lo, f_hi = int(wl.flow_lo[nxt]), int(wl.flow_lo[j])
+            empty = np.flatnonzero(np.diff(wl.flow_lo[nxt:j + 1]) == 0) + nxt
+            finish[empty] = wl.arrival[empty]
+            kernels.pfp_arrive(f_lo, f_hi, *args)
+            newf = np.arange(f_lo, f_hi, dtype=np.int64)
+            nxt = j
+        if cnt[kernels.PC_ACTIVE] == 0:
+            if nxt < C:
+                t = float(wl.arrival[nxt])
+                continue
+            break
+        t_arr = float(wl.arrival[nxt]) if nxt < C else INF
+        while True:
+            ev0 = int(cnt[kernels.PC_EVENTS])
+            if ev0 >= max_events:
+                raise SimError(f"more than {max_events} events: giving up")
+            t, status, buf = kernels.pfp_run(*args, cap, finish, opened, newf, buf, t, t_arr, 0, nxt, per_coflow,
+                                             rtol, min(chunk, max_events + 1 - ev0), check)
+            newf = nothing
+            now_done = int(np.isfinite(finish[:nxt]).sum())
+            if bar is not None and now_done > done:
+                bar.update(now_done - done)
+            done = now_done
+            if time.perf_counter() >= log_at:
+                log_at = time.perf_counter() + LOG_EVERY_S
+                print(f"{label or sched.name}: t={t:.1f} s simulated, {done}/{C} coflows done, "
+                      f"{int(cnt[kernels.PC_EVENTS])} events, {int(cnt[kernels.PC_ACTIVE])} active flows, "
+                      f"{time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
+            if status == 2:
+                raise SimError(f"{sched.name}: stuck at t={t:.6f}")
+            if status == 3:
+                raise SimError(f"{sched.name}: no flow can progress at t={t:.6f} and nothing is pending")
+            if status == 0:
+                break
+    if bar is not None:
+        bar.close()
+    events = int(cnt[kernels.PC_EVENTS])
+    if events > max_events:
+        raise SimError(f"more than {max_events} events: giving up")
+    # with one flow per link at the link's capacity, a link is exactly full or empty: the check
+    # is that the running flows form a matching (kernels.pfp_run counts violations)
+    max_over = (1.0 if cnt[kernels.PC_BAD] else 0.0) if check and events else -1.0
+    return SimResult(finish, np.ones(C, dtype=bool), events, time.perf_counter() - t0, max_over)
+
+
+def _progress_bar(progress: bool, total: int, desc: str):
+    if not progress:
+        return None
+    try:
+        from tqdm import tqdm
+        return tqdm(total=total, desc=desc, unit="coflow", file=sys.stderr, leave=False,
+                    dynamic_ncols=True, mininterval=0.5, disable=not sys.stderr.isatty())
+    except Exception:  # pragma: no cover
+        return None
 
 
 def coflow_records(wl: Workload, res: SimResult, capacity) -> list[dict]:

@@ -44,9 +44,6 @@ class View:
     cf_deadline: np.ndarray | None = None  # absolute seconds, inf where none
     cf_total: np.ndarray | None = None  # total bytes per coflow (clairvoyant only)
     memory: dict = field(default_factory=dict)
-    # optional: a stable id per active flow, ascending in flow order (the simulator's index of
-    # the flow in its workload); lets a scheduler carry per-flow state between calls
-    fid: np.ndarray | None = None
     _demand: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -104,6 +101,9 @@ REGISTRY: dict[str, SchedulerInfo] = {}
 class Scheduler:
     name = "?"
     clairvoyant = False
+    #: the simulator may run it with its own event loop (:func:`coflow.sim.simulate`'s sparse
+    #: path), which keeps the scheduler's state between events instead of calling allocate()
+    incremental = False
     Params: type = type(None)
 
     def __init__(self, params=None):

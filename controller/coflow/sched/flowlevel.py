@@ -33,34 +33,26 @@ class Fair(Scheduler):
 
 @register("pfp")
 class PerFlowPriority(Scheduler):
-    """Per-flow prioritisation: shortest remaining flow first (pFabric/PDQ-style), greedy rates."""
+    """Per-flow prioritisation: shortest remaining flow first (pFabric/PDQ-style), greedy rates.
+
+    With one capacity on every link (the simulator's and the fabric's usual case) the greedy
+    is :func:`coflow.sched.kernels.pfp_settle`, which the simulator also runs event by event
+    (``incremental``: it keeps the matching of running flows between events and repairs it
+    where flows finished or arrived); with unequal capacities it is the generic greedy."""
 
     clairvoyant = True
+    incremental = True
 
     @dataclass(frozen=True)
     class Params:
         pass
 
     def allocate(self, v: View) -> Allocation:
-        order = self.order(v)
-        rates = greedy(v, order, v.caps.copy())
-        if v.fid is not None:
-            v.memory["srtf"] = (v.fid[order], rates[order] > 0)
-        return Allocation(rates)
-
-    @staticmethod
-    def order(v: View) -> np.ndarray:
-        """Flows by remaining bytes, ties by position.  With stable flow ids (``v.fid``) it is
-        carried from the previous call (:func:`coflow.sched.kernels.srtf_order`, O(n): only
-        the flows that moved and the new ones are sorted), otherwise sorted from scratch."""
-        last = v.memory.get("srtf")
-        if last is not None and v.fid is not None and v.nflows:
-            top = int(v.fid[-1]) + 1
-            fmap = v.memory.get("srtf_map")
-            if fmap is None or fmap.shape[0] < top:
-                fmap = v.memory["srtf_map"] = np.full(max(top, 2 * (0 if fmap is None else fmap.shape[0])), -1, dtype=np.int64)
-            order, ok = kernels.srtf_order(last[0], last[1], np.ascontiguousarray(v.fid, dtype=np.int64),
-                                           np.ascontiguousarray(v.remaining, dtype=float), fmap)
-            if ok:
-                return order
-        return np.lexsort((np.arange(v.nflows), v.remaining))
+        caps = v.caps
+        if v.nflows and caps.min() == caps.max():
+            rates, _ = kernels.pfp_rates(v.ports, float(caps[0]), np.ascontiguousarray(v.src, dtype=np.int32),
+                                         np.ascontiguousarray(v.dst, dtype=np.int32),
+                                         np.ascontiguousarray(v.remaining, dtype=float), kernels.pfp_buffers())
+            return Allocation(rates)
+        order = np.lexsort((np.arange(v.nflows), v.remaining))
+        return Allocation(greedy(v, order, caps.copy()))

@@ -413,7 +413,7 @@ def coflow_finish_in(cf_lo, rem, rates):
 
 
 @njit(cache=True)
-def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, fid, cnt):
+def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, cnt):
     """Advance every flow by ``dt`` at its rate and drop finished flows from the active arrays
     (in place) in the same pass.  Flows whose time to finish is at most ``fin_before`` finish
     now: they are credited exactly their remaining bytes.  Adds the bytes moved per coflow
@@ -452,7 +452,6 @@ def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, r
             src[k] = src[f]
             dst[k] = dst[f]
             red[k] = red[f]
-            fid[k] = fid[f]
             rem[k] = rem[f]
             sent[k] = sent[f]
             pos[k] = p
@@ -1483,66 +1482,6 @@ def hug_fill_dense(src, dst, cf, P, C, rem, rel_tol, base, scratch):
 
 
 @njit(cache=True)
-def srtf_order(prev, moving, fid, rem, fmap):
-    """The flows by (remaining bytes, position), as ``np.lexsort((arange(n), rem))``, in O(n)
-    from the previous call's order: ``prev`` lists that call's flows (by id) in its order and
-    ``moving`` whether each had a rate.  A flow without a rate still has the same remaining
-    bytes, and positions keep their relative order (flows only leave or are appended), so the
-    still-active flows that were not moving are already in order; the others (moving, or new)
-    are sorted and merged in.  ``fid``: the flows' ids now (ascending); ``fmap``: scratch of at
-    least max id + 1 entries (any content).  Returns (order, ok); ok is False if the flows
-    assumed in order are not (a driver changed the remaining bytes of a flow without a rate):
-    then sort from scratch."""
-    n = fid.shape[0]
-    for p in range(n):
-        fmap[fid[p]] = p
-    seen = np.zeros(n, dtype=np.bool_)
-    a = np.empty(n, dtype=np.int64)
-    b = np.empty(n, dtype=np.int64)
-    na = 0
-    nb = 0
-    for e in range(prev.shape[0]):
-        f = prev[e]
-        if f < 0 or f >= fmap.shape[0]:
-            continue
-        p = fmap[f]
-        if p < 0 or p >= n or fid[p] != f:
-            continue  # finished since
-        seen[p] = True
-        if moving[e]:
-            b[nb] = p
-            nb += 1
-        else:
-            a[na] = p
-            na += 1
-    for p in range(n):
-        if not seen[p]:
-            b[nb] = p
-            nb += 1
-    bs = np.sort(b[:nb])
-    kb = np.empty(nb)
-    for j in range(nb):
-        kb[j] = rem[bs[j]]
-    bs = bs[np.argsort(kb, kind="mergesort")]
-    out = np.empty(n, dtype=np.int64)
-    i = 0
-    j = 0
-    for t in range(n):
-        if j >= nb or (i < na and (rem[a[i]] < rem[bs[j]] or (rem[a[i]] == rem[bs[j]] and a[i] < bs[j]))):
-            x = a[i]
-            if i > 0:
-                y = a[i - 1]
-                if rem[y] > rem[x] or (rem[y] == rem[x] and y > x):
-                    return out, False
-            out[t] = x
-            i += 1
-        else:
-            out[t] = bs[j]
-            j += 1
-    return out, True
-
-
-@njit(cache=True)
 def greedy_fill(order_flows, src, dst, P, rem, rel_tol, rates, chunk):
     """Strict per-flow priority (:func:`coflow.sched.primitives.greedy`): each flow in
     ``order_flows`` takes min(Rem(up), Rem(down)) unless one of them is at most its tolerance;
@@ -1566,3 +1505,504 @@ def greedy_fill(order_flows, src, dst, P, rem, rel_tol, rates, chunk):
     for l in range(2 * P):
         if rem[l] < 0:
             rem[l] = 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-flow priority (pfp) as an event-driven greedy matching.
+#
+# With one capacity c on every link, the greedy of :func:`greedy_fill` in (remaining bytes,
+# position) order gives each flow c or nothing: a flow runs iff no running flow before it in
+# that order shares its uplink or its downlink, so the running flows are a matching of uplinks
+# to downlinks (at most P of them).  Between events the waiting flows keep their bytes and the
+# running flows only move forward in the order, which keeps the matching as it is.  So the
+# matching is kept from one event to the next and repaired only where it can have changed: at
+# links that a finished flow freed and at new flows.  Candidates are examined in (remaining,
+# position) order; one runs if neither of its links holds a running flow before it, and then
+# pre-empts the flows after it on its links, which frees their other link in turn.
+#
+# The waiting flows of each (uplink, downlink) pair are kept in a heap; ``pk_s``/``pt_s`` hold
+# each pair's first flow (key and index) by uplink, ``pk_d``/``pt_d`` the same by downlink.  A
+# freed link's next flow is then the first, over the P pairs through that link, of those pairs'
+# first flows that may run at their other link: one pass over P entries, whatever the number
+# of waiting flows.  :func:`pfp_rates` is the same kernel from an empty matching (the
+# scheduler's rates for one View); :func:`pfp_run` is the simulator's event loop around it.
+
+PFP_WAIT = 1
+PFP_RUN = 2
+PFP_DONE = 3
+# slots of the counters array shared by the kernels below
+PC_ACTIVE, PC_OPEN, PC_ZERO_WAIT, PC_ZERO_STEPS, PC_EVENTS, PC_BAD = 0, 1, 2, 3, 4, 5
+
+
+@njit(cache=True, inline='always')
+def _ph_push(heap, lo, hn, hpos, rem, q, f):
+    """Segment heap ``q`` (``heap[lo[q]:lo[q+1]]``, ``hn[q]`` entries, by (rem, index)) gets
+    flow f."""
+    h = heap[lo[q]:lo[q + 1]]
+    n = hn[q]
+    h[n] = f
+    hpos[f] = n
+    hn[q] = n + 1
+    _hup(h, hpos, rem, n)
+
+
+@njit(cache=True, inline='always')
+def _ph_remove(heap, lo, hn, hpos, rem, q, f):
+    """Flow f leaves segment heap ``q`` (nothing if it is not there)."""
+    i = hpos[f]
+    if i < 0:
+        return
+    h = heap[lo[q]:lo[q + 1]]
+    n = hn[q] - 1
+    hn[q] = n
+    hpos[f] = -1
+    if i < n:
+        x = h[n]
+        h[i] = x
+        hpos[x] = i
+        _hup(h, hpos, rem, i)
+        _hdown(h, hpos, rem, hpos[x], n)
+
+
+@njit(cache=True, inline='always')
+def _pair_first(p, P, heap, lo, hn, rem, pk_s, pt_s, pk_d, pt_d):
+    """Refresh pair p's (= uplink * P + downlink) first waiting flow in both views."""
+    s = p // P
+    d = p - s * P
+    f = -1
+    k = INF
+    if hn[p] > 0:
+        f = heap[lo[p]]
+        k = rem[f]
+    pk_s[p] = k
+    pt_s[p] = f
+    pk_d[d * P + s] = k
+    pt_d[d * P + s] = f
+
+
+@njit(cache=True, inline='always')
+def _pfp_wait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d):
+    p = src[f] * P + dst[f]
+    _ph_push(heap, lo, hn, hpos, rem, p, f)
+    if heap[lo[p]] == f:
+        _pair_first(p, P, heap, lo, hn, rem, pk_s, pt_s, pk_d, pt_d)
+
+
+@njit(cache=True, inline='always')
+def _pfp_unwait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d):
+    if hpos[f] < 0:
+        return
+    p = src[f] * P + dst[f]
+    top = heap[lo[p]] == f
+    _ph_remove(heap, lo, hn, hpos, rem, p, f)
+    if top:
+        _pair_first(p, P, heap, lo, hn, rem, pk_s, pt_s, pk_d, pt_d)
+
+
+@njit(cache=True, inline='always')
+def _cpush(ck, cf, cq, n, k, f, q):
+    """Candidate heap (by key k, then flow f; q: the freed link it is the next flow of, or -1),
+    grown when full."""
+    if n == ck.shape[0]:
+        m = 2 * n + 64
+        ck2 = np.empty(m)
+        cf2 = np.empty(m, dtype=np.int64)
+        cq2 = np.empty(m, dtype=np.int64)
+        ck2[:n] = ck[:n]
+        cf2[:n] = cf[:n]
+        cq2[:n] = cq[:n]
+        ck, cf, cq = ck2, cf2, cq2
+    i = n
+    while i > 0:
+        p = (i - 1) >> 1
+        if ck[p] > k or (ck[p] == k and cf[p] > f):
+            ck[i] = ck[p]
+            cf[i] = cf[p]
+            cq[i] = cq[p]
+            i = p
+        else:
+            break
+    ck[i] = k
+    cf[i] = f
+    cq[i] = q
+    return ck, cf, cq, n + 1
+
+
+@njit(cache=True, inline='always')
+def _cpop(ck, cf, cq, n):
+    f0 = cf[0]
+    q0 = cq[0]
+    n -= 1
+    if n > 0:
+        k = ck[n]
+        f = cf[n]
+        q = cq[n]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            if c + 1 < n and (ck[c + 1] < ck[c] or (ck[c + 1] == ck[c] and cf[c + 1] < cf[c])):
+                c += 1
+            if ck[c] < k or (ck[c] == k and cf[c] < f):
+                ck[i] = ck[c]
+                cf[i] = cf[c]
+                cq[i] = cq[c]
+                i = c
+            else:
+                break
+        ck[i] = k
+        cf[i] = f
+        cq[i] = q
+    return f0, q0, n
+
+
+@njit(cache=True, inline='always')
+def _lsift(h, n, i, rem):
+    """Sift entry i of the binary heap h[:n] of flows (by (rem, index)) down."""
+    x = h[i]
+    kx = rem[x]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        y = h[c]
+        if c + 1 < n:
+            z = h[c + 1]
+            if rem[z] < rem[y] or (rem[z] == rem[y] and z < y):
+                c += 1
+                y = z
+        if rem[y] < kx or (rem[y] == kx and y < x):
+            h[i] = y
+            i = c
+        else:
+            break
+    h[i] = x
+
+
+@njit(cache=True, inline='always')
+def _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl):
+    """The first of the flows listed for free link q (the heap ``lst[q, :nl[q]]``) that waits
+    and may run at its other link now (it is before the other link's running flow, whose key
+    is ``thr``), or -1; flows before it that no longer may are dropped from the list."""
+    h = lst[q]
+    n = nl[q]
+    while n > 0:
+        f = h[0]
+        o = P + dst[f] if q < P else src[f]
+        k = rem[f]
+        t = thr[o]
+        if state[f] == PFP_WAIT and (k < t or (k == t and f < sel[o])):
+            nl[q] = n
+            return f
+        n -= 1
+        if n > 0:
+            h[0] = h[n]
+            _lsift(h, n, 0, rem)
+    nl[q] = 0
+    return -1
+
+
+@njit(cache=True, inline='always')
+def _pfp_next(q, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl):
+    """The first waiting flow through link q, just freed, that may run at its other link now,
+    or -1.  One pass over the P pairs through q lists the pairs' first flows that may run
+    (``lst[q]``, a heap); later calls for q in the same repair (:func:`_pfp_pick`) only drop
+    from that list: while q stays free a pair through q can only lose that chance (its other link is
+    taken by a flow before it), and a pair whose other link is freed meanwhile is found from
+    that link."""
+    if q < P:
+        base = q * P
+        ks = pk_s
+        ts = pt_s
+        other = P
+    else:
+        base = (q - P) * P
+        ks = pk_d
+        ts = pt_d
+        other = 0
+    n = 0
+    for o in range(P):
+        k = ks[base + o]
+        if k == INF:
+            continue
+        t = thr[other + o]
+        if k > t:
+            continue
+        f = ts[base + o]
+        if k == t and f > sel[other + o]:
+            continue
+        lst[q, n] = f
+        n += 1
+    h = lst[q]
+    for i in range(n // 2 - 1, -1, -1):
+        _lsift(h, n, i, rem)
+    nl[q] = n
+    return _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl)
+
+
+@njit(cache=True)
+def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d, lst, nl, nwait,
+               cnt, newf, opened, buf):
+    """Repair the matching: ``sel[l]`` is the running flow on link l (uplinks 0..P-1,
+    downlinks P..2P-1) or -1; ``newf`` are flows just added (waiting, in their pairs' heaps);
+    ``opened[:cnt[PC_OPEN]]`` are links freed since the last call.  ``state`` per flow
+    (PFP_WAIT / PFP_RUN); ``nwait`` per coflow counts its waiting flows with bytes left and
+    ``cnt[PC_ZERO_WAIT]`` the waiting flows without.  ``buf``: scratch, returned (it may grow).
+    Afterwards a flow runs iff no running flow before it in (rem, index) order shares a link.
+
+    Candidates are taken in (rem, index) order, so when one is examined the decisions about
+    every flow before it are final; a freed link's next flow is a candidate tagged with the
+    link, and if it cannot run (its other link was taken since) the link's next one is."""
+    ck, cf, cq = buf
+    n = 0
+    for i in range(newf.shape[0]):
+        f = newf[i]
+        ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[f], f, -1)
+    for i in range(cnt[PC_OPEN]):
+        q = opened[i]
+        if sel[q] < 0:
+            f = _pfp_next(q, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl)
+            if f >= 0:
+                ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[f], f, q)
+    cnt[PC_OPEN] = 0
+    while n > 0:
+        f, q, n = _cpop(ck, cf, cq, n)
+        if state[f] == PFP_WAIT:
+            s = src[f]
+            d = P + dst[f]
+            gs = sel[s]
+            gd = sel[d]
+            if (gs < 0 or _hless(rem, f, gs)) and (gd < 0 or _hless(rem, f, gd)):
+                _pfp_unwait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
+                state[f] = PFP_RUN
+                if rem[f] > 0:
+                    nwait[cof[f]] -= 1
+                else:
+                    cnt[PC_ZERO_WAIT] -= 1
+                sel[s] = f
+                sel[d] = f
+                thr[s] = rem[f]
+                thr[d] = rem[f]
+                for j in range(2):
+                    g = gs if j == 0 else gd
+                    if g < 0 or (j == 1 and g == gs):
+                        continue
+                    # pre-empted: waits again at its bytes now; its other link is free
+                    state[g] = PFP_WAIT
+                    if rem[g] > 0:
+                        nwait[cof[g]] += 1
+                    else:
+                        cnt[PC_ZERO_WAIT] += 1
+                    _pfp_wait(g, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
+                    o = P + dst[g] if j == 0 else src[g]
+                    if sel[o] == g:
+                        sel[o] = -1
+                        thr[o] = INF
+                        h = _pfp_next(o, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl)
+                        if h >= 0:
+                            ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[h], h, o)
+                continue
+        if q >= 0 and sel[q] < 0:
+            # it cannot run (its other link was taken since): the freed link's next flow
+            h = _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl)
+            if h >= 0:
+                ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[h], h, q)
+    return ck, cf, cq
+
+
+def pfp_buffers():
+    return (np.empty(0), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+
+class PfpState:
+    """Every flow's and link's state for :func:`pfp_arrive` / :func:`pfp_run` (the arguments
+    they share, in order: :meth:`args`)."""
+
+    def __init__(self, P: int, src, dst, cof, size, C: int):
+        F = src.shape[0]
+        self.P = P
+        # int32: a flow's links and coflow (the 10x trace has 14.7M flows)
+        self.src = np.ascontiguousarray(src, dtype=np.int32)
+        self.dst = np.ascontiguousarray(dst, dtype=np.int32)
+        self.cof = np.ascontiguousarray(cof, dtype=np.int32)
+        self.rem = np.array(size, dtype=float)
+        self.state = np.zeros(F, dtype=np.int8)
+        self.sel = np.full(2 * P, -1, dtype=np.int64)
+        self.thr = np.full(2 * P, INF)  # key (remaining bytes) of the running flow per link
+        self.lo = np.zeros(P * P + 1, dtype=np.int64)
+        np.cumsum(np.bincount(self.src * P + self.dst, minlength=P * P), out=self.lo[1:])
+        self.heap = np.empty(F, dtype=np.int32)
+        self.hn = np.zeros(P * P, dtype=np.int64)
+        self.hpos = np.full(F, -1, dtype=np.int32)
+        self.pk_s = np.full(P * P, INF)
+        self.pt_s = np.full(P * P, -1, dtype=np.int64)
+        self.pk_d = np.full(P * P, INF)
+        self.pt_d = np.full(P * P, -1, dtype=np.int64)
+        self.nwait = np.zeros(C, dtype=np.int64)
+        self.nact = np.zeros(C, dtype=np.int64)
+        self.cnt = np.zeros(8, dtype=np.int64)
+
+    def args(self):
+        return (self.P, self.src, self.dst, self.cof, self.rem, self.state, self.sel, self.thr, self.heap, self.lo,
+                self.hn, self.hpos, self.pk_s, self.pt_s, self.pk_d, self.pt_d, self.nwait, self.nact,
+                self.cnt)
+
+
+@njit(cache=True)
+def pfp_rates(P, cap, src, dst, rem, buf):
+    """pfp's rates for one set of flows with capacity ``cap`` on every link: :func:`pfp_settle`
+    from an empty matching (every flow a candidate; none is pre-empted, so the pairs' heaps
+    are not needed)."""
+    n = src.shape[0]
+    state = np.full(n, PFP_WAIT, dtype=np.int8)
+    sel = np.full(2 * P, -1, dtype=np.int64)
+    lo = np.zeros(1, dtype=np.int64)
+    hn = np.zeros(1, dtype=np.int64)
+    heap = np.empty(0, dtype=np.int32)
+    hpos = np.full(n, -1, dtype=np.int32)
+    pk = np.empty(0)
+    pt = np.empty(0, dtype=np.int64)
+    cof = np.zeros(n, dtype=np.int32)
+    nwait = np.zeros(1, dtype=np.int64)
+    cnt = np.zeros(8, dtype=np.int64)
+    lst = np.empty((0, 0), dtype=np.int64)
+    buf = pfp_settle(P, src, dst, cof, rem, state, sel, np.full(2 * P, INF), heap, lo, hn, hpos, pk, pt, pk, pt,
+                     lst, pt, nwait, cnt,
+                     np.arange(n), np.empty(0, dtype=np.int64), buf)
+    rates = np.zeros(n)
+    for f in range(n):
+        if state[f] == PFP_RUN:
+            rates[f] = cap
+    return rates, buf
+
+
+@njit(cache=True)
+def pfp_arrive(f_lo, f_hi, P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d,
+               nwait, nact, cnt):
+    """Flows f_lo..f_hi-1 arrive: waiting, in their pairs' heaps."""
+    for f in range(f_lo, f_hi):
+        state[f] = PFP_WAIT
+        _pfp_wait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
+        k = cof[f]
+        nact[k] += 1
+        if rem[f] > 0:
+            nwait[k] += 1
+        else:
+            cnt[PC_ZERO_WAIT] += 1
+    cnt[PC_ACTIVE] += f_hi - f_lo
+
+
+@njit(cache=True)
+def pfp_run(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d, nwait, nact, cnt,
+            cap, finish, opened, newf, buf, t, t_arr, cf_lo, cf_hi, per_coflow, rtol, max_steps, check):
+    """The simulator's event loop (:func:`coflow.sim.simulate`) for pfp with capacity ``cap``
+    on every link, the same steps in the same arithmetic: repair the matching (the
+    scheduler's rates), time to the next completion (a flow's, or with ``per_coflow`` a whole
+    coflow's and failing that a flow's), advance the running flows, finish those due.  Returns
+    at the next arrival (``t_arr``), when no flow is active, or after ``max_steps`` events:
+    (t, status, buf); status 0 = returned normally, 1 = max_steps, 2 = stuck at t (zero-length
+    steps), 3 = no flow can progress and nothing is pending.  ``finish`` gets coflow finish
+    times; ``cnt[PC_EVENTS]`` counts events; with ``check`` ``cnt[PC_BAD]`` counts links found
+    over capacity (two running flows) and running flows without both their links."""
+    run = np.empty(P, dtype=np.int64)
+    lst = np.empty((2 * P, P), dtype=np.int64)
+    nl = np.zeros(2 * P, dtype=np.int64)
+    nonew = np.empty(0, dtype=np.int64)
+    cmax = np.full(cf_hi - cf_lo, -1.0)
+    touched = np.empty(P, dtype=np.int64)
+    steps = 0
+    first = True
+    while cnt[PC_ACTIVE] > 0:
+        if steps >= max_steps:
+            return t, 1, buf
+        buf = pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d,
+                         lst, nl, nwait, cnt, newf if first else nonew, opened, buf)
+        first = False
+        steps += 1
+        cnt[PC_EVENTS] += 1
+        nr = 0
+        for s in range(P):
+            f = sel[s]
+            if f >= 0:
+                run[nr] = f
+                nr += 1
+        if check:
+            for s in range(P):
+                f = sel[s]
+                if f >= 0 and (state[f] != PFP_RUN or src[f] != s or sel[P + dst[f]] != f):
+                    cnt[PC_BAD] += 1
+                g = sel[P + s]
+                if g >= 0 and (state[g] != PFP_RUN or dst[g] != s or sel[src[g]] != g):
+                    cnt[PC_BAD] += 1
+        dt_c = INF
+        if per_coflow:
+            nt = 0
+            for i in range(nr):
+                f = run[i]
+                k = cof[f] - cf_lo
+                x = rem[f] / cap
+                if cmax[k] < 0:
+                    cmax[k] = x
+                    touched[nt] = k
+                    nt += 1
+                elif x > cmax[k]:
+                    cmax[k] = x
+            if cnt[PC_ZERO_WAIT] > 0:
+                # a coflow whose only flows left are waiting flows without bytes finishes now
+                for k in range(cf_hi - cf_lo):
+                    if nact[cf_lo + k] > 0 and nwait[cf_lo + k] == 0 and cmax[k] < 0:
+                        dt_c = 0.0
+            for j in range(nt):
+                k = touched[j]
+                if nwait[cf_lo + k] == 0 and cmax[k] < dt_c:
+                    dt_c = cmax[k]
+                cmax[k] = -1.0
+        if dt_c == INF:
+            for i in range(nr):
+                x = rem[run[i]] / cap
+                if x < dt_c:
+                    dt_c = x
+        t_next = min(t + dt_c, t_arr)
+        if t_next == INF:
+            return t, 3, buf
+        dt = t_next - t
+        if dt <= 0:
+            cnt[PC_ZERO_STEPS] += 1
+            if cnt[PC_ZERO_STEPS] > 100:
+                return t, 2, buf
+        else:
+            cnt[PC_ZERO_STEPS] = 0
+        fin_before = dt_c * (1 + max(rtol, 1e-9)) + 1e-12 if t + dt_c <= t_next else -1.0
+        if per_coflow:
+            fin_before = max(dt, dt_c if t + dt_c <= t_next else 0.0) * (1 + 1e-9) + 1e-12
+        no = cnt[PC_OPEN]
+        for i in range(nr):
+            f = run[i]
+            x = rem[f]
+            if x <= fin_before * cap:
+                state[f] = PFP_DONE
+                s = src[f]
+                d = P + dst[f]
+                sel[s] = -1
+                sel[d] = -1
+                thr[s] = INF
+                thr[d] = INF
+                opened[no] = s
+                opened[no + 1] = d
+                no += 2
+                cnt[PC_ACTIVE] -= 1
+                k = cof[f]
+                nact[k] -= 1
+                if nact[k] == 0:
+                    finish[k] = t_next
+            else:
+                y = x - cap * dt
+                rem[f] = y
+                thr[src[f]] = y
+                thr[P + dst[f]] = y
+        cnt[PC_OPEN] = no
+        t = t_next
+        if t_arr <= t + 1e-12:
+            break
+    return t, 0, buf
