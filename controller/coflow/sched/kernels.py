@@ -1756,9 +1756,19 @@ def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s,
     link, and if it cannot run (its other link was taken since) the link's next one is."""
     ck, cf, cq = buf
     n = 0
-    for i in range(newf.shape[0]):
-        f = newf[i]
-        ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[f], f, -1)
+    # the new flows in (rem, index) order (a stable sort of ascending indices), merged with
+    # the heap of the freed links' candidates
+    m = newf.shape[0]
+    new = newf
+    nk = thr[:0]
+    if m > 0:
+        nk = np.empty(m)
+        for i in range(m):
+            nk[i] = rem[newf[i]]
+        srt = np.argsort(nk, kind="mergesort")
+        new = newf[srt]
+        nk = nk[srt]
+    jn = 0
     for i in range(cnt[PC_OPEN]):
         q = opened[i]
         if sel[q] < 0:
@@ -1766,8 +1776,13 @@ def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s,
             if f >= 0:
                 ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[f], f, q)
     cnt[PC_OPEN] = 0
-    while n > 0:
-        f, q, n = _cpop(ck, cf, cq, n)
+    while n > 0 or jn < m:
+        if jn < m and (n == 0 or nk[jn] < ck[0] or (nk[jn] == ck[0] and new[jn] < cf[0])):
+            f = new[jn]
+            q = -1
+            jn += 1
+        else:
+            f, q, n = _cpop(ck, cf, cq, n)
         if state[f] == PFP_WAIT:
             s = src[f]
             d = P + dst[f]
