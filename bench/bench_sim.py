@@ -34,7 +34,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the SEBF CoflowSim implements
 DEFAULT = ("fair,pfp,fifo,scf,ncf,tcf,sebf,sebf:starvation=false,dclas,dclas-strict,fifo-lm,drf,hug,utopia,fai,"
            "sincronia")
-DEFAULT_10X = "fair,sebf,dclas-strict,dclas,hug"
+DEFAULT_10X = "fair,pfp,sebf,dclas-strict,dclas,hug"
 # our scheduler -> CoflowSim's name for the same policy
 # trace-name suffix per simulator mode (--reschedule)
 MODE_SUFFIX = {"flow": "", "coflow": "-percoflow"}
