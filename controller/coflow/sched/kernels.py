@@ -1524,7 +1524,9 @@ def greedy_fill(order_flows, src, dst, P, rem, rel_tol, rates, chunk):
 # each pair's first flow (key and index) by uplink, ``pk_d``/``pt_d`` the same by downlink.  A
 # freed link's next flow is then the first, over the P pairs through that link, of those pairs'
 # first flows that may run at their other link: one pass over P entries, whatever the number
-# of waiting flows.  :func:`pfp_rates` is the same kernel from an empty matching (the
+# of waiting flows.  The pass keeps those flows (a small heap per link); if the one chosen has
+# lost its other link by the time its turn comes, the link's next is taken from that list.
+# :func:`pfp_rates` is the same kernel from an empty matching (the
 # scheduler's rates for one View); :func:`pfp_run` is the simulator's event loop around it.
 
 PFP_WAIT = 1
@@ -1630,6 +1632,7 @@ def _cpush(ck, cf, cq, n, k, f, q):
 
 @njit(cache=True, inline='always')
 def _cpop(ck, cf, cq, n):
+    """The candidate heap's first entry (flow, link) and its new size."""
     f0 = cf[0]
     q0 = cq[0]
     n -= 1
