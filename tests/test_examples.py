@@ -279,6 +279,20 @@ def test_pfp_preemption_cascade_by_hand():
         simulate(wl, make_scheduler("fair"), 1.0, incremental=True)
 
 
+def test_pfp_many_ports_fall_back_to_asking_allocate(monkeypatch):
+    """Past INCREMENTAL_MAX_PAIRS (its per-pair state would not fit) pfp runs the generic
+    loop: the same result, and asking for the event-driven loop is an error."""
+    import coflow.sim as simmod
+    wl = workload(4, [[(0, 1, 4.0)], [(2, 3, 6.0)], [(0, 3, 2.0)]], arrivals=[0.0, 0.0, 1.0])
+    monkeypatch.setattr(simmod, "INCREMENTAL_MAX_PAIRS", 15)
+    called = []
+    monkeypatch.setattr(simmod, "_simulate_incremental", lambda *a: called.append(1))
+    r = simulate(wl, make_scheduler("pfp"), 1.0)
+    assert not called and r.finish.tolist() == pytest.approx([6.0, 8.0, 3.0])
+    with pytest.raises(ValueError, match="4 ports"):
+        simulate(wl, make_scheduler("pfp"), 1.0, incremental=True)
+
+
 def test_pfp_event_driven_limits_and_progress(capsys, monkeypatch):
     """The event-driven loop keeps the simulator's contract: it gives up past ``max_events``
     and prints progress lines without a terminal."""

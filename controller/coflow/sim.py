@@ -28,6 +28,8 @@ class SimError(RuntimeError):
 
 
 RESCHEDULE = ("flow", "coflow")
+# the event-driven loop keeps 8 words per (uplink, downlink) pair: up to 4096 ports (1 GB)
+INCREMENTAL_MAX_PAIRS = 1 << 24
 
 
 def _horizon(per_coflow: bool, rem: np.ndarray, rates: np.ndarray, cf_lo: np.ndarray) -> tuple[float, bool]:
@@ -88,9 +90,10 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     t0 = time.perf_counter()
     P, C = wl.ports, wl.ncoflows
     caps = np.broadcast_to(np.asarray(capacity, dtype=float), (2 * P,)).copy() if np.ndim(capacity) else np.full(2 * P, float(capacity))
-    can = getattr(sched, "incremental", False) and P > 0 and caps.min() == caps.max() > 0
+    can = (getattr(sched, "incremental", False) and 0 < P * P <= INCREMENTAL_MAX_PAIRS
+           and caps.min() == caps.max() > 0)
     if incremental and not can:
-        raise ValueError(f"{sched.name} has no incremental form for these capacities")
+        raise ValueError(f"{sched.name} has no incremental form for these capacities and {P} ports")
     if can and incremental is not False:
         return _simulate_incremental(wl, sched, float(caps[0]), progress, check, max_events, label, rtol,
                                      per_coflow, t0)
