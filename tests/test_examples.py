@@ -298,8 +298,11 @@ def test_pfp_event_driven_limits_and_progress(capsys, monkeypatch):
     and prints progress lines without a terminal."""
     import coflow.sim as simmod
     wl = workload(3, [[(0, 1, 1.0), (0, 2, 2.0), (1, 2, 3.0)], [(2, 0, 1.0)]], arrivals=[0.0, 0.5])
-    with pytest.raises(simmod.SimError, match="more than 2 events"):
-        simulate(wl, make_scheduler("pfp"), 1.0, max_events=2)
+    n = simulate(wl, make_scheduler("pfp"), 1.0, incremental=False).events
+    for inc in (True, False):
+        assert simulate(wl, make_scheduler("pfp"), 1.0, max_events=n, incremental=inc).events == n
+        with pytest.raises(simmod.SimError, match=f"more than {n - 1} events"):
+            simulate(wl, make_scheduler("pfp"), 1.0, max_events=n - 1, incremental=inc)
     monkeypatch.setattr(simmod, "LOG_EVERY_S", 0.0)
     r = simulate(wl, make_scheduler("pfp"), 1.0, progress=True, label="pfp-test")
     assert np.all(np.isfinite(r.finish))

@@ -15,6 +15,7 @@ import numpy as np
 
 from .sched import kernels
 from .sched.base import INF, Scheduler, View
+from .sched.primitives import REL_TOL
 from .trace import Workload, coflow_bins
 
 GBPS = 1e9 / 8  # 1 Gbit/s in bytes/s
@@ -90,8 +91,10 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     t0 = time.perf_counter()
     P, C = wl.ports, wl.ncoflows
     caps = np.broadcast_to(np.asarray(capacity, dtype=float), (2 * P,)).copy() if np.ndim(capacity) else np.full(2 * P, float(capacity))
+    # (the greedy grants nothing below its relative tolerance: capacities that small take the
+    # generic loop, which reports that no flow can progress)
     can = (getattr(sched, "incremental", False) and 0 < P * P <= INCREMENTAL_MAX_PAIRS
-           and caps.min() == caps.max() > 0)
+           and caps.min() == caps.max() > REL_TOL)
     if incremental and not can:
         raise ValueError(f"{sched.name} has no incremental form for these capacities and {P} ports")
     if can and incremental is not False:
@@ -242,7 +245,9 @@ def _simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: 
                           max_events: int, label: str, rtol: float, per_coflow: bool, t0: float) -> SimResult:
     """:func:`simulate` for a scheduler with an event-driven form (pfp): the event loop runs
     compiled (:func:`coflow.sched.kernels.pfp_run`) between coflow arrivals, over state kept for
-    every flow of the workload; an event costs O(P log n) instead of O(active flows)."""
+    every flow of the workload.  An event costs O(P) plus the repair's cascade (O(log n) heap
+    steps per flow started or pre-empted) instead of O(active flows); an arrival adds O(C), and
+    in CoflowSim's convention an event costs O(C) more while a flow without bytes waits."""
     P, C = wl.ports, wl.ncoflows
     st = kernels.PfpState(P, wl.src, wl.dst, wl.coflow_of_flow(), wl.size, C)
     args = st.args()
@@ -276,16 +281,18 @@ def _simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: 
             break
         t_arr = float(wl.arrival[nxt]) if nxt < C else INF
         while True:
-            ev0 = int(cnt[kernels.PC_EVENTS])
-            if ev0 >= max_events:
-                raise SimError(f"more than {max_events} events: giving up")
+            # the generic loop gives up when event max_events + 1 would start
+            budget = max(0, max_events - int(cnt[kernels.PC_EVENTS]))
             t, status, buf = kernels.pfp_run(*args, cap, finish, opened, newf, buf, t, t_arr, 0, nxt, per_coflow,
-                                             rtol, min(chunk, max_events + 1 - ev0), check)
+                                             rtol, min(chunk, budget), check)
             newf = nothing
-            now_done = int(np.isfinite(finish[:nxt]).sum())
-            if bar is not None and now_done > done:
-                bar.update(now_done - done)
-            done = now_done
+            if status == 1 and budget <= chunk:
+                raise SimError(f"more than {max_events} events: giving up")
+            if bar is not None or time.perf_counter() >= log_at:
+                now_done = int(np.isfinite(finish[:nxt]).sum())
+                if bar is not None and now_done > done:
+                    bar.update(now_done - done)
+                done = now_done
             if time.perf_counter() >= log_at:
                 log_at = time.perf_counter() + LOG_EVERY_S
                 print(f"{label or sched.name}: t={t:.1f} s simulated, {done}/{C} coflows done, "
@@ -300,8 +307,6 @@ def _simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: 
     if bar is not None:
         bar.close()
     events = int(cnt[kernels.PC_EVENTS])
-    if events > max_events:
-        raise SimError(f"more than {max_events} events: giving up")
     # with one flow per link at the link's capacity, a link is exactly full or empty: the check
     # is that the running flows form a matching (kernels.pfp_run counts violations)
     max_over = (1.0 if cnt[kernels.PC_BAD] else 0.0) if check and events else -1.0

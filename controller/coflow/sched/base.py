@@ -101,8 +101,8 @@ REGISTRY: dict[str, SchedulerInfo] = {}
 class Scheduler:
     name = "?"
     clairvoyant = False
-    #: the simulator may run it with its own event loop (:func:`coflow.sim.simulate`'s sparse
-    #: path), which keeps the scheduler's state between events instead of calling allocate()
+    #: the simulator may run it in its event-driven form (:func:`coflow.sim._simulate_incremental`),
+    #: which keeps the scheduler's state between events instead of calling allocate()
     incremental = False
     Params: type = type(None)
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from .base import Allocation, Scheduler, View, register
 from . import kernels
-from .primitives import concurrency_mask, greedy, pair_waterfill
+from .primitives import REL_TOL, concurrency_mask, greedy, pair_waterfill
 
 
 @register("fair")
@@ -49,7 +49,7 @@ class PerFlowPriority(Scheduler):
 
     def allocate(self, v: View) -> Allocation:
         caps = v.caps
-        if v.nflows and caps.min() == caps.max():
+        if v.nflows and caps.min() == caps.max() > REL_TOL:  # (below it the greedy grants nothing)
             rates, _ = kernels.pfp_rates(v.ports, float(caps[0]), np.ascontiguousarray(v.src, dtype=np.int32),
                                          np.ascontiguousarray(v.dst, dtype=np.int32),
                                          np.ascontiguousarray(v.remaining, dtype=float), kernels.pfp_buffers())

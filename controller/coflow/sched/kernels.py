@@ -1759,6 +1759,9 @@ def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s,
     link, and if it cannot run (its other link was taken since) the link's next one is."""
     ck, cf, cq = buf
     n = 0
+    # without the pairs' heaps (pfp_rates: an empty matching, all flows new) no flow is
+    # pre-empted and no link freed; kept safe if a caller breaks the order anyway
+    heaps = lo.shape[0] > 1
     # the new flows in (rem, index) order (a stable sort of ascending indices), merged with
     # the heap of the freed links' candidates
     m = newf.shape[0]
@@ -1774,7 +1777,7 @@ def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s,
     jn = 0
     for i in range(cnt[PC_OPEN]):
         q = opened[i]
-        if sel[q] < 0:
+        if sel[q] < 0 and heaps:
             f = _pfp_next(q, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl)
             if f >= 0:
                 ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[f], f, q)
@@ -1812,16 +1815,19 @@ def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s,
                         nwait[cof[g]] += 1
                     else:
                         cnt[PC_ZERO_WAIT] += 1
-                    _pfp_wait(g, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
+                    if heaps:
+                        _pfp_wait(g, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
                     o = P + dst[g] if j == 0 else src[g]
                     if sel[o] == g:
                         sel[o] = -1
                         thr[o] = INF
-                        h = _pfp_next(o, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl)
+                        h = -1
+                        if heaps:
+                            h = _pfp_next(o, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl)
                         if h >= 0:
                             ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[h], h, o)
                 continue
-        if q >= 0 and sel[q] < 0:
+        if q >= 0 and sel[q] < 0 and heaps:
             # it cannot run (its other link was taken since): the freed link's next flow
             h = _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl)
             if h >= 0:
@@ -1839,6 +1845,8 @@ class PfpState:
 
     def __init__(self, P: int, src, dst, cof, size, C: int):
         F = src.shape[0]
+        if F >= 2 ** 31:
+            raise ValueError(f"{F} flows: the event-driven pfp indexes flows with int32")
         self.P = P
         # int32: a flow's links and coflow (the 10x trace has 14.7M flows)
         self.src = np.ascontiguousarray(src, dtype=np.int32)
