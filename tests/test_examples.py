@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from coflow.params import DclasParams, MB, hw_priority
-from coflow.sched import make_scheduler
+from coflow.sched import NAMES, make_scheduler
 from coflow.sched.isolation import correlation, drf_progress, drf_rates, utopia_min_alloc
 from coflow.sched.ordered import bssi_order
 from coflow.sched.primitives import gamma, madd_ordered, waterfill
@@ -307,3 +307,16 @@ def test_pfp_event_driven_limits_and_progress(capsys, monkeypatch):
     r = simulate(wl, make_scheduler("pfp"), 1.0, progress=True, label="pfp-test")
     assert np.all(np.isfinite(r.finish))
     assert "pfp-test: t=" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", ["flow", "coflow"])
+@pytest.mark.parametrize("name", NAMES)
+def test_flows_without_bytes_are_done_on_arrival(name, mode):
+    """A reducer of 0 MB (valid in a trace) gives flows without bytes: they have nothing to
+    send, so they are done when they arrive, and a coflow of only such flows finishes on
+    arrival (CCT 0).  Every scheduler, both modes: 150 of them on one link used to make the
+    simulator give up (one per zero-length step), and MADD-based schedulers never gave them a
+    rate (no flow could progress)."""
+    wl = workload(3, [[(0, 1, 0.0), (0, 2, 2.0)], [(1, 2, 0.0)], [(0, 1, 0.0)] * 150], arrivals=[0.0, 0.5, 0.7])
+    r = simulate(wl, make_scheduler(name), 1.0, reschedule=mode, check=True)
+    assert r.finish.tolist() == pytest.approx([2.0, 0.5, 0.7])

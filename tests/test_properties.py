@@ -515,8 +515,8 @@ def test_pfp_repaired_matching_is_the_greedy(seed, P, steps):
     arrived = 0
     for _ in range(steps):
         new = int(rng.integers(0, F - arrived + 1)) if arrived < F else 0
-        kernels.pfp_arrive(arrived, arrived + new, *args)
         newf = np.arange(arrived, arrived + new, dtype=np.int64)
+        kernels.pfp_arrive(newf, *args)
         arrived += new
         buf = kernels.pfp_settle(P, src_, dst_, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d,
                                  pt_d, lst, nl, nwait, cnt, newf, opened, buf)

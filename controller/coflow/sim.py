@@ -44,6 +44,13 @@ def _horizon(per_coflow: bool, rem: np.ndarray, rates: np.ndarray, cf_lo: np.nda
     return kernels.check_rates(rem, rates)
 
 
+def _with_bytes(wl: Workload, lo: int, hi: int):
+    """Flows lo..hi-1 that have bytes to send: the slice itself when all do (the usual case),
+    else their indices."""
+    z = wl.size[lo:hi] > 0
+    return slice(lo, hi) if z.all() else np.flatnonzero(z) + lo
+
+
 @dataclass
 class SimResult:
     finish: np.ndarray  # absolute seconds (nan if rejected / unfinished)
@@ -134,15 +141,19 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
                 j += 1
             new = np.arange(nxt, j)
             lo, hi = wl.flow_lo[nxt], wl.flow_lo[j]
-            nonempty = wl.flow_lo[new + 1] > wl.flow_lo[new]
+            # a flow without bytes has nothing to send: it is done when it arrives, and a
+            # coflow with only such flows finishes on arrival (CCT 0)
+            fl = _with_bytes(wl, lo, hi)
+            nonempty = np.bincount(cof[fl] - nxt, minlength=j - nxt) > 0
             finish[new[~nonempty]] = wl.arrival[new[~nonempty]]
             acf = np.concatenate([acf, new[nonempty]])
-            a_src = np.concatenate([a_src, wl.src[lo:hi]])
-            a_dst = np.concatenate([a_dst, wl.dst[lo:hi]])
-            a_red = np.concatenate([a_red, wl.reducer[lo:hi]])
-            a_rem = np.concatenate([a_rem, wl.size[lo:hi]])
-            a_sent = np.concatenate([a_sent, np.zeros(hi - lo)])
-            pos = np.concatenate([pos, np.searchsorted(acf, cof[lo:hi])])
+            a_src = np.concatenate([a_src, wl.src[fl]])
+            a_dst = np.concatenate([a_dst, wl.dst[fl]])
+            a_red = np.concatenate([a_red, wl.reducer[fl]])
+            sizes = wl.size[fl]
+            a_rem = np.concatenate([a_rem, sizes])
+            a_sent = np.concatenate([a_sent, np.zeros(sizes.size)])
+            pos = np.concatenate([pos, np.searchsorted(acf, cof[fl])])
             cnt = np.bincount(pos, minlength=acf.size)
             nxt = j
         if a_rem.size == 0:
@@ -249,7 +260,8 @@ def _simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: 
     steps per flow started or pre-empted) instead of O(active flows); an arrival adds O(C), and
     in CoflowSim's convention an event costs O(C) more while a flow without bytes waits."""
     P, C = wl.ports, wl.ncoflows
-    st = kernels.PfpState(P, wl.src, wl.dst, wl.coflow_of_flow(), wl.size, C)
+    cof_all = wl.coflow_of_flow()
+    st = kernels.PfpState(P, wl.src, wl.dst, cof_all, wl.size, C)
     args = st.args()
     cnt = st.cnt
     finish = np.full(C, np.nan)
@@ -269,10 +281,11 @@ def _simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: 
             while j < C and wl.arrival[j] <= t + 1e-12:
                 j += 1
             f_lo, f_hi = int(wl.flow_lo[nxt]), int(wl.flow_lo[j])
-            empty = np.flatnonzero(np.diff(wl.flow_lo[nxt:j + 1]) == 0) + nxt
+            fl = _with_bytes(wl, f_lo, f_hi)  # flows without bytes are done on arrival
+            newf = np.arange(f_lo, f_hi, dtype=np.int64) if isinstance(fl, slice) else fl.astype(np.int64)
+            empty = np.flatnonzero(np.bincount(cof_all[newf] - nxt, minlength=j - nxt) == 0) + nxt
             finish[empty] = wl.arrival[empty]
-            kernels.pfp_arrive(f_lo, f_hi, *args)
-            newf = np.arange(f_lo, f_hi, dtype=np.int64)
+            kernels.pfp_arrive(newf, *args)
             nxt = j
         if cnt[kernels.PC_ACTIVE] == 0:
             if nxt < C:

@@ -1904,10 +1904,11 @@ def pfp_rates(P, cap, src, dst, rem, buf):
 
 
 @njit(cache=True)
-def pfp_arrive(f_lo, f_hi, P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d,
+def pfp_arrive(newf, P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d,
                nwait, nact, cnt):
-    """Flows f_lo..f_hi-1 arrive: waiting, in their pairs' heaps."""
-    for f in range(f_lo, f_hi):
+    """Flows ``newf`` arrive: waiting, in their pairs' heaps."""
+    for i in range(newf.shape[0]):
+        f = newf[i]
         state[f] = PFP_WAIT
         _pfp_wait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
         k = cof[f]
@@ -1916,7 +1917,7 @@ def pfp_arrive(f_lo, f_hi, P, src, dst, cof, rem, state, sel, thr, heap, lo, hn,
             nwait[k] += 1
         else:
             cnt[PC_ZERO_WAIT] += 1
-    cnt[PC_ACTIVE] += f_hi - f_lo
+    cnt[PC_ACTIVE] += newf.shape[0]
 
 
 @njit(cache=True)
