@@ -320,3 +320,15 @@ def test_flows_without_bytes_are_done_on_arrival(name, mode):
     wl = workload(3, [[(0, 1, 0.0), (0, 2, 2.0)], [(1, 2, 0.0)], [(0, 1, 0.0)] * 150], arrivals=[0.0, 0.5, 0.7])
     r = simulate(wl, make_scheduler(name), 1.0, reschedule=mode, check=True)
     assert r.finish.tolist() == pytest.approx([2.0, 0.5, 0.7])
+
+
+def test_pfp_equal_bytes_go_by_flow_order():
+    """A tie in remaining bytes goes to the earlier flow (SRTF by (remaining, position)), also
+    when the earlier one is a waiting flow that a finished flow just unblocked and the later
+    one arrives at that instant.  Uplink 0, capacity 1: X (0->1, 1 byte) runs, B (0->2, 2
+    bytes) waits; at t=1 X finishes and A (0->2, 2 bytes) arrives: B runs (done at 3), then A
+    (done at 5)."""
+    wl = workload(3, [[(0, 1, 1.0), (0, 2, 2.0)], [(0, 2, 2.0)]], arrivals=[0.0, 1.0])
+    for inc in (True, False):
+        r = simulate(wl, make_scheduler("pfp"), 1.0, incremental=inc)
+        assert r.finish.tolist() == pytest.approx([3.0, 5.0])
