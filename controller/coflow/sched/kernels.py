@@ -1533,7 +1533,7 @@ PFP_WAIT = 1
 PFP_RUN = 2
 PFP_DONE = 3
 # slots of the counters array shared by the kernels below
-PC_ACTIVE, PC_OPEN, PC_ZERO_WAIT, PC_ZERO_STEPS, PC_EVENTS, PC_BAD = 0, 1, 2, 3, 4, 5
+PC_ACTIVE, PC_OPEN, PC_ZERO_STEPS, PC_EVENTS, PC_BAD = 0, 1, 2, 3, 4
 
 
 @njit(cache=True, inline='always')
@@ -1750,8 +1750,8 @@ def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s,
     """Repair the matching: ``sel[l]`` is the running flow on link l (uplinks 0..P-1,
     downlinks P..2P-1) or -1; ``newf`` are flows just added (waiting, in their pairs' heaps);
     ``opened[:cnt[PC_OPEN]]`` are links freed since the last call.  ``state`` per flow
-    (PFP_WAIT / PFP_RUN); ``nwait`` per coflow counts its waiting flows with bytes left and
-    ``cnt[PC_ZERO_WAIT]`` the waiting flows without.  ``buf``: scratch, returned (it may grow).
+    (PFP_WAIT / PFP_RUN); ``nwait`` counts each coflow's waiting flows.  ``buf``: scratch,
+    returned (it may grow).
     Afterwards a flow runs iff no running flow before it in (rem, index) order shares a link.
 
     Candidates are taken in (rem, index) order, so when one is examined the decisions about
@@ -1797,10 +1797,7 @@ def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s,
             if (gs < 0 or _hless(rem, f, gs)) and (gd < 0 or _hless(rem, f, gd)):
                 _pfp_unwait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
                 state[f] = PFP_RUN
-                if rem[f] > 0:
-                    nwait[cof[f]] -= 1
-                else:
-                    cnt[PC_ZERO_WAIT] -= 1
+                nwait[cof[f]] -= 1
                 sel[s] = f
                 sel[d] = f
                 thr[s] = rem[f]
@@ -1811,10 +1808,7 @@ def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s,
                         continue
                     # pre-empted: waits again at its bytes now; its other link is free
                     state[g] = PFP_WAIT
-                    if rem[g] > 0:
-                        nwait[cof[g]] += 1
-                    else:
-                        cnt[PC_ZERO_WAIT] += 1
+                    nwait[cof[g]] += 1
                     if heaps:
                         _pfp_wait(g, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
                     o = P + dst[g] if j == 0 else src[g]
@@ -1906,17 +1900,15 @@ def pfp_rates(P, cap, src, dst, rem, buf):
 @njit(cache=True)
 def pfp_arrive(newf, P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d,
                nwait, nact, cnt):
-    """Flows ``newf`` arrive: waiting, in their pairs' heaps."""
+    """Flows ``newf`` arrive (flows with bytes: the simulator counts flows without any done on
+    arrival): waiting, in their pairs' heaps."""
     for i in range(newf.shape[0]):
         f = newf[i]
         state[f] = PFP_WAIT
         _pfp_wait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
         k = cof[f]
         nact[k] += 1
-        if rem[f] > 0:
-            nwait[k] += 1
-        else:
-            cnt[PC_ZERO_WAIT] += 1
+        nwait[k] += 1
     cnt[PC_ACTIVE] += newf.shape[0]
 
 
@@ -1975,11 +1967,6 @@ def pfp_run(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt
                     nt += 1
                 elif x > cmax[k]:
                     cmax[k] = x
-            if cnt[PC_ZERO_WAIT] > 0:
-                # a coflow whose only flows left are waiting flows without bytes finishes now
-                for k in range(cf_hi - cf_lo):
-                    if nact[cf_lo + k] > 0 and nwait[cf_lo + k] == 0 and cmax[k] < 0:
-                        dt_c = 0.0
             for j in range(nt):
                 k = touched[j]
                 if nwait[cf_lo + k] == 0 and cmax[k] < dt_c:
