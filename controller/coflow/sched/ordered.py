@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import Allocation, INF, Scheduler, View, register
-from .primitives import gamma, madd_ordered, ordered_waterfill, greedy
+from .primitives import coflow_rates, gamma, madd_ordered, ordered_waterfill, greedy
 
 
 def madd_backfill(v: View, order: np.ndarray, backfill: bool = True, tau: np.ndarray | None = None,
@@ -135,7 +135,7 @@ class Sebf(_Ordered):
         else:
             rates = madd_backfill(v, self.order(v), p.backfill)
             nxt = m["period_start"] + p.T
-        served = np.bincount(v.cf, weights=rates, minlength=v.ncoflows) > 0
+        served = coflow_rates(v, rates) > 0
         for k in np.flatnonzero(served).tolist():
             last[ids[k]] = v.now
         return Allocation(rates, next_event=nxt)

@@ -80,7 +80,7 @@ def madd_ordered(v, order: np.ndarray, remaining: np.ndarray, rem: np.ndarray,
         rates_cf[k] = 1.0 / g
         rem[nz] -= d[nz] / g
     np.maximum(rem, 0.0, out=rem)
-    return remaining * rates_cf[v.cf]
+    return remaining * np.repeat(rates_cf, np.diff(v.cf_lo))  # flows are grouped by coflow
 
 
 def ordered_waterfill(v, order: np.ndarray, rem: np.ndarray, weights: np.ndarray | None = None,
