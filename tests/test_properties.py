@@ -553,3 +553,33 @@ def test_pfp_repaired_matching_is_the_greedy(seed, P, steps):
                 rem[f] = max(0.0, rem[f] - rng.choice([0.0, 0.5, 1.0, 2.5]))
                 thr[src_[f]] = thr[P + dst_[f]] = rem[f]
         cnt[kernels.PC_OPEN] = no
+
+
+@FAST
+@given(vq=queue_views(), seed=st.integers(0, 2 ** 16))
+def test_ordered_fill_is_a_fill_per_coflow(vq, seed):
+    """The ordered fill (strict priority across coflows, weighted max-min inside each over its
+    eligible flows whose links have capacity left) equals calling the general `fill` coflow by
+    coflow, bit for bit, with random weights, eligibility and capacities partly used."""
+    from coflow.sched import kernels
+    from coflow.sched.primitives import REL_TOL
+    v, _ = vq
+    rng = np.random.default_rng(seed)
+    n, P = v.nflows, v.ports
+    w = rng.choice([0.0, 0.5, 1.0, 3.0, 1 / 3], size=n)
+    el = rng.random(n) < 0.8
+    rem0 = v.caps * rng.choice([1.0, 0.5, 1e-12, 0.3], size=2 * P)
+    order = rng.permutation(v.ncoflows).astype(np.int64)
+    ra, rema = np.zeros(n), rem0.copy()
+    kernels.ordered_fill(order, v.cf_lo, v.src, v.dst, w, el, P, rema, REL_TOL, ra)
+    rb, remb = np.zeros(n), rem0.copy()
+    tol = np.maximum(rem0, 1.0) * REL_TOL
+    N, Cm = np.zeros((P, P)), np.zeros((P, P))
+    for k in order:
+        if not ((remb[:P] > tol[:P]).any() and (remb[P:] > tol[P:]).any()):
+            break
+        fl = [f for f in range(v.cf_lo[k], v.cf_lo[k + 1])
+              if el[f] and w[f] > 0 and remb[v.src[f]] > tol[v.src[f]] and remb[P + v.dst[f]] > tol[P + v.dst[f]]]
+        if fl:
+            kernels.fill(v.src, v.dst, w, np.array(fl, dtype=np.int64), P, remb, REL_TOL, N, Cm, rb)
+    assert np.array_equal(ra, rb) and np.array_equal(rema, remb)
