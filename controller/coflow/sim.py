@@ -44,11 +44,23 @@ def _horizon(per_coflow: bool, rem: np.ndarray, rates: np.ndarray, cf_lo: np.nda
     return kernels.check_rates(rem, rates)
 
 
-def _with_bytes(wl: Workload, lo: int, hi: int):
-    """Flows lo..hi-1 that have bytes to send: the slice itself when all do (the usual case),
-    else their indices."""
+def _arrivals(wl: Workload, cof: np.ndarray, nxt: int, t: float, finish: np.ndarray):
+    """The coflows nxt..j-1 that arrive at t (within 1e-12 s): returns (j, their flows that have
+    bytes to send, whether each of those coflows has any).  A flow without bytes has nothing to
+    send: it is done when it arrives, and a coflow with only such flows finishes on arrival
+    (CCT 0, written into ``finish``).  The flows come as a slice when all have bytes (the usual
+    case), else as indices."""
+    C = wl.ncoflows
+    j = nxt
+    while j < C and wl.arrival[j] <= t + 1e-12:
+        j += 1
+    lo, hi = int(wl.flow_lo[nxt]), int(wl.flow_lo[j])
     z = wl.size[lo:hi] > 0
-    return slice(lo, hi) if z.all() else np.flatnonzero(z) + lo
+    fl = slice(lo, hi) if z.all() else np.flatnonzero(z) + lo
+    nonempty = np.bincount(cof[fl] - nxt, minlength=j - nxt) > 0
+    new = np.arange(nxt, j)
+    finish[new[~nonempty]] = wl.arrival[new[~nonempty]]
+    return j, fl, nonempty
 
 
 @dataclass
@@ -136,17 +148,8 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     while nxt < C or a_rem.size:
         # arrivals at t
         if nxt < C and wl.arrival[nxt] <= t + 1e-12:
-            j = nxt
-            while j < C and wl.arrival[j] <= t + 1e-12:
-                j += 1
-            new = np.arange(nxt, j)
-            lo, hi = wl.flow_lo[nxt], wl.flow_lo[j]
-            # a flow without bytes has nothing to send: it is done when it arrives, and a
-            # coflow with only such flows finishes on arrival (CCT 0)
-            fl = _with_bytes(wl, lo, hi)
-            nonempty = np.bincount(cof[fl] - nxt, minlength=j - nxt) > 0
-            finish[new[~nonempty]] = wl.arrival[new[~nonempty]]
-            acf = np.concatenate([acf, new[nonempty]])
+            j, fl, nonempty = _arrivals(wl, cof, nxt, t, finish)
+            acf = np.concatenate([acf, np.arange(nxt, j)[nonempty]])
             a_src = np.concatenate([a_src, wl.src[fl]])
             a_dst = np.concatenate([a_dst, wl.dst[fl]])
             a_red = np.concatenate([a_red, wl.reducer[fl]])
@@ -277,14 +280,8 @@ def _simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: 
     while True:
         newf = nothing
         if nxt < C and wl.arrival[nxt] <= t + 1e-12:
-            j = nxt
-            while j < C and wl.arrival[j] <= t + 1e-12:
-                j += 1
-            f_lo, f_hi = int(wl.flow_lo[nxt]), int(wl.flow_lo[j])
-            fl = _with_bytes(wl, f_lo, f_hi)  # flows without bytes are done on arrival
-            newf = np.arange(f_lo, f_hi, dtype=np.int64) if isinstance(fl, slice) else fl.astype(np.int64)
-            empty = np.flatnonzero(np.bincount(cof_all[newf] - nxt, minlength=j - nxt) == 0) + nxt
-            finish[empty] = wl.arrival[empty]
+            j, fl, _ = _arrivals(wl, cof_all, nxt, t, finish)
+            newf = np.arange(fl.start, fl.stop, dtype=np.int64) if isinstance(fl, slice) else fl.astype(np.int64)
             kernels.pfp_arrive(newf, *args)
             nxt = j
         if cnt[kernels.PC_ACTIVE] == 0:

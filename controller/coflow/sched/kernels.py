@@ -359,18 +359,6 @@ def dclas_demotion_times(cf_lo, rates, queues, sent, hi_q, K, now, delta):
 
 
 @njit(cache=True)
-def min_time_to_finish(rem, rates):
-    m = INF
-    for f in range(rem.shape[0]):
-        r = rates[f]
-        if r > 0 and _may_beat(rem[f], r, m):
-            t = rem[f] / r
-            if t < m:
-                m = t
-    return m
-
-
-@njit(cache=True)
 def check_rates(rem, rates):
     """One pass over the simulator's rates: (time until the first flow finishes, all rates
     finite and >= 0)."""
