@@ -581,3 +581,27 @@ def test_ordered_fill_is_a_fill_per_coflow(vq, seed):
         if fl:
             kernels.fill(v.src, v.dst, w, np.array(fl, dtype=np.int64), P, remb, REL_TOL, N, Cm, rb)
     assert np.array_equal(ra, rb) and np.array_equal(rema, remb)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_link_demand_is_bit_identical_to_bincount(data):
+    """link_demand keeps a downlink's running sum in a register while (coflow, downlink) does
+    not change: every cell must still equal np.bincount's flow-order sum exactly, including a
+    pair that comes back after others and weights of very different magnitudes."""
+    from coflow.sched import kernels
+    P = data.draw(st.integers(1, 4))
+    C = data.draw(st.integers(1, 3))
+    n = data.draw(st.integers(0, 25))
+    cf = np.sort(np.array(data.draw(st.lists(st.integers(0, C - 1), min_size=n, max_size=n)), dtype=np.int64))
+    src = np.array(data.draw(st.lists(st.integers(0, P - 1), min_size=n, max_size=n)), dtype=np.int32)
+    # runs of one downlink, as traces list a reducer's flows, but also returns to an earlier one
+    dst = np.array(data.draw(st.lists(st.sampled_from([0, 0, 0, P - 1, P // 2]), min_size=n, max_size=n)),
+                   dtype=np.int32)
+    w = np.array(data.draw(st.lists(st.sampled_from([0.0, 1e-9, 0.1, 1.0, 3.0, 1e6, 1e16, 2 ** 52 + 1.0]),
+                                    min_size=n, max_size=n)))
+    got = kernels.link_demand(cf, src, dst, w, P, C)
+    want = np.concatenate([np.bincount(cf * P + src, w, C * P).reshape(C, P),
+                           np.bincount(cf * P + dst, w, C * P).reshape(C, P)], axis=1)
+    assert got.shape == (C, 2 * P)
+    assert np.array_equal(got, want)
