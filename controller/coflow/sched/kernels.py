@@ -27,14 +27,32 @@ def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
     fill)."""
     W = np.zeros(2 * P)
     Wc = np.zeros(2 * P)  # flow counts: a link is live while it carries an unfrozen flow
-    for k in range(idx.shape[0]):
-        f = idx[k]
-        N[dst[f], src[f]] += w[f]
-        C[dst[f], src[f]] += 1.0
-        W[src[f]] += w[f]
-        W[P + dst[f]] += w[f]
-        Wc[src[f]] += 1.0
-        Wc[P + dst[f]] += 1.0
+    n = idx.shape[0]
+    if n > 0:
+        # a downlink's sums stay in registers while consecutive flows share it (same additions,
+        # same order)
+        cur = dst[idx[0]]
+        aw = 0.0
+        ac = 0.0
+        for k in range(n):
+            f = idx[k]
+            d = dst[f]
+            i = src[f]
+            if d != cur:
+                W[P + cur] = aw
+                Wc[P + cur] = ac
+                cur = d
+                aw = W[P + d]
+                ac = Wc[P + d]
+            x = w[f]
+            N[d, i] += x
+            C[d, i] += 1.0
+            W[i] += x
+            Wc[i] += 1.0
+            aw += x
+            ac += 1.0
+        W[P + cur] = aw
+        Wc[P + cur] = ac
     tol = np.empty(2 * P)
     for l in range(2 * P):
         tol[l] = max(rem[l], 1.0) * rel_tol

@@ -124,7 +124,9 @@ class Sebf(_Ordered):
             rem = v.caps.copy()
             sel = st[v.cf]
             rates = np.zeros(v.nflows)
-            D = v.link_demand(np.where(sel, v.remaining, 0.0)).sum(axis=0)
+            # the starved coflows' rows of the demand matrix (kept for the ordering below); the
+            # other rows as zeros, so the column sums are those of the masked flows exactly
+            D = np.where(st[:, None], v.link_demand(v.remaining), 0.0).sum(axis=0)
             g = gamma(D, rem)
             if np.isfinite(g) and g > 0:
                 rates[sel] = v.remaining[sel] / g
