@@ -179,3 +179,27 @@ def advance_compact_reference(rem, sent, rates, dt, fin_before, pos, cf_moved, s
     for a in (src, dst, red, rem, sent, pos):
         a[:n] = a[keep]
     return n
+
+
+def madd_coflows_reference(order: np.ndarray, D: np.ndarray, rem: np.ndarray, tau: np.ndarray | None):
+    """Varys's allocBandwidth per coflow, in numpy, coflow by coflow (what
+    kernels.madd_coflows compiles): 1/Γ per coflow; ``rem`` updated in place."""
+    rates_cf = np.zeros(D.shape[0])
+    tol = np.maximum(rem, 1.0) * REL_TOL
+    for k in order:
+        d = D[k]
+        nz = d > 0
+        if not nz.any():
+            continue
+        r = rem[nz]
+        if (r <= tol[nz]).any():
+            continue
+        g = (d[nz] / r).max()
+        if tau is not None and np.isfinite(tau[k]):
+            if tau[k] < g * (1 - 1e-9):
+                continue
+            g = tau[k]
+        rates_cf[k] = 1.0 / g
+        rem[nz] -= d[nz] / g
+    np.maximum(rem, 0.0, out=rem)
+    return rates_cf

@@ -62,24 +62,9 @@ def madd_ordered(v, order: np.ndarray, remaining: np.ndarray, rem: np.ndarray,
     capacity (or the given ``tau``, e.g. a deadline), r_ij = d_ij / τ, then update Rem.
     ``rem`` is updated in place.  Returns per-flow rates."""
     D = v.link_demand(remaining)
-    rates_cf = np.zeros(v.ncoflows)  # 1/τ per coflow
-    tol = np.maximum(rem, 1.0) * REL_TOL
-    for k in order:
-        d = D[k]
-        nz = d > 0
-        if not nz.any():
-            continue
-        r = rem[nz]
-        if (r <= tol[nz]).any():
-            continue
-        g = (d[nz] / r).max()
-        if tau is not None and np.isfinite(tau[k]):
-            if tau[k] < g * (1 - 1e-9):
-                continue  # cannot meet: no minimum allocation (admission control prevents this)
-            g = tau[k]
-        rates_cf[k] = 1.0 / g
-        rem[nz] -= d[nz] / g
-    np.maximum(rem, 0.0, out=rem)
+    use_tau = tau is not None
+    rates_cf = kernels.madd_coflows(np.ascontiguousarray(order, dtype=np.int64), D, rem, REL_TOL,
+                                    np.ascontiguousarray(tau, dtype=float) if use_tau else np.zeros(0), use_tau)
     return remaining * np.repeat(rates_cf, np.diff(v.cf_lo))  # flows are grouped by coflow
 
 
