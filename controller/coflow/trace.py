@@ -253,13 +253,18 @@ def expand(tr: Trace, convention: str = SPLIT) -> Workload:
     rid = 0
     for c in tr.coflows:
         if convention == SPLIT:
+            # a reducer's flows, one per mapper, reducer after reducer
             m = np.asarray(c.mappers, dtype=np.int32)
-            for p, mb in c.reducers:
-                src.append(m)
-                dst.append(np.full(len(m), p, dtype=np.int32))
-                size.append(np.full(len(m), mb * MB / len(m)))
-                red.append(np.full(len(m), rid, dtype=np.int64))
-                rid += 1
+            R, M = len(c.reducers), len(m)
+            ports = np.fromiter((p for p, _ in c.reducers), dtype=np.int32, count=R)
+            mbs = np.fromiter((mb for _, mb in c.reducers), dtype=np.float64, count=R)
+            src.append(np.tile(m, R))
+            dst.append(np.repeat(ports, M))
+            size.append(np.repeat(mbs * MB / M, M))
+            red.append(np.repeat(np.arange(rid, rid + R, dtype=np.int64), M))
+            rid += R
+            lo.append(lo[-1] + R * M)
+            continue
         else:
             mp, cnt = np.unique(np.asarray(c.mappers, dtype=np.int32), return_counts=True)
             for p, mb in c.reducers:
