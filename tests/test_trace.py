@@ -41,6 +41,25 @@ def test_pairs_convention_merges_ports_and_uses_si_mb():
     assert sorted(zip(wl.src.tolist(), wl.size.tolist())) == [(0, 2e6), (1, 1e6)]
 
 
+def test_expand_both_conventions_by_hand():
+    """Every flow array of two coflows, flows reducer after reducer: repeated mapper ports, a
+    reducer of 0 MB, reducer ids running on across coflows, flow_lo per coflow."""
+    tr = T.parse_trace("4 2\n1 0 3 0 0 1 2 2:3.0 3:0\n2 5 1 3 1 0:1.0\n")
+    wl = T.expand(tr, T.SPLIT)
+    assert wl.src.tolist() == [0, 0, 1, 0, 0, 1, 3]
+    assert wl.dst.tolist() == [2, 2, 2, 3, 3, 3, 0]
+    assert wl.size.tolist() == [MB, MB, MB, 0.0, 0.0, 0.0, MB]
+    assert wl.reducer.tolist() == [0, 0, 0, 1, 1, 1, 2]
+    assert wl.flow_lo.tolist() == [0, 6, 7]
+    wl = T.expand(tr, T.PAIRS)
+    assert wl.src.tolist() == [0, 1, 0, 1, 3]
+    assert wl.dst.tolist() == [2, 2, 3, 3, 0]
+    assert wl.size.tolist() == [2e6, 1e6, 0.0, 0.0, 1e6]
+    assert wl.reducer.tolist() == [0, 0, 1, 1, 2]
+    assert wl.flow_lo.tolist() == [0, 4, 5]
+    assert (wl.src.dtype, wl.dst.dtype, wl.size.dtype, wl.reducer.dtype) == (np.int32, np.int32, np.float64, np.int64)
+
+
 def test_bins():
     text = "200 4\n" \
         "1 0 1 0 1 1:4.0\n" \

@@ -252,28 +252,24 @@ def expand(tr: Trace, convention: str = SPLIT) -> Workload:
     src, dst, size, red, lo = [], [], [], [], [0]
     rid = 0
     for c in tr.coflows:
+        # a reducer's flows, one per mapper (split) or mapper port (pairs), reducer after reducer
+        R = len(c.reducers)
+        ports = np.fromiter((p for p, _ in c.reducers), dtype=np.int32, count=R)
+        mbs = np.fromiter((mb for _, mb in c.reducers), dtype=np.float64, count=R)
         if convention == SPLIT:
-            # a reducer's flows, one per mapper, reducer after reducer
             m = np.asarray(c.mappers, dtype=np.int32)
-            R, M = len(c.reducers), len(m)
-            ports = np.fromiter((p for p, _ in c.reducers), dtype=np.int32, count=R)
-            mbs = np.fromiter((mb for _, mb in c.reducers), dtype=np.float64, count=R)
-            src.append(np.tile(m, R))
-            dst.append(np.repeat(ports, M))
-            size.append(np.repeat(mbs * MB / M, M))
-            red.append(np.repeat(np.arange(rid, rid + R, dtype=np.int64), M))
-            rid += R
-            lo.append(lo[-1] + R * M)
-            continue
+            M = len(m)
+            sizes = np.repeat(mbs * MB / M, M)
         else:
-            mp, cnt = np.unique(np.asarray(c.mappers, dtype=np.int32), return_counts=True)
-            for p, mb in c.reducers:
-                src.append(mp)
-                dst.append(np.full(len(mp), p, dtype=np.int32))
-                size.append(mb * 1e6 * cnt / cnt.sum())
-                red.append(np.full(len(mp), rid, dtype=np.int64))
-                rid += 1
-        lo.append(lo[-1] + sum(len(x) for x in src[len(src) - len(c.reducers):]))
+            m, cnt = np.unique(np.asarray(c.mappers, dtype=np.int32), return_counts=True)
+            M = len(m)
+            sizes = ((mbs * 1e6)[:, None] * cnt / cnt.sum()).ravel()
+        src.append(np.tile(m, R))
+        dst.append(np.repeat(ports, M))
+        size.append(sizes)
+        red.append(np.repeat(np.arange(rid, rid + R, dtype=np.int64), M))
+        rid += R
+        lo.append(lo[-1] + R * M)
     cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)
     return Workload(
         ports=tr.ports,
