@@ -630,3 +630,19 @@ def test_madd_kernel_is_bit_identical_to_reference(data):
     got = kernels.madd_coflows(order, D, r2, 1e-9, tau if tau is not None else np.zeros(0), tau is not None)
     assert np.array_equal(got, want)
     assert np.array_equal(r2, r1)
+
+
+def test_madd_deadline_slack_by_hand():
+    """A deadline a hair (5e-10 relative) shorter than Γ is still met (the coflow runs at
+    1/deadline); 2e-9 shorter is not (no minimum allocation, the residuals untouched)."""
+    from coflow.sched import kernels
+    from reference_sched import madd_coflows_reference
+    D = np.array([[2.0, 0.0, 1.0, 0.0]])  # Γ = 2 on link 0
+    order = np.array([0], dtype=np.int64)
+    for tau, want in [(2.0 * (1 - 5e-10), 1.0 / (2.0 * (1 - 5e-10))), (2.0 * (1 - 2e-9), 0.0), (3.0, 1.0 / 3.0)]:
+        t = np.array([tau])
+        r1, r2 = np.ones(4), np.ones(4)
+        got = kernels.madd_coflows(order, D, r2, 1e-9, t, True)
+        assert got[0] == want == madd_coflows_reference(order, D, r1, t)[0]
+        assert np.array_equal(r1, r2)
+        assert (r2 == 1.0).all() if want == 0.0 else r2[0] == max(1.0 - 2.0 / tau, 0.0)
