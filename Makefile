@@ -42,8 +42,10 @@ test: test-py
 run: $(VENV)/.installed
 	FB_TRACE=$(FB_TRACE) $(COFLOW) run $(RUN_ARGS)
 
+# BENCH_ARGS="--schedulers sebf --reschedule coflow --skip-10x --same-time" to choose; with
+# COFLOWSIM_CMD set, CoflowSim runs side by side (bench/bench_sim.py's docstring)
 bench: $(VENV)/.installed
-	$(PY) bench/bench_sim.py --trace $(FB_TRACE) --out out/bench
+	$(PY) bench/bench_sim.py --trace $(FB_TRACE) --out out/bench $(BENCH_ARGS)
 
 # controller: SEBF+MADD round (100 coflows / 10k flows) and D-CLAS coordination over a k=4
 # fat-tree's 8 edges (20 BMv2 processes; needs `make p4` and simple_switch_grpc)
