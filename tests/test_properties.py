@@ -220,7 +220,7 @@ def test_unit_fill_is_bit_identical_to_weighted_fill(vq):
     ra, rb = v.caps.copy(), v.caps.copy()
     idx = np.arange(n)
     kernels.fill_unit(v.src, v.dst, idx, P, ra, 1e-9, np.zeros((P, P), dtype=np.int32), a)
-    kernels.fill(v.src, v.dst, np.ones(n), idx, P, rb, 1e-9, np.zeros((P, P)), np.zeros((P, P)), b)
+    kernels.fill(v.src, v.dst, np.ones(n), idx, P, rb, 1e-9, np.zeros((P, P)), np.zeros((P, P), dtype=np.int32), b)
     assert np.array_equal(a, b) and np.array_equal(ra, rb)
 
 
@@ -268,7 +268,7 @@ def test_unit_pair_levels_is_bit_identical_to_weighted(vq):
     a = kernels.pair_levels_unit(v.src, v.dst, v.ports, ra, 1e-9)
     n, P = v.nflows, v.ports
     b = np.zeros(n)
-    kernels.fill(v.src, v.dst, np.ones(n), np.arange(n), P, rb, 1e-9, np.zeros((P, P)), np.zeros((P, P)), b)
+    kernels.fill(v.src, v.dst, np.ones(n), np.arange(n), P, rb, 1e-9, np.zeros((P, P)), np.zeros((P, P), dtype=np.int32), b)
     assert np.array_equal(a, b) and np.array_equal(ra, rb)
 
 
@@ -572,7 +572,7 @@ def test_ordered_fill_is_a_fill_per_coflow(vq, seed):
     kernels.ordered_fill(order, v.cf_lo, v.src, v.dst, w, el, P, rema, REL_TOL, ra)
     rb, remb = np.zeros(n), rem0.copy()
     tol = np.maximum(rem0, 1.0) * REL_TOL
-    N, Cm = np.zeros((P, P)), np.zeros((P, P))
+    N, Cm = np.zeros((P, P)), np.zeros((P, P), dtype=np.int32)
     for k in order:
         if not ((remb[:P] > tol[:P]).any() and (remb[P:] > tol[P:]).any()):
             break

@@ -21,8 +21,8 @@ def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
     saturated) matter, and they are found from the per-(uplink, downlink) weight sums: each
     round costs O(P) plus O(P) per saturated link, whatever the number of flows.  A flow's
     rate is w_f * min(level(uplink), level(downlink)).  ``rem`` (2P) is updated in place.
-    ``N`` and ``C`` are zeroed (P x P) scratch matrices, left zeroed on return: the weight and
-    flow count per (downlink, uplink), downlink-major as traces list a reducer's flows; with
+    ``N`` (float) and ``C`` (int32) are zeroed (P x P) scratch matrices, left zeroed on return:
+    the weight and flow count per (downlink, uplink), downlink-major as traces list a reducer's flows; with
     many flows they are cleared whole (a scattered clear per flow costs a quarter of a large
     fill)."""
     W = np.zeros(2 * P)
@@ -46,7 +46,7 @@ def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
                 ac = Wc[P + d]
             x = w[f]
             N[d, i] += x
-            C[d, i] += 1.0
+            C[d, i] += 1
             W[i] += x
             Wc[i] += 1.0
             aw += x
@@ -118,12 +118,12 @@ def fill(src, dst, w, idx, P, rem, rel_tol, N, C, rates):
     many = idx.shape[0] * 8 > P * P
     if many:
         N[:, :] = 0.0
-        C[:, :] = 0.0
+        C[:, :] = 0
     for k in range(idx.shape[0]):
         f = idx[k]
         if not many:
             N[dst[f], src[f]] = 0.0
-            C[dst[f], src[f]] = 0.0
+            C[dst[f], src[f]] = 0
         a = level[src[f]]
         b = level[P + dst[f]]
         rates[f] += w[f] * (a if a < b else b)
@@ -293,7 +293,8 @@ def pair_levels(src, dst, w, P, rem, rel_tol):
     if unit:
         fill_unit(src, dst, np.arange(src.shape[0]), P, rem, rel_tol, np.zeros((P, P), dtype=np.int32), rates)
     else:
-        fill(src, dst, w, np.arange(src.shape[0]), P, rem, rel_tol, np.zeros((P, P)), np.zeros((P, P)), rates)
+        fill(src, dst, w, np.arange(src.shape[0]), P, rem, rel_tol, np.zeros((P, P)), np.zeros((P, P), dtype=np.int32),
+             rates)
     return rates
 
 
@@ -302,7 +303,7 @@ def ordered_fill(order, cf_lo, src, dst, w, eligible, P, rem, rel_tol, rates):
     """Strict priority across coflows in ``order``; weighted max-min inside each coflow over
     its eligible flows (w > 0) whose two links still have capacity.  Adds to ``rates``."""
     N = np.zeros((P, P))
-    C = np.zeros((P, P))
+    C = np.zeros((P, P), dtype=np.int32)
     tol = np.empty(2 * P)
     for l in range(2 * P):
         tol[l] = max(rem[l], 1.0) * rel_tol
