@@ -203,3 +203,24 @@ def madd_coflows_reference(order: np.ndarray, D: np.ndarray, rem: np.ndarray, ta
         rem[nz] -= d[nz] / g
     np.maximum(rem, 0.0, out=rem)
     return rates_cf
+
+
+def coflow_finish_in_reference(cf_lo, rem, rates):
+    """Every coflow's finish time at these rates (max over its flows of rem / rate; inf if a
+    flow with bytes has no rate), the minimum over coflows, and whether every rate is finite
+    and >= 0: what kernels.coflow_finish_in computes with its early exits."""
+    ok = bool(np.all((rates >= 0) & (rates < np.inf)))
+    best = np.inf
+    with np.errstate(over="ignore"):
+        for k in range(len(cf_lo) - 1):
+            m = 0.0
+            for f in range(cf_lo[k], cf_lo[k + 1]):
+                r = rates[f]
+                if not (r >= 0.0 and r < np.inf):
+                    m = np.inf
+                elif r > 0:
+                    m = max(m, rem[f] / r)
+                elif rem[f] > 0:
+                    m = np.inf
+            best = min(best, m)
+    return best, ok

@@ -316,16 +316,20 @@ def flow_steps(draw):
 @given(fs=flow_steps(), bad=st.sampled_from([None, -1.0, np.inf, np.nan]))
 def test_sim_step_kernels_are_bit_identical_to_reference(fs, bad):
     """The simulator's per-event kernels: check_rates (divides only where a flow may lower the
-    minimum) and advance_compact (per-coflow sums kept in a register) equal the flow-by-flow
+    minimum), coflow_finish_in (stops dividing in a coflow that can no longer finish first)
+    and advance_compact (per-coflow sums kept in a register) equal the flow-by-flow
     references exactly, including tiny and huge rates and flows finishing now."""
     from coflow.sched import kernels
-    from reference_sched import advance_compact_reference, check_rates_reference
+    from reference_sched import advance_compact_reference, check_rates_reference, coflow_finish_in_reference
     pos, rem, rates, dt, fin_before = fs
+    cf_lo = np.searchsorted(pos, np.arange(int(pos.max()) + 2)).astype(np.int64)
     if bad is not None:
         r2 = rates.copy()
         r2[len(r2) // 2] = bad
         assert kernels.check_rates(rem, r2) == check_rates_reference(rem, r2)
+        assert kernels.coflow_finish_in(cf_lo, rem, r2) == coflow_finish_in_reference(cf_lo, rem, r2)
     assert kernels.check_rates(rem, rates) == check_rates_reference(rem, rates)
+    assert kernels.coflow_finish_in(cf_lo, rem, rates) == coflow_finish_in_reference(cf_lo, rem, rates)
     C = int(pos.max()) + 1
     n = pos.size
     src = np.arange(n, dtype=np.int32)

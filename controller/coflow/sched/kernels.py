@@ -477,6 +477,9 @@ def coflow_finish_in(cf_lo, rem, rates):
             if not (r >= 0.0 and r < INF):
                 ok = False
                 m = INF
+            elif m >= best:
+                # this coflow cannot finish first any more: only the rates' check is left
+                continue
             elif r > 0:
                 t = rem[f] / r
                 if t > m:
