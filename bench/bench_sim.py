@@ -151,10 +151,12 @@ TARGET_SPEEDUP = 50.0
 
 
 def targets(results):
-    """Judge the FB runs (per simulator mode) against the targets above.  The speed-up counts
-    only CoflowSim runs made beside ours (one after the other, or at the same time):
-    CoflowSim's recorded runs were made while other jobs loaded the machine and are no fair
-    baseline.  A capped or failed run misses the time target."""
+    """Judge the FB runs (per simulator mode) against the targets above.  A capped or failed
+    run misses the time target.  The speed-up is judged in CoflowSim's rescheduling convention
+    only, the job CoflowSim does (the exact mode reallocates at every flow completion, which
+    CoflowSim never does), and counts only CoflowSim runs made beside ours (one after the other,
+    or at the same time; the lower decides): its recorded runs were made while other jobs loaded
+    the machine and are no fair baseline."""
     out = {}
     for key, r in results.items():
         parts = key.split("/")
@@ -164,6 +166,7 @@ def targets(results):
         t = out.setdefault(tname, {"runs": 0, "over_60s": {}, "rss_over_2gb": {}, "rss_unknown": [],
                                    "speedup": {}, "speedup_below_50x": {}})
         t["runs"] += 1
+        t["same_job"] = tname.endswith(MODE_SUFFIX["coflow"])
         if not r["ok"] or r["wall_s"] >= TARGET_WALL_S:
             t["over_60s"][s] = "capped" if r.get("capped") else "failed" if not r["ok"] else round(r["wall_s"], 1)
         if r.get("peak_rss_mb") is None:
@@ -171,6 +174,8 @@ def targets(results):
         elif r["peak_rss_mb"] >= TARGET_RSS_MB:
             t["rss_over_2gb"][s] = round(r["peak_rss_mb"])
         ups = {}
+        if not t["same_job"]:
+            continue
         if (r.get("coflowsim") or {}).get("source") == "side by side" and r.get("speedup_wall"):
             ups["one after the other"] = r["speedup_wall"]
         st = results.get(f"{key}/same-time") or {}
@@ -196,7 +201,9 @@ def targets_md(tg):
         unknown = f", {len(t['rss_unknown'])} unmeasured" if t["rss_unknown"] else ""
         parts.append(f"peak RSS under 2 GB {n - len(big) - len(t['rss_unknown'])}/{n}"
                      + (f" (missed: {', '.join(big)}{unknown})" if big or unknown else ""))
-        if t["speedup"]:
+        if not t["same_job"]:
+            parts.append("speed-up over CoflowSim judged in CoflowSim's convention only")
+        elif t["speedup"]:
             low = [f"{s} {v}x" for s, v in t["speedup_below_50x"].items()]
             m = len(t["speedup"])
             parts.append(f"at least {TARGET_SPEEDUP:.0f}x CoflowSim side by side {m - len(low)}/{m}"
