@@ -163,10 +163,9 @@ def targets(results):
         if len(parts) != 2 or not parts[0].startswith("fb"):
             continue
         tname, s = parts
-        t = out.setdefault(tname, {"runs": 0, "over_60s": {}, "rss_over_2gb": {}, "rss_unknown": [],
-                                   "speedup": {}, "speedup_below_50x": {}})
+        t = out.setdefault(tname, {"runs": 0, "same_job": tname.endswith(MODE_SUFFIX["coflow"]), "over_60s": {},
+                                   "rss_over_2gb": {}, "rss_unknown": [], "speedup": {}, "speedup_below_50x": {}})
         t["runs"] += 1
-        t["same_job"] = tname.endswith(MODE_SUFFIX["coflow"])
         if not r["ok"] or r["wall_s"] >= TARGET_WALL_S:
             t["over_60s"][s] = "capped" if r.get("capped") else "failed" if not r["ok"] else round(r["wall_s"], 1)
         if r.get("peak_rss_mb") is None:
