@@ -11,7 +11,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 EXTRAS ?= test,p4,ctl
 
-.PHONY: all venv test test-py run bench bench-ctl clean help
+.PHONY: all venv sysdeps test test-py run bench bench-ctl clean help
 
 all: help
 
@@ -29,7 +29,13 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-test-py: $(VENV)/.installed
+# Debian packages the emulation and the live tests use (Mininet, ethtool, iproute2, ...): installed
+# with apt on first use when root, else one line naming them and their tests skip.
+# COFLOW_SYSTEM_INSTALL=0 turns the install off (controller/coflow/sysdeps.py).
+sysdeps: $(VENV)/.installed
+	@$(PY) -m coflow.sysdeps ensure
+
+test-py: $(VENV)/.installed sysdeps
 	@$(MAKE) --no-print-directory p4-if-available
 	$(PY) -m pytest -q tests
 
@@ -39,7 +45,7 @@ test: test-py
 # The emulation when p4c/BMv2, Mininet and root are there (k=4 fat-tree, FB trace prefix, five
 # modes, emulated vs simulated table; RUN_ARGS="--coflows 30 --modes fair,dclas" to change),
 # else one line saying why and the simulator comparison.
-run: $(VENV)/.installed
+run: $(VENV)/.installed sysdeps
 	FB_TRACE=$(FB_TRACE) $(COFLOW) run $(RUN_ARGS)
 
 # BENCH_ARGS="--schedulers sebf --reschedule coflow --skip-10x --same-time" to choose; with

@@ -14,3 +14,20 @@ def fb_trace():
     if not os.path.exists(FB_TRACE):
         pytest.skip(f"FB trace not found at {FB_TRACE} (set FB_TRACE or put ../shared beside the repo)")
     return FB_TRACE
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One loud line per skip reason with its count, so that a skipped live test never looks
+    like a pass (``make test`` on a machine without the P4 toolchain or Mininet)."""
+    skipped = terminalreporter.stats.get("skipped", [])
+    if not skipped:
+        return
+    reasons: dict[str, int] = {}
+    for rep in skipped:
+        longrepr = rep.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    terminalreporter.write_sep("=", f"{len(skipped)} tests SKIPPED", yellow=True, bold=True)
+    for reason, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"SKIPPED {n:>3}: {reason}", yellow=True, bold=True)

@@ -14,21 +14,15 @@ import subprocess
 
 import pytest
 
-from coflow.dataplane.toolchain import discover
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _why_skip():
-    tc = discover()
-    if not tc.complete:
-        return "P4 toolchain not found: missing " + ", ".join(tc.missing())
-    if os.geteuid() != 0:
-        return "needs root (Mininet)"
-    try:
-        import mininet.net  # noqa: F401
-    except ImportError:
-        return "Mininet is not importable"
+    from coflow.emu.cli import preflight   # the same check as `coflow run`: every reason at once
+    why = preflight()
+    if why:
+        return why
     from coflow import topology as topo
     from coflow.emu.fabric import conflicting_interfaces
     if conflicting_interfaces(topo.fattree(4)):

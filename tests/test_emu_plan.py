@@ -11,7 +11,7 @@ from coflow.emu import plan as P
 from coflow.emu.driver import registration, send_commands
 from coflow.emu.fabric import QUEUE_BUDGET, tm_config, tm_for_mode
 from coflow.emu.runner import EmuConfig, load_topology, mode_settings, simulate_mode
-from coflow.emu.switch import switch_command
+from coflow.dataplane.toolchain import switch_command
 
 HOSTS = [f"h{i}" for i in range(4)]
 TEXT = """8 4

@@ -58,18 +58,19 @@ def config_from_args(args):
 
 
 def preflight() -> str | None:
-    """Why the emulation cannot run here (None if it can)."""
+    """Why the emulation cannot run here (None if it can): every reason, in one line."""
     from ..dataplane.toolchain import discover
+    from ..sysdeps import mininet_missing
+    why = []
     tc = discover()
     if not tc.complete:
-        return "P4 toolchain not found: missing " + ", ".join(tc.missing())
+        why.append("P4 toolchain not found: missing " + ", ".join(tc.missing()))
+    mn = mininet_missing()
+    if mn:
+        why.append(mn)
     if os.geteuid() != 0:
-        return "Mininet needs root"
-    try:
-        import mininet.net  # noqa: F401
-    except ImportError:
-        return "Mininet is not importable"
-    return None
+        why.append("Mininet needs root")
+    return "; ".join(why) or None
 
 
 def cmd_run(args) -> int:
@@ -146,6 +147,10 @@ def cmd_clean(args) -> int:
     gone = cleanup_interfaces(load_topology(args.topo))
     print(f"coflow emu clean: killed {len(pids)} simple_switch_grpc, removed {len(gone)} interfaces")
     if args.mininet:
+        from ..sysdeps import mininet_missing
+        if mininet_missing():
+            print(f"coflow emu clean: --mininet: {mininet_missing()}", file=sys.stderr)
+            return 3
         from mininet.clean import cleanup
         cleanup()
     return 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from ..dataplane import tm
 from ..dataplane.toolchain import discover
 from .. import topology as topo
-from .switch import MARKER, BMv2Switch, EmuHost, static_arp
+from .switch import MARKER, static_arp
 
 from .plan import QUEUE_BUDGET  # noqa: E402 (defined with the plan: the CLI reads it without Mininet)
 
@@ -128,8 +128,14 @@ class Fabric:
 
     # bring-up --------------------------------------------------------------------------------------
     def start(self) -> "Fabric":
+        from ..sysdeps import mininet_missing
+        why = mininet_missing()
+        if why:
+            raise FabricError(why)
         from mininet.link import Link
         from mininet.net import Mininet
+
+        from .nodes import BMv2Switch, EmuHost
         clash = conflicting_interfaces(self.t)
         if clash:
             raise FabricError(f"interfaces already exist ({', '.join(clash[:4])}...): another fabric "
