@@ -11,7 +11,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 EXTRAS ?= test,p4,ctl
 
-.PHONY: all venv sysdeps test test-py run bench bench-ctl clean help
+.PHONY: all venv sysdeps test test-py run bench bench-ctl clean help results results-emu readme
 
 all: help
 
@@ -58,6 +58,29 @@ bench: $(VENV)/.installed
 bench-ctl: $(VENV)/.installed
 	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
 	$(PY) bench/bench_ctl.py --out out/bench/bench_ctl.json
+
+# README.md's results tables are rendered from results/*.json (small summaries of runs; see
+# controller/coflow/results.py). `make results` reruns the simulator comparisons (bundled trace,
+# and the FB trace when ../shared has it: about 10 minutes) and re-renders README.md;
+# `make results-emu` saves the last `make run` emulation; `make readme` only re-renders.
+SIM_CMD = $(COFLOW) compare --quiet
+results: $(VENV)/.installed
+	$(SIM_CMD) --trace traces/fb-like-120x16.txt --json out/results/sim-bundled.json --plots out/results/bundled
+	$(COFLOW) results save --kind sim out/results/sim-bundled.json -o results/sim-bundled.json \
+	  --command "coflow compare --trace traces/fb-like-120x16.txt"
+	@if [ -f $(FB_TRACE) ]; then \
+	  $(SIM_CMD) --trace $(FB_TRACE) --json out/results/sim-fb.json --plots out/results/fb && \
+	  $(COFLOW) results save --kind sim out/results/sim-fb.json -o results/sim-fb.json \
+	    --command "coflow compare --trace FB2010-1Hr-150-0.txt"; \
+	else echo "results: $(FB_TRACE) not found: results/sim-fb.json kept"; fi
+	@$(MAKE) --no-print-directory readme
+
+results-emu: $(VENV)/.installed
+	$(COFLOW) results save --kind emu out/run/compare.json -o results/emu-fattree.json --command "make run"
+	@$(MAKE) --no-print-directory readme
+
+readme: $(VENV)/.installed
+	$(COFLOW) results readme
 
 clean:
 	rm -rf build out .pytest_cache

@@ -347,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-PLUGIN_MODULES = ("coflow.topology", "coflow.api.cli", "coflow.ctl.cli", "coflow.emu.cli")
+PLUGIN_MODULES = ("coflow.topology", "coflow.results", "coflow.api.cli", "coflow.ctl.cli", "coflow.emu.cli")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,88 @@
+"""README's results tables are rendered from results/*.json, and nothing else (issue 18)."""
+import json
+import os
+
+import pytest
+
+from coflow import results as R
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_readme_equals_what_the_command_writes():
+    text = open(os.path.join(REPO, "README.md")).read()
+    names = R.blocks(text)
+    assert {"sim-fb", "sim-bundled"} <= set(names), names
+    assert R.render_readme(text, os.path.join(REPO, "results")) == text, \
+        "README.md's results tables differ from results/: run `make readme`"
+
+
+def test_every_summary_is_used_and_small():
+    text = open(os.path.join(REPO, "README.md")).read()
+    files = sorted(f[:-5] for f in os.listdir(os.path.join(REPO, "results")) if f.endswith(".json"))
+    assert files == sorted(R.blocks(text))
+    for f in files:
+        assert os.path.getsize(os.path.join(REPO, "results", f + ".json")) < 64 * 1024
+
+
+def _cmp(tmp_path):
+    row = {"avg_cct_s": 2.0, "p95_cct_s": 4.0, "avg": 1.5, "p95": 2.0, "wall_s": 0.25,
+           "SN_avg": 3.0, "LN_avg": 2.0, "SW_avg": 1.25, "LW_avg": 1.0}
+    base = dict(row, avg_cct_s=3.0, avg=1.0, p95=1.0, SN_avg=1.0, LN_avg=1.0, SW_avg=1.0, LW_avg=1.0)
+    cmp = {"trace": "/x/t.txt", "convention": "split", "table": {"baseline": "fair",
+           "rows": {"fair": base, "sebf": row}}, "reports": {"fair": {"summary": {"coflows": 7}}}}
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(cmp))
+    return cmp, str(p)
+
+
+def test_sim_summary_renders_its_rows_and_its_run(tmp_path):
+    cmp, path = _cmp(tmp_path)
+    s = R.summarize_sim(cmp, path, "coflow compare --trace t.txt")
+    out = R.render_sim(s)
+    assert "| sebf | 2.000 | 1.50 | 2.00 | 3.00 | 2.00 | 1.25 | 1.00 | 0.2 |" in out
+    assert "t.txt, 7 coflows" in out and f"{os.cpu_count()}-core" in out and "`coflow compare --trace t.txt`" in out
+
+
+def test_a_changed_table_is_found(tmp_path):
+    cmp, path = _cmp(tmp_path)
+    (tmp_path / "results").mkdir()
+    s = R.summarize_sim(cmp, path, "c")
+    (tmp_path / "results" / "x.json").write_text(json.dumps(s))
+    text = "a\n<!-- results:x -->\nstale\n<!-- /results:x -->\nb\n"
+    new = R.render_readme(text, str(tmp_path / "results"))
+    assert new != text and "stale" not in new and new.startswith("a\n") and new.endswith("b\n")
+    assert R.render_readme(new, str(tmp_path / "results")) == new
+
+
+@pytest.mark.parametrize("content,msg", [
+    (None, "missing"),
+    ("{not json", ":1: not JSON"),
+    ('{"kind": "other", "schema": 1}', "not a results summary"),
+    ("[1, 2]", "not a results summary"),
+])
+def test_bad_summaries_give_one_line(tmp_path, content, msg):
+    if content is not None:
+        (tmp_path / "x.json").write_text(content)
+    with pytest.raises(R.ResultsError, match=msg):
+        R.render_readme("<!-- results:x -->\n<!-- /results:x -->\n", str(tmp_path))
+
+
+def test_save_rejects_a_json_that_is_not_a_run(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text('{"hello": 1}')
+    assert R.main(["save", "--kind", "sim", str(p), "--command", "c", "-o", str(tmp_path / "o.json")]) == 2
+    assert R.main(["save", "--kind", "emu", str(p), "--command", "c", "-o", str(tmp_path / "o.json")]) == 2
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_check_mode_fails_on_a_stale_readme(tmp_path, capsys):
+    cmp, path = _cmp(tmp_path)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "x.json").write_text(json.dumps(R.summarize_sim(cmp, path, "c")))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- results:x -->\nold\n<!-- /results:x -->\n")
+    args = ["readme", "--readme", str(readme), "--results", str(tmp_path / "results")]
+    assert R.main(args + ["--check"]) == 1
+    assert R.main(args) == 0
+    assert R.main(args + ["--check"]) == 0
