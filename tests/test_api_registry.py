@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from coflow.api.admission import varys_admission
-from coflow.api.registry import (ApiError, CoflowId, CoflowRegistry, FlowSpec,
+from coflow.api.registry import (ApiError, CoflowId, CoflowRegistry, FlowSpec, parse_cid,
                                  RegistryDbError)
 
 HOSTS = [f"h{i}" for i in range(8)]
@@ -50,7 +50,7 @@ def test_coflow_id_parse_and_str():
                                "7,0", "a.b", "7.256", f"{2**32}.0", "٣.0", "1e3.0"])
 def test_coflow_id_malformed(s):
     with pytest.raises(ApiError) as ei:
-        CoflowId.parse(s, "parent")
+        parse_cid(s, "parent")
     assert ei.value.code == "INVALID_ARGUMENT" and ei.value.field == "parent"
 
 

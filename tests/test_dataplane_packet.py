@@ -48,7 +48,8 @@ def test_coflow_id_bounds_and_text():
         CoflowId(1, 256)
     assert str(CoflowId(12, 3)) == "12.3"
     assert CoflowId.parse("12.3") == CoflowId(12, 3)
-    assert CoflowId.parse("9") == CoflowId(9, 0)
+    with pytest.raises(ValueError):    # one rule everywhere: 'external.internal' (the API's)
+        CoflowId.parse("9")
 
 
 def test_scapy_layer_encode_decode():

@@ -25,6 +25,10 @@ const bit<8>  IP_PROTO_UDP = 17;
 const bit<8>  IPOPT_COFLOW_TYPE = 0x9e;
 const bit<8>  IPOPT_COFLOW_LEN  = 8;
 
+/* Slot hash (v1model): multiplicative (Fibonacci) hashing of (external, internal). */
+const bit<32> HASH_MUL_EXT = 0x9E3779B1;  /* 2^32 / golden ratio */
+const bit<32> HASH_MUL_INT = 0x85EBCA77;
+
 /* Scheduling modes, written by the controller into pipeline_config. */
 const bit<8> MODE_FAIR     = 0;  /* every tagged coflow in one class (fair_prio)   */
 const bit<8> MODE_DCLAS    = 1;  /* Aalo D-CLAS: bytes sent -> queue (range table) */

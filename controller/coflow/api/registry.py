@@ -26,7 +26,7 @@ import dataclasses
 import logging
 import math
 import os
-import re
+
 import sqlite3
 import threading
 import time
@@ -36,13 +36,14 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
-EXTERNAL_LIMIT = 2 ** 32   # external id < 2^32 (32-bit field)
-INTERNAL_LIMIT = 2 ** 8    # internal id < 2^8 (8-bit field)
+from ..dataplane.constants import MAX_EXTERNAL, MAX_INTERNAL, CoflowId, CoflowIdError  # noqa: E402
+
+EXTERNAL_LIMIT = MAX_EXTERNAL + 1   # external id < 2^32 (the option's 32-bit field)
+INTERNAL_LIMIT = MAX_INTERNAL + 1   # internal id < 2^8 (8-bit field)
 SIZE_LIMIT = 2 ** 63       # int64 on the wire
 DB_FORMAT = "coflow-registry/1"
 EVENTS = ("register", "add_flows", "update", "unregister")
 
-_CID_RE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 _CODES = {"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"}
 
 
@@ -67,37 +68,12 @@ def _invalid(field: str, message: str) -> ApiError:
     return ApiError("INVALID_ARGUMENT", field, message)
 
 
-@dataclass(frozen=True, order=True)
-class CoflowId:
-    external: int
-    internal: int
-
-    def __post_init__(self):
-        for name, v, lim in (("external", self.external, EXTERNAL_LIMIT), ("internal", self.internal, INTERNAL_LIMIT)):
-            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < lim:
-                raise ValueError(f"CoflowId.{name}: {v!r} is not an integer in [0, {lim})")
-
-    def __str__(self) -> str:
-        return f"{self.external}.{self.internal}"
-
-    @classmethod
-    def parse(cls, s, field: str = "coflow_id") -> "CoflowId":
-        """Parse ``"external.internal"`` (decimal, no sign, no leading zeros, no spaces).
-        Raises :class:`ApiError` INVALID_ARGUMENT naming ``field``."""
-        if isinstance(s, CoflowId):
-            return s
-        if not isinstance(s, str):
-            raise _invalid(field, f"expected a CoflowId string 'external.internal', got {type(s).__name__}")
-        m = _CID_RE.fullmatch(s)
-        if not m:
-            shown = s if len(s) <= 40 else s[:37] + "..."
-            raise _invalid(field, f"{shown!r} is not a CoflowId 'external.internal' (e.g. '7.0')")
-        e, i = int(m.group(1)), int(m.group(2))
-        if e >= EXTERNAL_LIMIT:
-            raise _invalid(field, f"external id {e} does not fit in 32 bits (must be < {EXTERNAL_LIMIT})")
-        if i >= INTERNAL_LIMIT:
-            raise _invalid(field, f"internal id {i} does not fit in 8 bits (must be < {INTERNAL_LIMIT})")
-        return cls(e, i)
+def parse_cid(s, field: str = "coflow_id") -> CoflowId:
+    """The shared :meth:`CoflowId.parse` rule, its error as INVALID_ARGUMENT naming ``field``."""
+    try:
+        return CoflowId.parse(s, field)
+    except CoflowIdError as e:
+        raise _invalid(e.field, e.msg) from None
 
 
 @dataclass(frozen=True)
@@ -214,7 +190,7 @@ class CoflowRegistry:
             return self._next_external
 
     def get(self, cid) -> CoflowRecord:
-        cid = CoflowId.parse(cid)
+        cid = parse_cid(cid)
         with self._lock:
             return _copy(self._get(cid, "coflow_id"))
 
@@ -233,7 +209,7 @@ class CoflowRegistry:
 
     def __contains__(self, cid) -> bool:
         try:
-            cid = CoflowId.parse(cid)
+            cid = parse_cid(cid)
         except ApiError:
             return False
         with self._lock:
@@ -275,7 +251,7 @@ class CoflowRegistry:
         with self._lock:
             specs = self._check_flows(flows, "flows", existing=())
             deadline = self._check_deadline(deadline_s, specs)
-            par = CoflowId.parse(parent, "parent") if parent is not None and parent != "" else None
+            par = parse_cid(parent, "parent") if parent is not None and parent != "" else None
             if external is not None:
                 if not isinstance(external, int) or isinstance(external, bool) or not 0 <= external < EXTERNAL_LIMIT:
                     raise _invalid("external", f"{external!r} is not an integer in [0, 2^32)")
@@ -320,7 +296,7 @@ class CoflowRegistry:
         return _copy(rec)
 
     def add_flows(self, cid, flows) -> CoflowRecord:
-        cid = CoflowId.parse(cid)
+        cid = parse_cid(cid)
         with self._lock:
             old = self._get(cid, "coflow_id")
             specs = self._check_flows(flows, "flows", existing=old.flows, cid=cid)
@@ -340,7 +316,7 @@ class CoflowRegistry:
         return _copy(rec)
 
     def update(self, cid, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None) -> CoflowRecord:
-        cid = CoflowId.parse(cid)
+        cid = parse_cid(cid)
         with self._lock:
             old = self._get(cid, "coflow_id")
             sizes = self._check_counts(sizes, "sizes", old)
@@ -365,7 +341,7 @@ class CoflowRegistry:
         return _copy(rec)
 
     def unregister(self, cid) -> CoflowRecord:
-        cid = CoflowId.parse(cid)
+        cid = parse_cid(cid)
         with self._lock:
             rec = self._get(cid, "coflow_id")
             self._db_write(lambda db: self._db_unregister(db, cid))
@@ -568,7 +544,7 @@ class CoflowRegistry:
                 "SELECT external, internal, seq, registered_at, deadline_s, parent, admitted FROM coflows ORDER BY seq"):
             try:
                 cid = CoflowId(e, i)
-                par = CoflowId.parse(parent) if parent else None
+                par = parse_cid(parent) if parent else None
             except (ValueError, ApiError) as ex:
                 raise bad(f"coflow {e}.{i}: {ex}") from None
             fl = flows.pop((e, i), [])

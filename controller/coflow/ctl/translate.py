@@ -17,15 +17,9 @@ import numpy as np
 from ..params import DclasParams, HW_QUEUES, hw_priority
 from . import model as M
 
-MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "utopia", "fai")
-RATE_MODES = ("sebf", "hug", "utopia", "fai")
-MODE_CODE = {"fair": 0, "dclas": 1, "fifo-lm": 2, "sebf": 3, "hug": 3, "utopia": 3, "fai": 3}
-SCHEDULER_OF = {"fair": "fair", "dclas": "dclas", "fifo-lm": "fifo-lm", "sebf": "sebf",
-                "hug": "hug", "utopia": "utopia", "fai": "fai"}
+from ..dataplane.constants import (  # noqa: F401 (MODES, RATE_MODES: the ctl's public names)
+    ASSIGNED_SLOTS, FLOW_SLOTS_PER_COFLOW, HASH_SLOT_BASE, MODE_CODE, MODES, RATE_MODES, SCHEDULER_OF)
 
-ASSIGNED_SLOTS = 512          # size.p4 ASSIGNED_SLOTS: slots 0..511 are controller-assigned
-HASH_SLOT_BASE = 512
-FLOW_SLOTS_PER_COFLOW = 8     # size.p4: meter index = coflow slot * 8 + flow slot
 NO_HEAVY = (1 << 64) - 1
 MAX_FRAME = 1514              # Ethernet frame without FCS at MTU 1500
 IP_PROTO_TCP = 6

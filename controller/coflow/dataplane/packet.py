@@ -22,60 +22,13 @@ import socket
 import struct
 from dataclasses import dataclass
 
-IPOPT_COFLOW_TYPE = 0x9E
-IPOPT_COFLOW_NUMBER = 30
-IPOPT_COFLOW_LEN = 8
-STAMPED_BIT = 0x80
-
-MAX_EXTERNAL = (1 << 32) - 1
-MAX_INTERNAL = (1 << 8) - 1
-
-# Mirrors p4src/include/size.p4
-ASSIGNED_SLOTS = 512
-HASH_SLOT_BASE = 512
-HASH_SLOTS = 512
-
-# Mirrors the DROP_* constants of p4src/include/define.p4
-DROP_NONE = 0
-DROP_NOT_IPV4 = 1
-DROP_BAD_VERSION = 2
-DROP_BAD_IHL = 3
-DROP_TRUNCATED = 4
-DROP_OPT_LEN = 5
-DROP_OPT_OVERFLOW = 6
-DROP_TOTAL_LEN = 7
-DROP_TTL = 8
-DROP_NO_ROUTE = 9
-DROP_METER_RED = 10
-DROP_PARSER_OTHER = 11
-
-MODE_FAIR = 0
-MODE_DCLAS = 1
-MODE_FIFO_LM = 2
-MODE_RATE = 3
-MODES = {"fair": MODE_FAIR, "dclas": MODE_DCLAS, "fifo-lm": MODE_FIFO_LM, "rate-controlled": MODE_RATE}
-
-
-@dataclass(frozen=True)
-class CoflowId:
-    """Aalo's two-part coflow id: external (job/DAG) . internal (stage)."""
-
-    external: int
-    internal: int = 0
-
-    def __post_init__(self):
-        if not 0 <= self.external <= MAX_EXTERNAL:
-            raise ValueError(f"external id {self.external} outside 0..{MAX_EXTERNAL}")
-        if not 0 <= self.internal <= MAX_INTERNAL:
-            raise ValueError(f"internal id {self.internal} outside 0..{MAX_INTERNAL}")
-
-    def __str__(self) -> str:
-        return f"{self.external}.{self.internal}"
-
-    @classmethod
-    def parse(cls, text: str) -> "CoflowId":
-        ext, _, internal = text.partition(".")
-        return cls(int(ext), int(internal or 0))
+# Every constant shared with the P4 programs lives in .constants (one source, checked against them).
+from .constants import (  # noqa: E402,F401 (re-exported: tools and PTF tests read them from here)
+    ASSIGNED_SLOTS, DROP_BAD_IHL, DROP_BAD_VERSION, DROP_METER_RED, DROP_NO_ROUTE, DROP_NONE,
+    DROP_NOT_IPV4, DROP_OPT_LEN, DROP_OPT_OVERFLOW, DROP_PARSER_OTHER, DROP_TOTAL_LEN, DROP_TRUNCATED,
+    DROP_TTL, HASH_MUL_EXT, HASH_MUL_INT, HASH_SLOT_BASE, HASH_SLOT_BITS, HASH_SLOTS, IPOPT_COFLOW_LEN, IPOPT_COFLOW_NUMBER,
+    IPOPT_COFLOW_TYPE, MAX_EXTERNAL, MAX_INTERNAL, MODE_DCLAS, MODE_FAIR, MODE_FIFO_LM, MODE_RATE,
+    STAMPED_BIT, CoflowId, DropReason, P4Mode)
 
 
 def option_bytes(cid: CoflowId, stamped: bool = False, prio: int = 0) -> bytes:
@@ -133,11 +86,6 @@ def set_socket_coflow(sock: socket.socket, cid: CoflowId, fallback_prio: int | N
             raise
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos_of_prio(fallback_prio))
     return "dscp"
-
-
-HASH_MUL_EXT = 0x9E3779B1   # 2^32 / golden ratio (Fibonacci hashing)
-HASH_MUL_INT = 0x85EBCA77
-HASH_SLOT_BITS = 9          # HASH_SLOTS = 2^9
 
 
 def hash_slot(cid: CoflowId) -> int:

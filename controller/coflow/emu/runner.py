@@ -34,7 +34,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 FB_TRACE = os.path.join(os.path.dirname(REPO), "shared", "traces", "FB2010-1Hr-150-0.txt")
 BUNDLED_TRACE = os.path.join(REPO, "traces", "fb-like-120x16.txt")
 from .plan import DEFAULT_MODES  # noqa: E402,F401 (re-exported)
-EMU_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "utopia", "fai")
+from ..dataplane.constants import MODES as EMU_MODES  # noqa: E402 (every controller mode runs here)
 #: the simulator's scheduler for each emulated mode (strict queues in the emulated TM)
 SIM_OF = {"fair": "fair", "dclas": "dclas-strict", "fifo-lm": "fifo-lm", "sebf": "sebf",
           "hug": "hug", "utopia": "utopia", "fai": "fai"}

@@ -3,7 +3,7 @@
  *
  * A CoflowId maps to a slot: the controller assigns slots 0..ASSIGNED_SLOTS-1
  * through the exact table coflow_slot; an unknown coflow falls back to
- * HASH_SLOT_BASE + the top HASH_SLOT_BITS bits of ext*0x9E3779B1 + int*0x85EBCA77
+ * HASH_SLOT_BASE + the top HASH_SLOT_BITS bits of ext*HASH_MUL_EXT + int*HASH_MUL_INT
  * (Fibonacci hashing; a CRC is linear over GF(2) and maps grids of
  * consecutive ids onto few slots). packet.hash_slot() computes the same.
  *
@@ -57,8 +57,8 @@ control CoflowCounter(inout headers_t hdr,
     }
 
     action hash_slot() {
-        bit<32> mix = hdr.coflow_opt.external_id * 32w0x9E3779B1
-                      + ((bit<32>)hdr.coflow_opt.internal_id) * 32w0x85EBCA77;
+        bit<32> mix = hdr.coflow_opt.external_id * HASH_MUL_EXT
+                      + ((bit<32>)hdr.coflow_opt.internal_id) * HASH_MUL_INT;
         meta.slot = HASH_SLOT_BASE + (mix >> (32 - HASH_SLOT_BITS));
         meta.slot_assigned = 0;
         count_slot();

@@ -1,0 +1,152 @@
+"""The one Python source of every constant the controller shares with the P4 programs.
+
+Names are the P4 names of ``p4src/include/define.p4`` and ``size.p4`` (and of the TNA program
+where it has them); ``tests/test_constants.py`` parses the P4 sources and fails when a value here
+differs from either program. Sizes are derived from sizes, as in size.p4.
+
+Also here: the controller's modes and the P4 mode code each one runs (``MODE_CODE``), and the
+:class:`CoflowId` (Aalo's ``external.internal``) with its one parse rule, used by the coflow API,
+the packet tools and the traffic agents alike.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+# CoflowId IPv4 option: copied=1, class=0, number=30 (RFC 4727 experimental) --------------------
+IPOPT_COFLOW_NUMBER = 30
+IPOPT_COPIED_BIT = 0x80
+IPOPT_COFLOW_TYPE = IPOPT_COPIED_BIT | IPOPT_COFLOW_NUMBER      # 0x9e
+IPOPT_COFLOW_LEN = 8
+STAMPED_BIT = 0x80                  # stamp byte: an edge switch decided
+COFLOW_EXT_BITS = 32                # coflow_ext_t
+COFLOW_INT_BITS = 8                 # coflow_int_t
+MAX_EXTERNAL = (1 << COFLOW_EXT_BITS) - 1
+MAX_INTERNAL = (1 << COFLOW_INT_BITS) - 1
+
+# Queues ---------------------------------------------------------------------------------------
+PRIO_BITS = 3                       # standard_metadata.priority
+NUM_PRIOS = 1 << PRIO_BITS          # --priority-queues 8
+PRIO_HIGHEST = NUM_PRIOS - 1        # served first (Aalo's queue 1)
+PRIO_LOWEST = 0
+FIFO_LM_MAX_RANK = PRIO_HIGHEST - 1  # FIFO-LM ranks 0..6 on priorities 7..1
+
+# Sizes (size.p4) ------------------------------------------------------------------------------
+PORT_BITS = 9                       # port_t
+MAX_PORTS = 1 << PORT_BITS
+QUEUE_COUNTER_SIZE = MAX_PORTS * NUM_PRIOS
+DROP_REASONS = 16
+ASSIGNED_SLOTS = 512                # slots 0..511: controller-assigned (coflow_slot table)
+HASH_SLOT_BITS = 9
+HASH_SLOTS = 1 << HASH_SLOT_BITS    # slots 512..1023: hash(ext, int) fallback
+HASH_SLOT_BASE = ASSIGNED_SLOTS
+COFLOW_SLOTS = ASSIGNED_SLOTS + HASH_SLOTS
+HASH_MUL_EXT = 0x9E3779B1           # v1model slot hash: 2^32 / golden ratio (Fibonacci hashing)
+HASH_MUL_INT = 0x85EBCA77
+FLOW_SLOTS_PER_COFLOW = 8           # meter index = coflow slot * 8 + flow slot
+FLOW_METERS = ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW
+
+
+class P4Mode(enum.IntEnum):
+    """``pipeline_config``'s mode (define.p4 MODE_*)."""
+
+    FAIR = 0        # every tagged coflow in one class (fair_prio)
+    DCLAS = 1       # Aalo D-CLAS: bytes sent -> queue (range table)
+    FIFO_LM = 2     # Baraat FIFO-LM
+    RATE = 3        # meters enforce the controller's rates, fair_prio class
+
+
+MODE_FAIR, MODE_DCLAS, MODE_FIFO_LM, MODE_RATE = (int(m) for m in P4Mode)
+
+
+class PortRole(enum.IntEnum):
+    """define.p4 ROLE_*: an edge port faces a host (traffic enters the fabric there)."""
+
+    FABRIC = 0
+    EDGE = 1
+
+
+ROLE_FABRIC, ROLE_EDGE = int(PortRole.FABRIC), int(PortRole.EDGE)
+
+
+class DropReason(enum.IntEnum):
+    """Index of the ``drop_reasons`` counter (define.p4 DROP_*)."""
+
+    NONE = 0
+    NOT_IPV4 = 1        # EtherType is not IPv4
+    BAD_VERSION = 2     # EtherType IPv4 but version != 4
+    BAD_IHL = 3         # IHL < 5
+    TRUNCATED = 4       # parser ran out of bytes
+    OPT_LEN = 5         # CoflowId option with a length the parser cannot walk
+    OPT_OVERFLOW = 6    # option does not fit inside IHL
+    TOTAL_LEN = 7       # totalLen < IHL*4 or frame shorter than totalLen
+    TTL = 8             # TTL <= 1
+    NO_ROUTE = 9        # LPM miss
+    METER_RED = 10      # flow meter coloured the packet RED
+    PARSER_OTHER = 11   # any other parser error
+
+
+(DROP_NONE, DROP_NOT_IPV4, DROP_BAD_VERSION, DROP_BAD_IHL, DROP_TRUNCATED, DROP_OPT_LEN,
+ DROP_OPT_OVERFLOW, DROP_TOTAL_LEN, DROP_TTL, DROP_NO_ROUTE, DROP_METER_RED,
+ DROP_PARSER_OTHER) = (int(d) for d in DropReason)
+assert len(DropReason) <= DROP_REASONS
+
+# Controller modes -> the P4 mode each runs and the scheduler that computes it -----------------
+RATE_MODES = ("sebf", "hug", "utopia", "fai")
+MODES = ("fair", "dclas", "fifo-lm") + RATE_MODES
+MODE_CODE = {"fair": MODE_FAIR, "dclas": MODE_DCLAS, "fifo-lm": MODE_FIFO_LM,
+             **{m: MODE_RATE for m in RATE_MODES}}
+SCHEDULER_OF = {m: m for m in MODES}
+
+
+# CoflowId -------------------------------------------------------------------------------------
+
+class CoflowIdError(ValueError):
+    """A malformed CoflowId; ``field`` names where it came from."""
+
+    def __init__(self, field: str, msg: str):
+        super().__init__(f"{field}: {msg}")
+        self.field = field
+        self.msg = msg
+
+
+_CID_RE = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
+
+
+@dataclass(frozen=True, order=True)
+class CoflowId:
+    """Aalo's two-part coflow id: external (job / DAG, 32 bits) . internal (stage, 8 bits)."""
+
+    external: int
+    internal: int = 0
+
+    def __post_init__(self):
+        for name, v, hi in (("external", self.external, MAX_EXTERNAL),
+                            ("internal", self.internal, MAX_INTERNAL)):
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= hi:
+                raise ValueError(f"CoflowId.{name}: {v!r} is not an integer in [0, {hi}]")
+
+    def __str__(self) -> str:
+        return f"{self.external}.{self.internal}"
+
+    @classmethod
+    def parse(cls, s, field: str = "coflow_id") -> "CoflowId":
+        """``"external.internal"``: decimal, no sign, no leading zeros, no spaces. Raises
+        :class:`CoflowIdError` naming ``field``."""
+        if isinstance(s, CoflowId):
+            return s
+        if not isinstance(s, str):
+            raise CoflowIdError(field, f"expected a CoflowId string 'external.internal', got {type(s).__name__}")
+        m = _CID_RE.fullmatch(s)
+        if not m:
+            shown = s if len(s) <= 40 else s[:37] + "..."
+            raise CoflowIdError(field, f"{shown!r} is not a CoflowId 'external.internal' (e.g. '7.0')")
+        e, i = int(m.group(1)), int(m.group(2))
+        if e > MAX_EXTERNAL:
+            raise CoflowIdError(field, f"external id {e} does not fit in {COFLOW_EXT_BITS} bits "
+                                       f"(must be < {MAX_EXTERNAL + 1})")
+        if i > MAX_INTERNAL:
+            raise CoflowIdError(field, f"internal id {i} does not fit in {COFLOW_INT_BITS} bits "
+                                       f"(must be < {MAX_INTERNAL + 1})")
+        return cls(e, i)

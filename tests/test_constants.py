@@ -1,0 +1,172 @@
+"""One source for the constants Python and P4 share (issue 21).
+
+Every ``const``, ``#define`` and serializable ``enum`` of the P4 programs (the v1model one,
+``p4src/coflow.p4`` with ``p4src/include/``, and the TNA one under ``p4src/tna/`` when it is
+there) is read here and compared with :mod:`coflow.dataplane.constants`: a P4 constant is either
+equal to the Python constant of the same name, or in :data:`P4_ONLY` (with why). A constant added
+on one side only, or changed on one side, fails this test.
+"""
+from __future__ import annotations
+
+import ast
+import enum
+import operator
+import os
+import re
+
+import pytest
+
+from coflow.dataplane import constants as C
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+P4SRC = os.path.join(REPO, "p4src")
+
+#: Constants that only the P4 programs use, and why.
+P4_ONLY = {
+    # protocol numbers the parser and tables match on; Python uses scapy's
+    "ETHERTYPE_IPV4", "IP_PROTO_TCP", "IP_PROTO_UDP", "IP_PROTO_ICMP",
+    # table, selector and register sizes the controller never indexes
+    "PORT_ROLE_TABLE_SIZE", "ROUTING_TABLE_SIZE", "ECMP_SELECTOR_SIZE", "ECMP_HASH_WIDTH",
+    "COFLOW_SLOT_TABLE_SIZE", "OVERRIDE_TABLE_SIZE", "DCLAS_TABLE_SIZE",
+    "UNTAGGED_CLASS_TABLE_SIZE", "FLOW_METER_TABLE_SIZE", "FIFO_LM_TABLE_SIZE",
+    # meter colours: the target's encoding (v1model RED = 2, TNA RED = 3), read by P4 only
+    "METER_GREEN", "METER_YELLOW", "METER_RED",
+}
+
+_LIT = re.compile(r"\b(?:\d+[ws])?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d[\d_]*)\b")
+_CONST = re.compile(r"^\s*const\s+[\w<>\s]+?\s+([A-Z][A-Z0-9_]*)\s*=\s*([^;]+);", re.M)
+_DEFINE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)[ \t]+([^\n/]+?)\s*(?:/[*/].*)?$", re.M)
+_ENUM = re.compile(r"enum\s+bit<\d+>\s+(\w+)\s*\{([^}]*)\}", re.S)
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.FloorDiv: operator.floordiv, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+        ast.BitOr: operator.or_, ast.BitAnd: operator.and_}
+
+
+def _strip_comments(text: str) -> str:
+    return re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+
+
+def _eval(expr: str, names: dict[str, int]) -> int | None:
+    """A P4 constant expression of literals, known names and + - * / << >> | & ( )."""
+    py = _LIT.sub(lambda m: str(int(m.group(1).replace("_", ""), 0)), expr.strip())
+    py = py.replace("/", "//")
+    try:
+        tree = ast.parse(py, mode="eval")
+    except SyntaxError:
+        return None
+
+    def ev(n):
+        if isinstance(n, ast.Expression):
+            return ev(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, int):
+            return n.value
+        if isinstance(n, ast.Name) and n.id in names:
+            return names[n.id]
+        if isinstance(n, ast.BinOp) and type(n.op) in _OPS:
+            return _OPS[type(n.op)](ev(n.left), ev(n.right))
+        raise ValueError(ast.dump(n))
+    try:
+        return ev(tree)
+    except (ValueError, KeyError):
+        return None
+
+
+def p4_constants(files: list[str]) -> tuple[dict[str, int], dict[str, dict[str, int]], list[str]]:
+    """(constants, enums, unevaluated) of ``files`` in order (later files see earlier names)."""
+    consts: dict[str, int] = {}
+    enums: dict[str, dict[str, int]] = {}
+    unevaluated: list[str] = []
+    for path in files:
+        text = _strip_comments(open(path).read())
+        items = sorted([(m.start(), m.group(1), m.group(2)) for m in _CONST.finditer(text)]
+                       + [(m.start(), m.group(1), m.group(2)) for m in _DEFINE.finditer(text)])
+        for _, name, expr in items:
+            v = _eval(expr, consts)
+            if v is None:
+                unevaluated.append(f"{os.path.relpath(path, REPO)}: {name} = {expr.strip()}")
+            elif name in consts and consts[name] != v:
+                unevaluated.append(f"{os.path.relpath(path, REPO)}: {name} defined twice ({consts[name]}, {v})")
+            else:
+                consts[name] = v
+        for m in _ENUM.finditer(text):
+            members = {}
+            for part in m.group(2).split(","):
+                if "=" in part:
+                    k, _, expr = part.partition("=")
+                    members[k.strip()] = _eval(expr, consts)
+            enums[m.group(1)] = members
+    return consts, enums, unevaluated
+
+
+def _program_files(main: str, inc_dir: str) -> list[str]:
+    """The files a program includes, in include order (its ``#include "..."`` lines, recursively)."""
+    seen: list[str] = []
+
+    def walk(path):
+        if path in seen or not os.path.exists(path):
+            return
+        seen.append(path)
+        for inc in re.findall(r'^\s*#include\s+"([^"]+)"', open(path).read(), re.M):
+            walk(os.path.normpath(os.path.join(os.path.dirname(path), inc)))
+    walk(main)
+    return seen[1:] + seen[:1]
+
+
+def programs() -> dict[str, list[str]]:
+    out = {"v1model": _program_files(os.path.join(P4SRC, "coflow.p4"), os.path.join(P4SRC, "include"))}
+    tna_dir = os.path.join(P4SRC, "tna")
+    if os.path.isdir(tna_dir):
+        mains = [f for f in sorted(os.listdir(tna_dir)) if f.endswith(".p4")
+                 and re.search(r"^\s*#include\s+<tna.p4>", open(os.path.join(tna_dir, f)).read(), re.M)]
+        for f in mains:
+            out[f"tna:{f}"] = _program_files(os.path.join(tna_dir, f), tna_dir)
+    return out
+
+
+def python_value(name: str):
+    v = getattr(C, name, None)
+    return int(v) if isinstance(v, (int, enum.IntEnum)) and not isinstance(v, bool) else None
+
+
+@pytest.mark.parametrize("program", sorted(programs()))
+def test_every_p4_constant_equals_python_or_is_p4_only(program):
+    consts, enums, unevaluated = p4_constants(programs()[program])
+    assert not unevaluated, unevaluated
+    assert consts, "no constants found: is the parser broken?"
+    differ = {n: (v, python_value(n)) for n, v in consts.items()
+              if n not in P4_ONLY and python_value(n) != v}
+    assert not differ, f"{program}: P4 value vs Python value (coflow.dataplane.constants): {differ}"
+    for ename, members in enums.items():
+        py = getattr(C, ename.removesuffix("_t"), None)
+        assert py is not None and issubclass(py, enum.IntEnum), f"{program}: P4 enum {ename} has no Python enum"
+        assert members == {m.name: int(m) for m in py}, f"{program}: enum {ename} differs"
+
+
+def test_the_shared_names_exist_in_the_v1model_program():
+    consts, enums, _ = p4_constants(programs()["v1model"])
+    names = set(consts) | {f"{e.removesuffix('_t')}.{m}" for e, ms in enums.items() for m in ms}
+    for n in ("IPOPT_COFLOW_TYPE", "IPOPT_COFLOW_LEN", "NUM_PRIOS", "QUEUE_COUNTER_SIZE", "ASSIGNED_SLOTS",
+              "HASH_SLOT_BASE", "HASH_SLOTS", "HASH_SLOT_BITS", "COFLOW_SLOTS", "FLOW_SLOTS_PER_COFLOW",
+              "FLOW_METERS", "DROP_REASONS", "PRIO_HIGHEST", "PRIO_LOWEST", "FIFO_LM_MAX_RANK"):
+        assert n in names, n
+    for e in (C.DropReason, C.P4Mode, C.PortRole):
+        prefix = {"DropReason": "DROP_", "P4Mode": "MODE_", "PortRole": "ROLE_"}[e.__name__]
+        for m in e:
+            assert f"{prefix}{m.name}" in names or f"{e.__name__}.{m.name}" in names, (e.__name__, m.name)
+
+
+def test_the_parser_reads_what_it_should(tmp_path):
+    """The reader itself: literals with widths, derived sizes, enums, and a changed value."""
+    p = tmp_path / "x.p4"
+    p.write_text("/* const bit<8> HIDDEN = 1; */\nconst bit<32> A = 32w0x10;\n#define B 4\n"
+                 "#define C (A * B)   /* derived */\nenum bit<8> Kind_t { X = 0, Y = 2 }\n")
+    consts, enums, bad = p4_constants([str(p)])
+    assert consts == {"A": 16, "B": 4, "C": 64} and enums == {"Kind_t": {"X": 0, "Y": 2}} and not bad
+
+
+def test_python_sizes_are_derived_consistently():
+    assert C.HASH_SLOTS == 1 << C.HASH_SLOT_BITS
+    assert C.COFLOW_SLOTS == C.ASSIGNED_SLOTS + C.HASH_SLOTS and C.HASH_SLOT_BASE == C.ASSIGNED_SLOTS
+    assert C.QUEUE_COUNTER_SIZE == C.MAX_PORTS * C.NUM_PRIOS
+    assert C.FLOW_METERS == C.ASSIGNED_SLOTS * C.FLOW_SLOTS_PER_COFLOW
+    assert set(C.MODE_CODE) == set(C.MODES) and set(C.RATE_MODES) <= set(C.MODES)
