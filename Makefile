@@ -9,9 +9,9 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 # Debian's Mininet and python3-thrift live in /usr/bin/python3's site-packages: build the venv
 # from it with --system-site-packages so the emulation sees them.
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
-EXTRAS ?= test,p4,ctl
+EXTRAS ?= test,p4,ctl,lint
 
-.PHONY: all venv sysdeps test test-py run bench bench-ctl clean help results results-emu readme
+.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-ctl clean help results results-emu readme
 
 all: help
 
@@ -41,6 +41,22 @@ test-py: $(VENV)/.installed sysdeps
 
 test: test-py
 	@$(MAKE) --no-print-directory p4-tests-or-skip
+
+# ruff (pyflakes, pycodestyle, bugbear, blind excepts) and mypy over the package; CI runs it.
+LINT_PATHS := controller tests bench mininet ptf-tests p4src/bench
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/mypy
+
+# The fast loop: no live switches, no root, no Mininet, no long runs (markers in tests/conftest.py).
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -m "not live and not slow" tests
+
+# Stop what a run or a test may have left: emulation switches, their veths, PTF namespaces.
+stop:
+	-@if [ -x $(COFLOW) ]; then $(COFLOW) emu clean; fi
+	-@for ns in $$(ip netns list 2>/dev/null | awk '/^(coflow-ptf|cfctl)/ {print $$1}'); do \
+	  ip netns pids $$ns 2>/dev/null | xargs -r kill; ip netns del $$ns && echo "stop: removed netns $$ns"; done; true
 
 # The emulation when p4c/BMv2, Mininet and root are there (k=4 fat-tree, FB trace prefix, five
 # modes, emulated vs simulated table; RUN_ARGS="--coflows 30 --modes fair,dclas" to change),
@@ -82,7 +98,7 @@ results-emu: $(VENV)/.installed
 readme: $(VENV)/.installed
 	$(COFLOW) results readme
 
-clean:
+clean: stop
 	rm -rf build out .pytest_cache
 
 -include mk/p4.mk

@@ -1,12 +1,18 @@
 import os
-import sys
 
-import numpy as np
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 FB_TRACE = os.environ.get("FB_TRACE", os.path.join(REPO, "..", "shared", "traces", "FB2010-1Hr-150-0.txt"))
+
+
+def pytest_configure(config):
+    for name, what in (("live", "starts BMv2 switches or a Mininet fabric (needs the P4 toolchain)"),
+                       ("root", "needs root (network namespaces, veths, tc)"),
+                       ("slow", "takes seconds: subprocess round trips, long property runs; "
+                                "`make test-fast` leaves live and slow tests out")):
+        config.addinivalue_line("markers", f"{name}: {what}")
 
 
 @pytest.fixture

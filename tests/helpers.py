@@ -8,8 +8,8 @@ from coflow.trace import Workload
 def workload(ports, coflows, arrivals=None):
     """``coflows``: list of lists of (src, dst, bytes)."""
     src, dst, size, red, lo = [], [], [], [], [0]
-    for k, flows in enumerate(coflows):
-        for j, (s, d, b) in enumerate(flows):
+    for flows in coflows:
+        for s, d, b in flows:
             src.append(s); dst.append(d); size.append(float(b)); red.append(len(red))
         lo.append(len(src))
     C = len(coflows)

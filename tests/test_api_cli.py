@@ -93,6 +93,7 @@ def _wait_line(p, timeout=60):
     return line
 
 
+@pytest.mark.slow
 def test_serve_process(tmp_path):
     """`coflow api serve` standalone: topology hosts, unix socket, SQLite db kept across a restart."""
     topo = REPO / "topologies" / "leafspine-2x2x4.json"

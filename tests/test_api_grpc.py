@@ -184,7 +184,7 @@ def test_concurrent_clients(api):
                 for j in range(10):
                     cid = cc.register([(f"h{i}", f"h{(i + j % 7 + 1) % 8}", j)])
                     cc.update(cid, sent={0: j})
-        except Exception as e:  # pragma: no cover - reported below
+        except Exception as e:  # noqa: BLE001  # pragma: no cover - reported below
             errors.append(e)
     ts = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
     for t in ts:

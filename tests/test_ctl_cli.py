@@ -56,6 +56,7 @@ def test_status_errors(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: http://")
 
 
+@pytest.mark.live
 @pytest.mark.skipif(not toolchain.discover().simple_switch_grpc,
                     reason="ctl cli live test: simple_switch_grpc not found (toolchain.discover())")
 @pytest.mark.skipif(not os.path.exists(P4INFO), reason="ctl cli live test: build/ missing (make p4)")

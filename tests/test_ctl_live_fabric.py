@@ -25,6 +25,7 @@ BMV2_JSON = os.path.join(REPO, "build", "coflow.json")
 
 _tc = toolchain.discover()
 pytestmark = [
+    pytest.mark.live, pytest.mark.root,
     pytest.mark.skipif(not _tc.simple_switch_grpc,
                        reason="ctl live tests: simple_switch_grpc not found (toolchain.discover())"),
     pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
@@ -122,7 +123,7 @@ def wait_for(pred, timeout=3.0, step=0.01):
 
 def test_fabric_live(fabric):
     """One controller lifetime, several checks in order (the fabric is slow to build)."""
-    from scapy.all import IP, UDP
+    from scapy.all import IP
     from coflow.ctl import model as M
     t, f = fabric
     ctl = make_controller(t, f, settings={"Q1": "3000"}, delta_s=0.01)
@@ -132,7 +133,7 @@ def test_fabric_live(fabric):
         assert time.monotonic() - t0 < 10
         # 1. bring-up: untagged and tagged packets cross l0 -> spine -> l1, both ways; flows with
         # different ports spread over both spines (ECMP group of 2 on each leaf)
-        h0, h1 = t.host("h0"), t.host("h1")
+        h1 = t.host("h1")
         sends = [("h0-eth0", frame(t, "h0", "h1", sport=1000 + i, ident=i)) for i in range(8)]
         sends.append(("h1-eth0", frame(t, "h1", "h0", cid=(5, 0))))
         got = io(f, sends, ["h0-eth0", "h1-eth0"], expect=9)
@@ -186,3 +187,45 @@ def test_fabric_live(fabric):
     sends.append(("h0-eth0", frame(t, "h0", "h1", cid=new, length=100, ident=3)))
     got = io(f, sends, ["h1-eth0"], expect=4)
     assert [prio_of(x) for x in got["h1-eth0"]] == [7, 7, 6, 6], "step 4"  # 3000 B before the 3rd
+
+
+def test_malformed_packets_show_up_as_their_drop_reason(fabric, capsys):
+    """Malformed frames sent into leaf l0 are dropped there and show up under their drop
+    reason's name in the controller's status (`coflow ctl status`) and Prometheus metrics."""
+    import struct
+    import urllib.request
+    from types import SimpleNamespace
+    from scapy.all import Ether, raw
+    from coflow.ctl.cli import cmd_status
+    t, f = fabric
+    ctl = make_controller(t, f, metrics_addr="127.0.0.1:0", settings={"telemetry_s": "0"})
+    try:
+        ctl.start()
+        h0, l0 = t.host("h0"), t.switch("l0")
+
+        def ip(options=b"", ttl=64):
+            tl = 20 + len(options) + 30
+            hdr = struct.pack("!BBHHHBBH4s4s", 0x45 + len(options) // 4, 0, tl, 1, 0, ttl, 17, 0,
+                              bytes(map(int, h0.ip.split("."))),
+                              bytes(map(int, t.host("h1").ip.split("."))))
+            return raw(Ether(src=h0.mac, dst=l0.mac) / (hdr + options + b"\0" * 30))
+
+        ctl.telemetry.poll(ctl.agents)
+        before = ctl.status()["dataplane"]["l0"]["drops"]
+        bad = [ip(b"\x9e\x00" + bytes(6))] * 2 + [ip(ttl=1)]     # 2 x OPT_LEN, 1 x TTL
+        got = io(f, [("h0-eth0", x) for x in bad], ["h1-eth0"], timeout=0.5)
+        assert got["h1-eth0"] == []
+        ctl.telemetry.poll(ctl.agents)
+        after = ctl.status()["dataplane"]["l0"]["drops"]
+        diff = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+        assert diff == {"OPT_LEN": 2, "TTL": 1}, diff
+        capsys.readouterr()
+        assert cmd_status(SimpleNamespace(file=None, address=ctl.metrics_addr, timeout=5)) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert printed["dataplane"]["l0"]["drops"]["OPT_LEN"] == after["OPT_LEN"]
+        with urllib.request.urlopen(f"http://{ctl.metrics_addr}/metrics", timeout=5) as r:
+            lines = set(r.read().decode().splitlines())
+        assert f'coflow_dp_drops_total{{reason="OPT_LEN",switch="l0"}} {float(after["OPT_LEN"])}' in lines
+        assert f'coflow_dp_drops_total{{reason="TTL",switch="l0"}} {float(after["TTL"])}' in lines
+    finally:
+        ctl.stop()

@@ -14,6 +14,7 @@ P4INFO = os.path.join(REPO, "build", "coflow.p4info.txt")
 BMV2_JSON = os.path.join(REPO, "build", "coflow.json")
 
 pytestmark = [
+    pytest.mark.live,
     pytest.mark.skipif(not toolchain.discover().simple_switch_grpc,
                        reason="ctl live tests: simple_switch_grpc not found (toolchain.discover())"),
     pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
@@ -162,7 +163,6 @@ def test_fifo_lm_coordination_from_counters(switches):
 
 def test_two_controllers_arbitration(switches):
     from coflow import topology as T
-    from coflow.ctl import model as M
     from coflow.dataplane.p4rt import P4RuntimeError
     t = offset_ids(T.bigswitch(2))
     addrs, _ = switches(t)
@@ -275,3 +275,47 @@ def test_read_only_client_reads_without_taking_mastership():
         primary.close()
     finally:
         b.stop()
+
+
+def test_telemetry_reads_the_data_plane_counters(switches):
+    """The drop / collision / RED / queue-drop counters the pipeline keeps are read over
+    P4Runtime with the compiled P4Info's ids and show up in /status (what `coflow ctl status`
+    prints) and /metrics by name. The values are written into the switch's counters first (a
+    zero-port switch gets no packets; tests/test_ctl_live_fabric.py sends real ones)."""
+    import json
+    import urllib.request
+    from coflow import topology as T
+    from coflow.ctl import model as M
+    t = offset_ids(T.bigswitch(4))
+    addrs, _ = switches(t)
+    c = controller(t, addrs, "sebf", metrics_addr="127.0.0.1:0",
+                   settings={"telemetry_s": "0.05"}).start()
+    try:
+        a = c.registry.register([("h0", "h1", 1_000_000)])
+        assert wait_for(lambda: (a.cid.external, a.cid.internal) in c.slots.slot)
+        slot = c.slots.slot[(a.cid.external, a.cid.internal)]
+        cl = c.agents["s0"].client
+        cl.write_counter(M.C_DROP_REASONS, 5, packet_count=3)           # OPT_LEN
+        cl.write_counter(M.C_DROP_REASONS, 10, packet_count=2)          # METER_RED
+        cl.write_counter(M.C_COLLISIONS, 700, packet_count=4)
+        cl.write_counter(M.C_COLLISIONS, 1024, packet_count=50)        # the no-collision index
+        cl.write_counter(M.C_RED_DROPS, slot * 8 + 1, packet_count=2)
+        cl.write_counter(M.C_QUEUE_DROP, 2 * 8 + 6, packet_count=2)
+        assert wait_for(lambda: c.status()["dataplane"].get("s0", {}).get("drops", {})
+                        .get("OPT_LEN") == 3 and c.status()["dataplane"]["s0"]["queue_drops"])
+        with urllib.request.urlopen(f"http://{c.metrics_addr}/status", timeout=5) as r:
+            st = json.load(r)
+        dp = st["dataplane"]["s0"]
+        assert dp["drops"]["OPT_LEN"] == 3 and dp["drops"]["METER_RED"] == 2
+        assert dp["drops_total"] == 5
+        assert dp["slot_collisions"] == 4 and dp["collision_slots"] == {"700": 4}
+        assert dp["meter_red_drops"] == 2 and dp["queue_drops"] == {"2/6": 2}
+        assert [x["meter_red_drops"] for x in st["coflows"]] == [2]
+        with urllib.request.urlopen(f"http://{c.metrics_addr}/metrics", timeout=5) as r:
+            lines = set(r.read().decode().splitlines())
+        assert 'coflow_dp_drops_total{reason="OPT_LEN",switch="s0"} 3.0' in lines
+        assert 'coflow_dp_slot_collisions_total{switch="s0"} 4.0' in lines
+        assert 'coflow_dp_meter_red_drops_total{switch="s0"} 2.0' in lines
+        assert 'coflow_dp_queue_drops_total{port="2",priority="6",switch="s0"} 2.0' in lines
+    finally:
+        c.stop()

@@ -28,7 +28,7 @@ def test_view_matches_registry(reg):
     t, r = reg
     a = r.register([("h0", "h1", 1_000_000), ("h2", "h1", 500_000)])
     r.update(a.cid, sent={0: 400_000})
-    b = r.register([("h3", "h0", None)])
+    r.register([("h3", "h0", None)])
     v, (cf, src, dst), cids = build_view(r.list(), hp(t), LINK, 10.0, {}, unknown_size=10**9)
     assert cids == [(1, 0), (2, 0)]
     assert v.src.tolist() == [0, 2, 3] and v.dst.tolist() == [1, 1, 0]
@@ -63,7 +63,8 @@ def test_sebf_hand_checked(reg):
 
 def test_same_rates_as_the_core_directly(reg):
     """The controller's view gives the core the same inputs as a hand-built View."""
-    import sys, os
+    import sys
+    import os
     sys.path.insert(0, os.path.dirname(__file__))
     from helpers import view
     t, r = reg

@@ -5,7 +5,7 @@ import pytest
 from coflow import topology as T
 from coflow.ctl import model as M
 from coflow.ctl import translate as TR
-from coflow.params import MB, DclasParams, hw_priority
+from coflow.params import MB, DclasParams
 
 
 @pytest.fixture(scope="module")

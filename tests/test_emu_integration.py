@@ -31,7 +31,8 @@ def _why_skip():
 
 
 WHY = _why_skip()
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"emulation test skipped: {WHY}")
+pytestmark = [pytest.mark.live, pytest.mark.root, pytest.mark.slow,
+              pytest.mark.skipif(WHY is not None, reason=f"emulation test skipped: {WHY}")]
 
 RATE_BPS = 2e6
 BIG = 600_000          # ~2.5 s alone at 2 Mb/s

@@ -463,6 +463,7 @@ class _GreedyPfp:
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=pfp_workloads(), mode=st.sampled_from(["flow", "coflow"]), rtol=st.sampled_from([0.0, 0.0, 1e-3]))
+@pytest.mark.slow
 def test_pfp_event_driven_simulation_equals_the_reference_greedy(inst, mode, rtol):
     """pfp in the simulator's event-driven loop (the matching kept between events and
     repaired) gives exactly the simulation that asks, at every event, pfp.allocate (the same
@@ -485,7 +486,6 @@ def test_pfp_event_driven_simulation_equals_the_reference_greedy(inst, mode, rto
 def test_pfp_kernel_equals_greedy_in_srtf_order(vq, seed):
     """pfp's kernel (pfp_settle from an empty matching) == the generic greedy over the flows
     sorted by (remaining, position), with ties and flows without bytes."""
-    from coflow.sched import kernels
     v, _ = vq
     rng = np.random.default_rng(seed)
     v.remaining = rng.choice(SIZES, size=v.nflows)

@@ -1,9 +1,5 @@
 """Trace reader/writer: strict validation (one-line file:line errors, exit 2, no output) and the
 flow-expansion conventions."""
-import os
-import subprocess
-import sys
-import warnings
 
 import numpy as np
 import pytest

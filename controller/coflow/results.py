@@ -61,9 +61,9 @@ def run_info(source_path: str) -> dict:
     """The machine and moment a run's numbers come from (read when the summary is saved, which
     ``make results`` does right after the run)."""
     try:
-        load = os.getloadavg()
+        load: list[float | None] = list(os.getloadavg())
     except OSError:
-        load = (None, None, None)
+        load = [None, None, None]
     return {"date": time.strftime("%Y-%m-%d", time.gmtime(os.path.getmtime(source_path))),
             "cpus": os.cpu_count(), "cpu_model": _cpu_model(),
             "loadavg_1_5_15": [round(x, 2) if x is not None else None for x in load],

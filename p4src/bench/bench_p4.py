@@ -77,7 +77,7 @@ def bench_frame() -> bytes:
 
 def rx_packets(tb: Testbed, dev: str) -> int:
     # `ip netns exec` failed once (exit 255) on a loaded machine: retry a few times
-    for attempt in range(3):
+    for _attempt in range(3):
         r = subprocess.run(tb.nsexec("cat", f"/sys/class/net/{dev}/statistics/rx_packets"),
                            capture_output=True, text=True)
         if r.returncode == 0:

@@ -43,6 +43,9 @@ class CtlSettings:
       not give (clairvoyant schedulers order it last).
     - ``audit_s``: full read-back of every switch at this period (0 = only after a reconnect
       or a failed write).
+    - ``telemetry_s``: the data plane's drop / collision counters are read from every switch
+      at this period, outside the rounds (``coflow_dp_*`` metrics, ``dataplane`` in the
+      status; 0 = never).
     - ``control_prio`` / ``control_max_len``: untagged TCP packets of at most this IP total
       length (the receivers' pure ACKs, SYN-ACKs, FINs) go in this class at the edges
       (``untagged_class``); ``control_max_len=0`` leaves them in the default class.
@@ -54,6 +57,7 @@ class CtlSettings:
     min_rate_frac: float = 0.01
     unknown_size_bytes: int = 1 << 40
     audit_s: float = 5.0
+    telemetry_s: float = 2.0
     control_prio: int = HW_QUEUES - 1
     control_max_len: int = CONTROL_MAX_LEN
 
@@ -467,7 +471,7 @@ class MeterContext:
                 sw_now = set(cm.m_sw)
                 sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(old.meters or ())
                             if sw not in sw_now)
-        for cid, old, cm in built:
+        for cid, _old, cm in built:
             sets.extend((("flow_meter", cid), sw, cm.fm[sw]) for sw in sorted(cm.fm))
         self._cf = new_cf
         if members:

@@ -235,7 +235,7 @@ class P4RuntimeClient:
                             self.on_event(self, "mastership", master)
                     else:
                         self._responses.put(resp)
-            except Exception as exc:  # stream closed (switch gone or close())
+            except Exception as exc:  # noqa: BLE001 (stream closed: switch gone or close())
                 self.stream_error = exc
                 self.is_master = False
                 self._arb.put(exc)

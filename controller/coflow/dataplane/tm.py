@@ -21,7 +21,7 @@ Mininet fabric. The kernels here have only htb/tbf/pfifo/bfifo and the u32 filte
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 NUM_PRIOS = 8

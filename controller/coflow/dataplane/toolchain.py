@@ -57,7 +57,7 @@ def _executable(path: str) -> bool:
 def find_tool(name: str, env: dict[str, str] | None = None,
               dirs: tuple[str, ...] = DEFAULT_DIRS) -> str | None:
     """Absolute path of ``name`` or None."""
-    env = os.environ if env is None else env
+    env = dict(os.environ) if env is None else env
     var = TOOLS.get(name)
     if var and env.get(var):
         cand = env[var]

@@ -117,7 +117,7 @@ class AgentPool:
                 for n, p in self.procs.items():
                     if p.poll() is not None:
                         raise RuntimeError(f"agent {n} exited ({p.returncode}); see "
-                                           f"{self.log_dir}/agent-{n}.stderr")
+                                           f"{self.log_dir}/agent-{n}.stderr") from None
                 continue
             if ev.get("ev") == "ready":
                 ready.add(name)
@@ -210,7 +210,7 @@ class ModeResult:
             for f in c.flows:
                 st = self.sender_times.get((k, f.index))
                 rx = done.get((k, f.index))
-                rel = lambda t: None if t is None else round(t - a, 6)  # noqa: E731
+                rel = lambda t, a=a: None if t is None else round(t - a, 6)  # noqa: E731
                 out.append({"coflow": c.trace_id, "flow": f.index, "bytes": f.bytes,
                             "dispatched": rel(d), "started": rel(st and st[0]),
                             "connected": rel(st and st[1]), "received": rel(rx),
@@ -287,7 +287,7 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
                 k, t_sub = pending.pop(fut)
                 try:
                     cid = fut.result()
-                except Exception as e:  # the API refused: the coflow cannot run
+                except Exception as e:  # noqa: BLE001 (the API refused: the coflow cannot run)
                     res.errors.append(f"coflow {plan.coflows[k].trace_id}: register: {e}")
                     remaining[k] = -1
                     done += 1
