@@ -33,7 +33,6 @@ from types import SimpleNamespace as NS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(ROOT, "controller"))
 
 from coflow.dataplane import p4rt  # noqa: E402,F401  (protobuf implementation first)
 

@@ -18,8 +18,7 @@ import argparse
 import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "controller"))
+# `coflow` comes from the venv (`make venv` installs the package): run this with .venv/bin/python.
 
 
 def main() -> int:

@@ -63,10 +63,7 @@ def test_sebf_hand_checked(reg):
 
 def test_same_rates_as_the_core_directly(reg):
     """The controller's view gives the core the same inputs as a hand-built View."""
-    import sys
-    import os
-    sys.path.insert(0, os.path.dirname(__file__))
-    from helpers import view
+    from helpers import view   # tests/ is on sys.path (pytest's rootdir conftest)
     t, r = reg
     flows = [[(0, 1, 3e5), (2, 1, 1e5)], [(0, 3, 2e5)], [(1, 2, 5e5), (3, 0, 1e5)]]
     for cf in flows:

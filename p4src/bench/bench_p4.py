@@ -25,8 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "controller"))
-sys.path.insert(0, os.path.join(ROOT, "ptf-tests"))
+sys.path.insert(0, os.path.join(ROOT, "ptf-tests"))   # the PTF testbed (a script directory, not a package)
 
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
@@ -131,12 +130,12 @@ def measure(name, bmv2_json, p4info, seconds, log_dir) -> tuple[float, float]:
     data = bench_frame()
     with tb:
         tb.push_pipeline(p4info, bmv2_json)
-        code = ("import sys; sys.path.insert(0, %r); sys.path.insert(0, %r)\n"
+        code = ("import sys; sys.path.insert(0, %r)\n"
                 "import bench_p4\n"
                 "from coflow.dataplane.p4rt import P4RuntimeClient\n"
                 "c = P4RuntimeClient(%r, 0, 1); c.connect(); c.load_p4info(%r)\n"
                 "bench_p4.program_entries(%r, c); c.close()\n"
-                % (os.path.join(ROOT, "controller"), HERE, tb.grpc_addr, p4info, name))
+                % (HERE, tb.grpc_addr, p4info, name))
         subprocess.run(tb.nsexec(sys.executable, "-c", code), check=True,
                        env=dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python"))
         trial(tb, data, 1000, 0.5)  # warm-up

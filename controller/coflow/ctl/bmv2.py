@@ -1,125 +1,21 @@
-"""Start and stop simple_switch_grpc processes for tests and benchmarks (no Mininet).
+"""BMv2 switches for the controller's tests and benchmarks (no Mininet).
 
-A switch started here has no data-plane interfaces unless given some (BMv2 runs with zero
-ports), its own free gRPC and Thrift ports (bound to port 0 first), a unique device id and a
-unique notifications socket, ``--log-level off`` and ``--priority-queues 8``. The toolchain is
-found through :mod:`coflow.dataplane.toolchain`.
+:class:`Bmv2` (one ``simple_switch_grpc`` process, zero ports unless given some) is
+:class:`coflow.dataplane.bmv2.Bmv2`, the one process class every driver uses; :class:`Fabric`
+wires a topology's switches with veths in a network namespace of its own.
 """
 from __future__ import annotations
 
 import itertools
 import os
-import socket
 import subprocess
-import tempfile
-import time
 
-from ..dataplane import toolchain
+from ..dataplane.bmv2 import Bmv2
 from ..dataplane.toolchain import free_port
 
 _seq = itertools.count()
 
-
-class Bmv2:
-    """One ``simple_switch_grpc --no-p4`` process; ``start()``/``stop()``/``restart()``.
-
-    ``restart()`` keeps the gRPC port, device id and interfaces: a controller sees the same
-    switch come back empty (no pipeline, no state)."""
-
-    def __init__(self, device_id: int, interfaces: dict[int, str] | None = None,
-                 grpc_port: int | None = None, netns: str | None = None,
-                 log_file: str | None = None, binary: str | None = None):
-        self.device_id = device_id
-        self.interfaces = dict(interfaces or {})
-        self.netns = netns
-        # in a namespace of its own the switch's loopback is not ours: gRPC on a unix socket
-        # (the filesystem is shared)
-        self.grpc_port = None if netns else (grpc_port or free_port())
-        self.log_file = log_file
-        self.binary = binary or toolchain.find_tool("simple_switch_grpc")
-        if not self.binary:
-            raise RuntimeError("simple_switch_grpc not found (toolchain.discover())")
-        self.proc: subprocess.Popen | None = None
-        self.ipc = os.path.join(tempfile.gettempdir(),
-                                f"coflow-ctl-{os.getpid()}-{next(_seq)}-{device_id}.ipc")
-
-        self.sock = os.path.join(tempfile.gettempdir(),
-                                 f"coflow-ctl-{os.getpid()}-{next(_seq)}-{device_id}.sock")
-
-    @property
-    def address(self) -> str:
-        return f"unix:{self.sock}" if self.grpc_port is None else f"127.0.0.1:{self.grpc_port}"
-
-    def command(self) -> list[str]:
-        cmd = toolchain.switch_command(self.binary, self.device_id, self.interfaces, free_port(),
-                                       self.address, self.ipc,
-                                       log_level="info" if self.log_file else "off",
-                                       log_file=self.log_file)
-        if self.netns:
-            cmd = ["ip", "netns", "exec", self.netns] + cmd
-        return cmd
-
-    def start(self, timeout: float = 20.0) -> "Bmv2":
-        if self.grpc_port is None and os.path.exists(self.sock):
-            os.unlink(self.sock)
-        self.proc = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"simple_switch_grpc (device {self.device_id}) exited with "
-                                   f"{self.proc.returncode}: {' '.join(self.command())}")
-            if self._listening():
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"simple_switch_grpc (device {self.device_id}) did not open "
-                           f"{self.address} within {timeout} s")
-
-    def _listening(self) -> bool:
-        try:
-            if self.grpc_port is None:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                    s.settimeout(0.2)
-                    s.connect(self.sock)
-                return True
-            with socket.create_connection(("127.0.0.1", self.grpc_port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    def stop(self, kill: bool = False) -> None:
-        p, self.proc = self.proc, None
-        if p is not None and p.poll() is None:
-            if kill:
-                p.kill()
-            else:
-                p.terminate()
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
-        for path in (self.ipc, self.sock):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
-
-    def restart(self, kill: bool = True, timeout: float = 20.0) -> "Bmv2":
-        self.stop(kill=kill)
-        return self.start(timeout)
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
+__all__ = ["Bmv2", "Fabric", "free_port"]
 
 
 def _sh(*cmd, check: bool = True) -> subprocess.CompletedProcess:

@@ -16,95 +16,52 @@ frames), IPv6 (the pipeline drops non-IPv4) and sets :data:`coflow.emu.switch.TC
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import time
 
 from mininet.node import Host, Switch
 
-from ..dataplane.toolchain import free_port, switch_command
-from .switch import MARKER, OFFLOADS, TCP_SYSCTLS, _listening
+from ..dataplane.bmv2 import Bmv2
+from .switch import MARKER, OFFLOADS, TCP_SYSCTLS
 
 
 class BMv2Switch(Switch):
-    """One simple_switch_grpc process per Mininet switch (see the module doc)."""
+    """A Mininet switch whose data plane is one :class:`coflow.dataplane.bmv2.Bmv2` process on
+    the switch's interfaces (see the module doc)."""
 
     def __init__(self, name, device_id: int, sw_path: str, run_dir: str, log_level: str = "off",
                  nice: int = 0, **params):
         params.setdefault("dpid", "%016x" % device_id)
         Switch.__init__(self, name, **params)
         self.device_id = device_id
-        self.sw_path = sw_path
         self.run_dir = run_dir
-        self.log_level = log_level
-        self.nice = nice
-        self.grpc_port = 0
-        self.thrift_port = 0
-        self.ipc = os.path.join(run_dir, f"{MARKER}-{name}-{device_id}.ipc")
-        self.log_file = os.path.join(run_dir, f"{name}.log")
-        self.proc: subprocess.Popen | None = None
+        self.bmv2 = Bmv2(device_id, binary=sw_path, log_level=log_level, nice=nice, run_dir=run_dir,
+                         log_file=os.path.join(run_dir, f"{name}.log") if log_level != "off" else None,
+                         name=name, tag=MARKER)
 
     @property
     def grpc_addr(self) -> str:
-        return f"127.0.0.1:{self.grpc_port}"
+        return self.bmv2.address
 
     def interfaces(self) -> dict[int, str]:
         return {p: intf.name for p, intf in self.intfs.items() if intf.name != "lo" and p > 0}
 
     def start(self, controllers=None, timeout: float = 30.0) -> None:
-        self.grpc_port, self.thrift_port = free_port(), free_port()
-        cmd = switch_command(self.sw_path, self.device_id, self.interfaces(), self.thrift_port,
-                             self.grpc_port, self.ipc, self.log_level, self.log_file)
-        if self.nice:
-            # every thread of the process inherits it (nice is per thread on Linux)
-            cmd = ["nice", "-n", str(self.nice)] + cmd
-        out = open(os.path.join(self.run_dir, f"{self.name}.stdout"), "ab")
-        try:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        finally:
-            out.close()
-        deadline = time.monotonic() + timeout
-        while not _listening(self.grpc_port):
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name}: simple_switch_grpc exited ({self.proc.returncode}); "
-                                   f"see {self.run_dir}/{self.name}.stdout")
-            if time.monotonic() > deadline:
-                self.stop_process()
-                raise RuntimeError(f"{self.name}: gRPC port {self.grpc_port} not up after {timeout:.0f} s")
-            time.sleep(0.1)
+        self.bmv2.interfaces = self.interfaces()
+        self.bmv2.start(timeout, stdout_path=os.path.join(self.run_dir, f"{self.name}.stdout"))
 
     def stop_process(self) -> None:
-        p, self.proc = self.proc, None
-        if p is not None and p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                p.wait(5)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                p.wait(5)
-        try:
-            os.unlink(self.ipc)
-        except FileNotFoundError:
-            pass
+        self.bmv2.stop()
 
     def restart(self, timeout: float = 30.0) -> None:
         """A fresh process on the same interfaces (all P4 state gone)."""
-        self.stop_process()
+        self.bmv2.stop()
         self.start(timeout=timeout)
 
     def stop(self, deleteIntfs: bool = True) -> None:
-        self.stop_process()
+        self.bmv2.stop()
         Switch.stop(self, deleteIntfs)
 
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        return self.bmv2.pid
 
 
 class EmuHost(Host):

@@ -8,16 +8,9 @@ package on a machine without Mininet.
 """
 from __future__ import annotations
 
-import socket
 
 #: Every process and file of an emulation run carries this marker (cleanup finds them by it).
 MARKER = "coflow-emu"
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 OFFLOADS = ("rx", "tx", "sg", "tso", "gso", "gro")
