@@ -286,7 +286,8 @@ def test_pfp_many_ports_fall_back_to_asking_allocate(monkeypatch):
     wl = workload(4, [[(0, 1, 4.0)], [(2, 3, 6.0)], [(0, 3, 2.0)]], arrivals=[0.0, 0.0, 1.0])
     monkeypatch.setattr(simmod, "INCREMENTAL_MAX_PAIRS", 15)
     called = []
-    monkeypatch.setattr(simmod, "_simulate_incremental", lambda *a: called.append(1))
+    import coflow.sim_pfp as pfpmod
+    monkeypatch.setattr(pfpmod, "simulate_incremental", lambda *a: called.append(1))
     r = simulate(wl, make_scheduler("pfp"), 1.0)
     assert not called and r.finish.tolist() == pytest.approx([6.0, 8.0, 3.0])
     with pytest.raises(ValueError, match="4 ports"):

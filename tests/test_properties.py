@@ -504,11 +504,12 @@ def test_pfp_repaired_matching_is_the_greedy(seed, P, steps):
     flows lose bytes, some finish): after every repair the running flows are exactly those
     that the greedy in (remaining, index) order picks from the active flows."""
     from coflow.sched import kernels
+    from coflow import sim_pfp
     rng = np.random.default_rng(seed)
     F = int(rng.integers(1, 40))
     src, dst = rng.integers(0, P, F), rng.integers(0, P, F)
     size = rng.choice(SIZES, size=F)
-    st_ = kernels.PfpState(P, src, dst, np.zeros(F, dtype=np.int64), size, 1)
+    st_ = sim_pfp.PfpState(P, src, dst, np.zeros(F, dtype=np.int64), size, 1)
     args = st_.args()
     (P_, src_, dst_, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d, nwait, nact, cnt) = args
     lst, nl = np.empty((2 * P, P), dtype=np.int64), np.zeros(2 * P, dtype=np.int64)
@@ -518,7 +519,7 @@ def test_pfp_repaired_matching_is_the_greedy(seed, P, steps):
     for _ in range(steps):
         new = int(rng.integers(0, F - arrived + 1)) if arrived < F else 0
         newf = np.arange(arrived, arrived + new, dtype=np.int64)
-        kernels.pfp_arrive(newf, *args)
+        sim_pfp.pfp_arrive(newf, *args)
         arrived += new
         buf = kernels.pfp_settle(P, src_, dst_, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d,
                                  pt_d, lst, nl, nwait, cnt, newf, opened, buf)

@@ -117,7 +117,8 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     if incremental and not can:
         raise ValueError(f"{sched.name} has no incremental form for these capacities and {P} ports")
     if can and incremental is not False:
-        return _simulate_incremental(wl, sched, float(caps[0]), progress, check, max_events, label, rtol,
+        from .sim_pfp import simulate_incremental
+        return simulate_incremental(wl, sched, float(caps[0]), progress, check, max_events, label, rtol,
                                      per_coflow, t0)
     cap_up, cap_down = caps[:P], caps[P:]
     cof = wl.coflow_of_flow()
@@ -253,74 +254,6 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     if bar is not None:
         bar.close()
     return SimResult(finish, admitted, events, time.perf_counter() - t0, max_over)
-
-
-def _simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: bool, check: bool,
-                          max_events: int, label: str, rtol: float, per_coflow: bool, t0: float) -> SimResult:
-    """:func:`simulate` for a scheduler with an event-driven form (pfp): the event loop runs
-    compiled (:func:`coflow.sched.kernels.pfp_run`) between coflow arrivals, over state kept for
-    every flow of the workload.  An event costs O(P) plus the repair's cascade (O(log n) heap
-    steps per flow started or pre-empted) instead of O(active flows); an arrival adds O(C), and
-    in CoflowSim's convention an event costs O(C) more while a flow without bytes waits."""
-    P, C = wl.ports, wl.ncoflows
-    cof_all = wl.coflow_of_flow()
-    st = kernels.PfpState(P, wl.src, wl.dst, cof_all, wl.size, C)
-    args = st.args()
-    cnt = st.cnt
-    finish = np.full(C, np.nan)
-    opened = np.empty(2 * P, dtype=np.int64)
-    buf = kernels.pfp_buffers()
-    nothing = np.empty(0, dtype=np.int64)
-    bar = _progress_bar(progress, C, label or sched.name)
-    log_at = t0 + LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
-    nxt = 0
-    done = 0
-    t = 0.0 if C == 0 else float(wl.arrival[0])
-    chunk = 20_000
-    while True:
-        newf = nothing
-        if nxt < C and wl.arrival[nxt] <= t + 1e-12:
-            j, fl, _ = _arrivals(wl, cof_all, nxt, t, finish)
-            newf = np.arange(fl.start, fl.stop, dtype=np.int64) if isinstance(fl, slice) else fl.astype(np.int64)
-            kernels.pfp_arrive(newf, *args)
-            nxt = j
-        if cnt[kernels.PC_ACTIVE] == 0:
-            if nxt < C:
-                t = float(wl.arrival[nxt])
-                continue
-            break
-        t_arr = float(wl.arrival[nxt]) if nxt < C else INF
-        while True:
-            # the generic loop gives up when event max_events + 1 would start
-            budget = max(0, max_events - int(cnt[kernels.PC_EVENTS]))
-            t, status, buf = kernels.pfp_run(*args, cap, finish, opened, newf, buf, t, t_arr, 0, nxt, per_coflow,
-                                             rtol, min(chunk, budget), check)
-            newf = nothing
-            if status == 1 and budget <= chunk:
-                raise SimError(f"more than {max_events} events: giving up")
-            if bar is not None or time.perf_counter() >= log_at:
-                now_done = int(np.isfinite(finish[:nxt]).sum())
-                if bar is not None and now_done > done:
-                    bar.update(now_done - done)
-                done = now_done
-            if time.perf_counter() >= log_at:
-                log_at = time.perf_counter() + LOG_EVERY_S
-                print(f"{label or sched.name}: t={t:.1f} s simulated, {done}/{C} coflows done, "
-                      f"{int(cnt[kernels.PC_EVENTS])} events, {int(cnt[kernels.PC_ACTIVE])} active flows, "
-                      f"{time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
-            if status == 2:
-                raise SimError(f"{sched.name}: stuck at t={t:.6f}")
-            if status == 3:
-                raise SimError(f"{sched.name}: no flow can progress at t={t:.6f} and nothing is pending")
-            if status == 0:
-                break
-    if bar is not None:
-        bar.close()
-    events = int(cnt[kernels.PC_EVENTS])
-    # with one flow per link at the link's capacity, a link is exactly full or empty: the check
-    # is that the running flows form a matching (kernels.pfp_run counts violations)
-    max_over = (1.0 if cnt[kernels.PC_BAD] else 0.0) if check and events else -1.0
-    return SimResult(finish, np.ones(C, dtype=bool), events, time.perf_counter() - t0, max_over)
 
 
 def _progress_bar(progress: bool, total: int, desc: str):
