@@ -21,6 +21,13 @@ from .sim import SimError, SimResult, _arrivals, _progress_bar
 from .sched.base import Scheduler
 from .trace import Workload
 
+#: What :func:`pfp_run` returned for (its second value).
+RUN_RETURNED = 0      # at the next arrival, or no flow active
+RUN_MAX_STEPS = 1     # after max_steps events: call again
+RUN_STUCK = 2         # zero-length steps at t
+RUN_NO_PROGRESS = 3   # no flow can progress and nothing is pending
+
+
 class PfpState:
     """Every flow's and link's state for :func:`pfp_arrive` / :func:`pfp_run` (the arguments
     they share, in order: :meth:`args`)."""
@@ -80,8 +87,7 @@ def pfp_run(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt
     scheduler's rates), time to the next completion (a flow's, or with ``per_coflow`` a whole
     coflow's and failing that a flow's), advance the running flows, finish those due.  Returns
     at the next arrival (``t_arr``), when no flow is active, or after ``max_steps`` events:
-    (t, status, buf); status 0 = returned normally, 1 = max_steps, 2 = stuck at t (zero-length
-    steps), 3 = no flow can progress and nothing is pending.  ``finish`` gets coflow finish
+    (t, status, buf), status one of the RUN_* codes above.  ``finish`` gets coflow finish
     times; ``cnt[PC_EVENTS]`` counts events; with ``check`` ``cnt[PC_BAD]`` counts links found
     over capacity (two running flows) and running flows without both their links."""
     run = np.empty(P, dtype=np.int64)
@@ -94,7 +100,7 @@ def pfp_run(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt
     first = True
     while cnt[PC_ACTIVE] > 0:
         if steps >= max_steps:
-            return t, 1, buf
+            return t, RUN_MAX_STEPS, buf
         buf = pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d,
                          lst, nl, nwait, cnt, newf if first else nonew, opened, buf)
         first = False
@@ -139,12 +145,12 @@ def pfp_run(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt
                     dt_c = x
         t_next = min(t + dt_c, t_arr)
         if t_next == INF:
-            return t, 3, buf
+            return t, RUN_NO_PROGRESS, buf
         dt = t_next - t
         if dt <= 0:
             cnt[PC_ZERO_STEPS] += 1
             if cnt[PC_ZERO_STEPS] > 100:
-                return t, 2, buf
+                return t, RUN_STUCK, buf
         else:
             cnt[PC_ZERO_STEPS] = 0
         fin_before = dt_c * (1 + max(rtol, 1e-9)) + 1e-12 if t + dt_c <= t_next else -1.0
@@ -179,7 +185,7 @@ def pfp_run(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt
         t = t_next
         if t_arr <= t + 1e-12:
             break
-    return t, 0, buf
+    return t, RUN_RETURNED, buf
 
 
 def simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: bool, check: bool,
@@ -223,7 +229,7 @@ def simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: b
             t, status, buf = pfp_run(*args, cap, finish, opened, newf, buf, t, t_arr, 0, nxt, per_coflow,  # type: ignore[call-arg]
                                              rtol, min(chunk, budget), check)
             newf = nothing
-            if status == 1 and budget <= chunk:
+            if status == RUN_MAX_STEPS and budget <= chunk:
                 raise SimError(f"more than {max_events} events: giving up")
             if bar is not None or time.perf_counter() >= log_at:
                 now_done = int(np.isfinite(finish[:nxt]).sum())
@@ -235,11 +241,11 @@ def simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: b
                 print(f"{label or sched.name}: t={t:.1f} s simulated, {done}/{C} coflows done, "
                       f"{int(cnt[PC_EVENTS])} events, {int(cnt[PC_ACTIVE])} active flows, "
                       f"{time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
-            if status == 2:
+            if status == RUN_STUCK:
                 raise SimError(f"{sched.name}: stuck at t={t:.6f}")
-            if status == 3:
+            if status == RUN_NO_PROGRESS:
                 raise SimError(f"{sched.name}: no flow can progress at t={t:.6f} and nothing is pending")
-            if status == 0:
+            if status == RUN_RETURNED:
                 break
     if bar is not None:
         bar.close()
