@@ -130,13 +130,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     if hasattr(sched, "configure"):
         sched.configure(cf_total)
     memory: dict = {}
-    # Active flows as compact arrays (struct of arrays), kept sorted by coflow index, which is
-    # arrival order; compacted when flows complete.  No per-event gathers from global arrays.
-    z_i, z_f = np.zeros(0, dtype=np.int64), np.zeros(0)
-    a_src, a_dst, a_red = z_i.astype(np.int32), z_i.astype(np.int32), z_i
-    a_rem, a_sent = z_f, z_f
-    acf = z_i  # active coflows, ascending (= arrival order)
-    pos, cnt = z_i, z_i  # coflow position per active flow; flows per active coflow
+    act = _Active()
     nxt = 0
     t = 0.0 if C == 0 else float(wl.arrival[0])
     events = 0
@@ -146,21 +140,13 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     clair = sched.clairvoyant
     # without a terminal (logs, CI), long runs print a progress line every ``LOG_EVERY_S``
     log_at = t0 + LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
-    while nxt < C or a_rem.size:
+    while nxt < C or act.rem.size:
         # arrivals at t
         if nxt < C and wl.arrival[nxt] <= t + 1e-12:
             j, fl, nonempty = _arrivals(wl, cof, nxt, t, finish)
-            acf = np.concatenate([acf, np.arange(nxt, j)[nonempty]])
-            a_src = np.concatenate([a_src, wl.src[fl]])
-            a_dst = np.concatenate([a_dst, wl.dst[fl]])
-            a_red = np.concatenate([a_red, wl.reducer[fl]])
-            sizes = wl.size[fl]
-            a_rem = np.concatenate([a_rem, sizes])
-            a_sent = np.concatenate([a_sent, np.zeros(sizes.size)])
-            pos = np.concatenate([pos, np.searchsorted(acf, cof[fl])])
-            cnt = np.bincount(pos, minlength=acf.size)
+            act.add(wl, cof, np.arange(nxt, j)[nonempty], fl)
             nxt = j
-        if a_rem.size == 0:
+        if act.rem.size == 0:
             if nxt < C:
                 t = float(wl.arrival[nxt])
                 continue
@@ -170,49 +156,43 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             log_at = time.perf_counter() + LOG_EVERY_S
             done = int(np.isfinite(finish).sum() + (~admitted).sum())
             print(f"{label or sched.name}: t={t:.1f} s simulated, {done}/{C} coflows done, {events} events, "
-                  f"{a_rem.size} active flows, {time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
+                  f"{act.rem.size} active flows, {time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
         if events > max_events:
             raise SimError(f"more than {max_events} events: giving up")
-        cf_lo = np.zeros(acf.size + 1, dtype=np.int64)
-        np.cumsum(cnt, out=cf_lo[1:])
+        # ask the scheduler
+        cf_lo = act.cf_lo()
+        acf = act.acf
         v = View(
             now=t, ports=P, cap_up=cap_up, cap_down=cap_down,
-            src=a_src, dst=a_dst, sent=a_sent, cf=pos, reducer=a_red,
+            src=act.src, dst=act.dst, sent=act.sent, cf=act.pos, reducer=act.red,
             cf_id=wl.ids[acf], cf_arrival=wl.arrival[acf], cf_sent=cf_sent[acf], cf_lo=cf_lo,
-            remaining=a_rem if clair else None,
+            remaining=act.rem if clair else None,
             cf_deadline=None if deadline_abs is None else deadline_abs[acf],
             cf_total=cf_total[acf] if clair else None,
             memory=memory,
         )
         alloc = sched.allocate(v)
         rates = np.ascontiguousarray(alloc.rates, dtype=float)
-        if rates.shape != (a_rem.size,):
+        if rates.shape != (act.rem.size,):
             raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
-        dt_c, ok = _horizon(per_coflow, a_rem, rates, cf_lo)
+        dt_c, ok = _horizon(per_coflow, act.rem, rates, cf_lo)
         if not ok:
             raise SimError(f"{sched.name}: invalid rates at t={t:.6f}")
         if check:
-            load = np.concatenate([np.bincount(a_src, rates, P), np.bincount(a_dst, rates, P)])
+            load = np.concatenate([np.bincount(act.src, rates, P), np.bincount(act.dst, rates, P)])
             max_over = max(max_over, float((load / caps).max() - 1.0))
-        keep = None
+        # admission (Varys's deadline mode rejects coflows)
         if alloc.admitted is not None and not alloc.admitted.all():
             rej = acf[~alloc.admitted]
             admitted[rej] = False
-            keep = alloc.admitted[pos]
-            rates = rates[keep]
-            acf = acf[alloc.admitted]
+            rates = act.admit(alloc.admitted, rates)
             if bar is not None:
                 bar.update(len(rej))
-        if keep is not None:
-            a_src, a_dst, a_red = a_src[keep], a_dst[keep], a_red[keep]
-            a_rem, a_sent = a_rem[keep], a_sent[keep]
-            pos = (np.cumsum(alloc.admitted) - 1)[pos[keep]]
-            cnt = np.bincount(pos, minlength=acf.size)
-            if a_rem.size == 0:
+            if act.rem.size == 0:
                 continue
-            cf_lo = np.zeros(acf.size + 1, dtype=np.int64)
-            np.cumsum(cnt, out=cf_lo[1:])
-            dt_c = _horizon(per_coflow, a_rem, rates, cf_lo)[0]
+            cf_lo = act.cf_lo()
+            dt_c = _horizon(per_coflow, act.rem, rates, cf_lo)[0]
+        # the next event: a completion, an arrival or the scheduler's own
         t_arr = float(wl.arrival[nxt]) if nxt < C else INF
         t_ev = alloc.next_event if alloc.next_event > t else INF
         t_next = min(t + dt_c, t_arr, t_ev)
@@ -234,26 +214,82 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             # time to the coflow completion that ends it: dt itself can round to 0 late in a
             # long trace)
             fin_before = max(dt, dt_c if t + dt_c <= t_next else 0.0) * (1 + 1e-9) + 1e-12
-        cf_moved = np.zeros(acf.size)
-        # advance every flow; flows that finish are dropped from the active arrays in the same pass
-        n = kernels.advance_compact(a_rem, a_sent, rates, dt, fin_before, pos, cf_moved,
-                                    a_src, a_dst, a_red, cnt)
-        cf_sent[acf] += cf_moved
+        # advance
+        cf_moved = act.advance(rates, dt, fin_before)
+        cf_sent[act.acf] += cf_moved
         t = t_next
-        if n < a_rem.size:
-            a_src, a_dst, a_red = a_src[:n], a_dst[:n], a_red[:n]
-            a_rem, a_sent, pos = a_rem[:n], a_sent[:n], pos[:n]
-            gone = cnt == 0
-            if gone.any():
-                finish[acf[gone]] = t
-                if bar is not None:
-                    bar.update(int(gone.sum()))
-                acf = acf[~gone]
-                cnt = cnt[~gone]
-                pos = (np.cumsum(~gone) - 1)[pos]
+        gone = act.drop_finished()
+        if gone is not None:
+            finish[gone] = t
+            if bar is not None:
+                bar.update(gone.size)
     if bar is not None:
         bar.close()
     return SimResult(finish, admitted, events, time.perf_counter() - t0, max_over)
+
+
+class _Active:
+    """The active flows as compact arrays (struct of arrays), kept sorted by coflow index, which
+    is arrival order, and compacted when flows complete: no per-event gathers from the
+    workload's arrays. ``acf``: the active coflows, ascending; ``pos``: each flow's position in
+    ``acf``; ``cnt``: flows per active coflow. Every change of the arrays happens here."""
+
+    __slots__ = ("src", "dst", "red", "rem", "sent", "acf", "pos", "cnt")
+
+    def __init__(self):
+        z_i, z_f = np.zeros(0, dtype=np.int64), np.zeros(0)
+        self.src, self.dst, self.red = z_i.astype(np.int32), z_i.astype(np.int32), z_i
+        self.rem, self.sent = z_f, z_f
+        self.acf, self.pos, self.cnt = z_i, z_i, z_i
+
+    def cf_lo(self) -> np.ndarray:
+        lo = np.zeros(self.acf.size + 1, dtype=np.int64)
+        np.cumsum(self.cnt, out=lo[1:])
+        return lo
+
+    def add(self, wl: Workload, cof: np.ndarray, coflows: np.ndarray, fl) -> None:
+        """Coflows ``coflows`` arrive with their flows ``fl`` (a slice or index array)."""
+        self.acf = np.concatenate([self.acf, coflows])
+        self.src = np.concatenate([self.src, wl.src[fl]])
+        self.dst = np.concatenate([self.dst, wl.dst[fl]])
+        self.red = np.concatenate([self.red, wl.reducer[fl]])
+        sizes = wl.size[fl]
+        self.rem = np.concatenate([self.rem, sizes])
+        self.sent = np.concatenate([self.sent, np.zeros(sizes.size)])
+        self.pos = np.concatenate([self.pos, np.searchsorted(self.acf, cof[fl])])
+        self.cnt = np.bincount(self.pos, minlength=self.acf.size)
+
+    def admit(self, admitted: np.ndarray, rates: np.ndarray) -> np.ndarray:
+        """Keep the admitted coflows (a mask over ``acf``); returns their flows' rates."""
+        keep = admitted[self.pos]
+        self.acf = self.acf[admitted]
+        self.src, self.dst, self.red = self.src[keep], self.dst[keep], self.red[keep]
+        self.rem, self.sent = self.rem[keep], self.sent[keep]
+        self.pos = (np.cumsum(admitted) - 1)[self.pos[keep]]
+        self.cnt = np.bincount(self.pos, minlength=self.acf.size)
+        return rates[keep]
+
+    def advance(self, rates: np.ndarray, dt: float, fin_before: float) -> np.ndarray:
+        """Every flow moves ``rates * dt``; flows due within ``fin_before`` finish and are
+        dropped in the same pass (``cnt`` counts what is left). Returns bytes moved per coflow."""
+        cf_moved = np.zeros(self.acf.size)
+        n = kernels.advance_compact(self.rem, self.sent, rates, dt, fin_before, self.pos, cf_moved,
+                                    self.src, self.dst, self.red, self.cnt)
+        if n < self.rem.size:
+            self.src, self.dst, self.red = self.src[:n], self.dst[:n], self.red[:n]
+            self.rem, self.sent, self.pos = self.rem[:n], self.sent[:n], self.pos[:n]
+        return cf_moved
+
+    def drop_finished(self) -> np.ndarray | None:
+        """Coflows left without flows leave the arrays; returns them (None if none did)."""
+        gone = self.cnt == 0
+        if not gone.any():
+            return None
+        done = self.acf[gone]
+        self.acf = self.acf[~gone]
+        self.cnt = self.cnt[~gone]
+        self.pos = (np.cumsum(~gone) - 1)[self.pos]
+        return done
 
 
 def _progress_bar(progress: bool, total: int, desc: str):
