@@ -276,3 +276,25 @@ def test_tcp_counters_from_proc_files(tmp_path):
     assert A.tcp_counters(str(tmp_path / "missing")) == {}
     # this process's own namespace has the counters
     assert {"ActiveOpens", "RetransSegs"} <= set(A.tcp_counters())
+
+
+def test_regime_summary_by_hand():
+    """Retransmission and SYN ratios from the kernel counters; each coflow's share of its CCT
+    before its first byte from the earliest connected flow (coflow 10: 0.5 s of 2 s; 11: 0.1 of
+    1 s), a coflow without a CCT left out."""
+    from coflow.emu.runner import format_regime, regime_summary
+    plan = _tiny_plan()
+    tcp = {"RetransSegs": 5, "OutSegs": 200, "TCPSynRetrans": 1, "ActiveOpens": 4, "TCPTimeouts": 2}
+    tl = [{"coflow": 10, "flow": 0, "connected": 0.5}, {"coflow": 10, "flow": 1, "connected": 1.5},
+          {"coflow": 11, "flow": 0, "connected": 0.1}]
+    g = regime_summary(tcp, tl, [2.0, 1.0], plan)
+    assert g["retrans_ratio"] == 0.025 and g["syn_retrans_per_connection"] == 0.25 and g["timeouts"] == 2
+    assert g["before_first_byte_share"]["median"] == pytest.approx(0.175)
+    assert g["before_first_byte_share"]["mean"] == pytest.approx(0.175)
+    assert regime_summary(tcp, tl, [2.0, None], plan)["before_first_byte_share"]["median"] == 0.25
+    assert regime_summary({}, [], [None, None], plan) == {
+        "retrans_segs": None, "out_segs": None, "retrans_ratio": None, "syn_retrans": None,
+        "connections": None, "syn_retrans_per_connection": None, "timeouts": None,
+        "before_first_byte_share": None}
+    line = format_regime(g)
+    assert "retransmitted 2.5% of segments" in line and "25.0% SYN" in line and "median 17.5%" in line

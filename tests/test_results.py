@@ -86,3 +86,19 @@ def test_check_mode_fails_on_a_stale_readme(tmp_path, capsys):
     assert R.main(args + ["--check"]) == 1
     assert R.main(args) == 0
     assert R.main(args + ["--check"]) == 0
+
+
+def test_emu_summary_renders_the_regime(tmp_path):
+    row = {"avg_cct_s": 2.0, "p95_cct_s": 4.0, "avg": 1.5, "p95": 2.0, "wall_s": 90.0,
+           "SN_avg": 3.0, "LN_avg": 2.0, "SW_avg": None, "LW_avg": 1.0}
+    cmp = {"plan": {"coflows": 3, "flows": 40}, "config": {"rate_mbps": 1.0}, "topology": "fattree-k4",
+           "table": {"baseline": "fair", "rows": {"fair": row}},
+           "sim_table": {"baseline": "fair", "rows": {"fair": dict(row, avg=1.2, p95=1.1)}},
+           "reports": {"fair": {"tcp": {"RetransSegs": 10, "OutSegs": 1000, "TCPSynRetrans": 2,
+                                        "ActiveOpens": 40, "TCPTimeouts": 3},
+                                "regime": {"before_first_byte_share": {"median": 0.25}}}}}
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(cmp))
+    out = R.render_emu(R.summarize_emu(cmp, str(p), "make run"))
+    assert ("| fair | 2.00 | 1.50 | 2.00 | 3.00 | 2.00 | 1.00 | 1.20 | 1.10 | 10 / 1,000 (1.0%) | "
+            "2 / 40 (5.0%) | 3 | 25% |") in out

@@ -336,12 +336,13 @@ class Experiment:
                                       "mean": float(np.mean(res.register_s)) if res.register_s else 0.0},
                           controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode,
                           stages=stage_summary(timeline), tcp=tcp, bmv2_queues=bmv2_q, links=links,
-                          flows=timeline)
-        s = rep["summary"]
+                          flows=timeline, regime=regime_summary(tcp, timeline, ccts, plan))
+        s, g = rep["summary"], rep["regime"]
         _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "
              f"{(s['avg_cct_s'] or float('nan')):.3f} s, p95 {(s['p95_cct_s'] or float('nan')):.3f} s, "
              f"{len(res.errors)} errors, TM drops {tm_stats['dropped']}/{tm_stats['packets'] + tm_stats['dropped']}"
              f"{', TIMED OUT' if res.timed_out else ''}")
+        _say("    " + format_regime(g))
         for e in res.errors[:3]:
             _say(f"    error: {e}")
         return rep
@@ -421,6 +422,41 @@ def format_emu_vs_sim(rows: dict) -> str:
         out.append(f"{m:<10}{f(r['avg']['emu'])}{f(r['avg']['sim'])}{g(r['avg']['diff'])}"
                    f"{f(r['p95']['emu'])}{f(r['p95']['sim'])}{g(r['p95']['diff'])}")
     return "\n".join(out)
+
+
+def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan) -> dict:
+    """How much of a mode's time is TCP's loss recovery rather than scheduling: retransmitted
+    segments over segments sent, SYN retransmissions per connection opened, RTO timeouts, and
+    per coflow the share of its CCT spent before its first byte arrived (arrival -> the first of
+    its flows connected: registration, dispatch and handshakes, where a lost SYN costs the
+    initial RTO)."""
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+    first: dict = {}
+    for f in timeline:
+        if f.get("connected") is not None:
+            first[f["coflow"]] = min(first.get(f["coflow"], np.inf), f["connected"])
+    shares = []
+    for c, cct in zip(plan.coflows, ccts):
+        if cct and c.trace_id in first:
+            shares.append(min(1.0, max(0.0, first[c.trace_id] / cct)))
+    sh = np.asarray(shares)
+    return {"retrans_segs": tcp.get("RetransSegs"), "out_segs": tcp.get("OutSegs"),
+            "retrans_ratio": ratio(tcp.get("RetransSegs"), tcp.get("OutSegs")),
+            "syn_retrans": tcp.get("TCPSynRetrans"), "connections": tcp.get("ActiveOpens"),
+            "syn_retrans_per_connection": ratio(tcp.get("TCPSynRetrans"), tcp.get("ActiveOpens")),
+            "timeouts": tcp.get("TCPTimeouts"),
+            "before_first_byte_share": ({"median": float(np.median(sh)), "mean": float(sh.mean()),
+                                         "p95": float(np.percentile(sh, 95))} if sh.size else None)}
+
+
+def format_regime(g: dict) -> str:
+    pct = lambda x: "-" if x is None else f"{100 * x:.1f}%"
+    b = g.get("before_first_byte_share") or {}
+    return (f"regime: retransmitted {pct(g.get('retrans_ratio'))} of segments, "
+            f"{pct(g.get('syn_retrans_per_connection'))} SYN retransmissions per connection, "
+            f"{g.get('timeouts') if g.get('timeouts') is not None else '-'} timeouts; "
+            f"time before a coflow's first byte: median {pct(b.get('median'))} of its CCT")
 
 
 #: flows of at most this many bytes are "small" in :func:`stage_summary` (a few segments)
