@@ -211,3 +211,15 @@ def test_tm_commands_classify_on_dscp_only():
     assert limits == {"1:17": TOP_LIMIT, "1:16": TOP_LIMIT, **{f"1:1{p}": QUEUE_BUDGET // 2 for p in range(6)}}
     assert tm_commands("e0-eth1", tm_config(tm_for_mode("fair"), 1000)) == \
         tm.htb_commands("e0-eth1", tm_config(tm_for_mode("fair"), 1000))
+
+
+@pytest.mark.parametrize("kw,field", [({"connections": "tcp"}, "connections"),
+                                      ({"pool_per_pair": 0}, "pool-per-pair"),
+                                      ({"pool_per_pair": 65}, "pool-per-pair")])
+def test_connection_settings_are_checked(kw, field):
+    from coflow.emu.plan import PlanError
+    from coflow.emu.runner import EmuConfig
+    with pytest.raises(PlanError) as e:
+        EmuConfig(**kw).validate()
+    assert e.value.field == field
+    EmuConfig(connections="pool", pool_per_pair=4).validate()

@@ -329,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rate-mbps", type=float, default=None, help="emulation: link rate, Mb/s")
     p.add_argument("--time-scale", type=float, default=None, help="emulation: arrival time factor")
     p.add_argument("--timeout", type=float, default=None, help="emulation: per-mode timeout, s")
+    p.add_argument("--connections", choices=("per-flow", "pool"), default=None,
+                   help="emulation: one TCP connection per flow, or pooled connections per host pair")
     p.set_defaults(fn=cmd_run)
 
     # Subcommands of the other parts (topologies, coflow API, controller, emulation) live beside

@@ -8,9 +8,15 @@ driver -> agent (stdin)::
 
     {"op": "send", "run": R, "coflow": k, "flow": i, "cid": "7.0", "dst": "10.0.0.2",
      "port": 5001, "bytes": n}       open one TCP connection tagged with CoflowId 7.0 and send
-                                     n payload bytes to dst:port now
+                                     n payload bytes to dst:port now; with "reuse": true take an
+                                     idle connection to dst:port from the pool instead (tagged
+                                     for this flow, back in the pool when the receiver acks)
+    {"op": "warm", "dst": "10.0.0.2", "port": 5001, "count": c}
+                                     open c idle connections to dst:port for later flows (the
+                                     shuffle services of Hadoop and Spark keep theirs open), and
+                                     answer {"ev": "warm", "dst": ..., "count": opened}
     {"op": "ping", "seq": s}         answered by {"ev": "pong", "seq": s}
-    {"op": "reset"}                  abort every connection in progress (end of a mode),
+    {"op": "reset"}                  abort every connection in progress and close the pool (end of a mode),
                                      answered by {"ev": "reset", "cancelled": n, "tcp": {...}}
                                      with the host's TCP counters since the previous reset
                                      (:data:`TCP_COUNTERS`: SYN retransmissions, listen-queue
@@ -31,7 +37,8 @@ agent -> driver (stdout)::
 A malformed line is answered with one ``error`` event naming the line and field; the agent
 keeps running. On the wire every flow starts with a 24-byte header (magic ``CFW1``, run,
 coflow, flow, payload bytes; network order) and then the payload; the receiver counts payload
-bytes only and reports when the header's count has arrived. The sender tags its socket with
+bytes only, reports when the header's count has arrived and answers one byte (the flow's ack);
+a connection carries flows one after another until the sender closes it. The sender tags its socket with
 the CoflowId IPv4 option before ``connect()`` (:func:`coflow.dataplane.packet.set_socket_coflow`):
 every data segment carries it, and the fabric's edge switch counts, classifies and stamps it.
 """
@@ -56,6 +63,8 @@ MAGIC = b"CFW1"
 CHUNK = 64 * 1024
 _ZEROS = bytes(CHUNK)
 MAX_BYTES = 1 << 40
+MAX_WARM = 64            # idle connections one warm command may open
+ACK = b"\x06"           # the receiver's answer once a flow's last byte arrived
 
 
 #: Kernel TCP counters (the namespace's /proc/net/netstat TcpExt and /proc/net/snmp Tcp) that
@@ -130,14 +139,26 @@ def parse_command(line: str) -> dict:
             ipaddress.IPv4Address(dst)
         except (ipaddress.AddressValueError, ValueError):
             raise MessageError("dst", f"not an IPv4 address: {dst!r}") from None
+        reuse = msg.get("reuse", False)
+        if not isinstance(reuse, bool):
+            raise MessageError("reuse", f"not a boolean: {reuse!r}")
         return {"op": "send", "run": _int(msg, "run"), "coflow": _int(msg, "coflow"),
                 "flow": _int(msg, "flow"), "cid": cid, "dst": dst,
-                "port": _int(msg, "port", 1, 65535), "bytes": _int(msg, "bytes", 0, MAX_BYTES)}
+                "port": _int(msg, "port", 1, 65535), "bytes": _int(msg, "bytes", 0, MAX_BYTES),
+                "reuse": reuse}
+    if op == "warm":
+        dst = msg.get("dst")
+        try:
+            ipaddress.IPv4Address(dst)
+        except (ipaddress.AddressValueError, ValueError):
+            raise MessageError("dst", f"not an IPv4 address: {dst!r}") from None
+        return {"op": "warm", "dst": dst, "port": _int(msg, "port", 1, 65535),
+                "count": _int(msg, "count", 1, MAX_WARM)}
     if op == "ping":
         return {"op": "ping", "seq": _int(msg, "seq")}
     if op in ("quit", "reset"):
         return {"op": op}
-    raise MessageError("op", f"unknown operation {op!r} (send, ping, reset, quit)")
+    raise MessageError("op", f"unknown operation {op!r} (send, warm, ping, reset, quit)")
 
 
 def parse_header(data: bytes) -> tuple[int, int, int, int]:
@@ -160,14 +181,17 @@ class Agent:
         self.out = out or sys.stdout
         self.tag = tag
         self.tasks: set[asyncio.Task] = set()
+        self.idle: dict[tuple[str, int], list] = {}   # (dst, port) -> idle pooled connections
         self.server = None
 
     def emit(self, **ev) -> None:
         self.out.write(json.dumps(ev, separators=(",", ":")) + "\n")
         self.out.flush()
 
-    # receiver -------------------------------------------------------------------------------------
+    # receiver ---------------------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Flows one after another on this connection until the sender closes it: header,
+        payload, then one ack byte back."""
         me = asyncio.current_task()
         if me is not None:
             self.tasks.add(me)
@@ -175,23 +199,30 @@ class Agent:
         peer = writer.get_extra_info("peername")
         where = f"conn {peer[0]}:{peer[1]}" if peer else "conn"
         try:
-            run, coflow, flow, nbytes = parse_header(await reader.readexactly(HEADER.size))
-            got = 0
-            while got < nbytes:
-                chunk = await reader.read(min(CHUNK * 4, nbytes - got))
-                if not chunk:
-                    break
-                got += len(chunk)
-            t = time.time()
-            if got < nbytes:
-                self.emit(ev="error", where=where, field="bytes",
-                          message=f"flow {coflow}.{flow}: connection closed after {got} of {nbytes} bytes")
-            else:
+            while True:
+                try:
+                    head = await reader.readexactly(HEADER.size)
+                except asyncio.IncompleteReadError as e:
+                    if e.partial:
+                        self.emit(ev="error", where=where, field="header",
+                                  message=f"connection closed after {len(e.partial)} header bytes")
+                    return                   # closed between flows: the sender is done with it
+                run, coflow, flow, nbytes = parse_header(head)
+                got = 0
+                while got < nbytes:
+                    chunk = await reader.read(min(CHUNK * 4, nbytes - got))
+                    if not chunk:
+                        break
+                    got += len(chunk)
+                t = time.time()
+                if got < nbytes:
+                    self.emit(ev="error", where=where, field="bytes",
+                              message=f"flow {coflow}.{flow}: connection closed after {got} of {nbytes} bytes")
+                    return
                 self.emit(ev="done", run=run, coflow=coflow, flow=flow, bytes=got, t=t,
                           src=peer[0] if peer else None)
-        except asyncio.IncompleteReadError as e:
-            self.emit(ev="error", where=where, field="header",
-                      message=f"connection closed after {len(e.partial)} header bytes")
+                writer.write(ACK)
+                await writer.drain()
         except ValueError as e:
             self.emit(ev="error", where=where, field="header", message=str(e))
         except OSError as e:
@@ -203,30 +234,55 @@ class Agent:
             writer.close()
 
     # sender ---------------------------------------------------------------------------------------
-    async def send(self, cmd: dict) -> None:
+    async def _connect(self, dst: str, port: int, cid: str | None):
+        """A new connection (tagged with ``cid`` before connect() when tagging)."""
         loop = asyncio.get_running_loop()
-        where = f"send {cmd['coflow']}.{cmd['flow']}"
-        t0 = time.time()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        writer = None
-
-        def discard() -> None:
-            # once a transport owns the socket, only the transport may close it (closing the
-            # fd under it leaves a stale transport that the next socket on that fd runs into)
-            if writer is not None:
-                writer.transport.abort()
-            else:
-                sock.close()
-
         try:
             how = "none"
-            if self.tag:
-                how = set_socket_coflow(sock, CoflowId.parse(cmd["cid"]))
+            if self.tag and cid is not None:
+                how = set_socket_coflow(sock, CoflowId.parse(cid))
             self._set_cc(sock)
             sock.setblocking(False)
-            await loop.sock_connect(sock, (cmd["dst"], cmd["port"]))
-            t_conn = time.time()
+            await loop.sock_connect(sock, (dst, port))
             reader, writer = await asyncio.open_connection(sock=sock)
+        except BaseException:
+            sock.close()
+            raise
+        return reader, writer, how
+
+    async def warm(self, cmd: dict) -> None:
+        """Open idle connections to ``dst:port`` for later ``reuse`` sends."""
+        key = (cmd["dst"], cmd["port"])
+        opened = 0
+        try:
+            for _ in range(cmd["count"]):
+                reader, writer, _how = await self._connect(cmd["dst"], cmd["port"], None)
+                self.idle.setdefault(key, []).append((reader, writer))
+                opened += 1
+        except (OSError, RuntimeError, ValueError) as e:
+            self.emit(ev="error", where=f"warm {cmd['dst']}:{cmd['port']}", field="socket", message=str(e))
+        self.emit(ev="warm", dst=cmd["dst"], port=cmd["port"], count=opened, t=time.time())
+
+    async def send(self, cmd: dict) -> None:
+        where = f"send {cmd['coflow']}.{cmd['flow']}"
+        t0 = time.time()
+        key = (cmd["dst"], cmd["port"])
+        reuse = cmd.get("reuse", False)
+        conn = None
+        try:
+            idle = self.idle.get(key) if reuse else None
+            if idle:
+                reader, writer = idle.pop()
+                conn = (reader, writer)
+                how = "none"
+                if self.tag:
+                    # a connected TCP socket takes new IP options for its next segments
+                    how = set_socket_coflow(writer.get_extra_info("socket"), CoflowId.parse(cmd["cid"]))
+            else:
+                reader, writer, how = await self._connect(cmd["dst"], cmd["port"], cmd["cid"])
+                conn = (reader, writer)
+            t_conn = time.time()
             writer.write(HEADER.pack(MAGIC, cmd["run"], cmd["coflow"], cmd["flow"], cmd["bytes"]))
             left = cmd["bytes"]
             while left > 0:
@@ -235,20 +291,38 @@ class Agent:
                 left -= n
                 await writer.drain()
             await writer.drain()
-            writer.write_eof()
-            try:
-                await reader.read()      # the receiver closes once it has every byte
-            except ConnectionResetError:
-                pass                     # it closed first: every byte was acknowledged already
-            writer.close()
+            if reuse:
+                if await reader.readexactly(len(ACK)) != ACK:
+                    raise ValueError("bad ack")
+                self.idle.setdefault(key, []).append(conn)   # back in the pool for the next flow
+                conn = None
+            else:
+                writer.write_eof()
+                try:
+                    await reader.read()      # the ack, then the receiver's close
+                except ConnectionResetError:
+                    pass                     # it closed first: every byte was acknowledged already
+                writer.close()
+                conn = None
             self.emit(ev="sent", run=cmd["run"], coflow=cmd["coflow"], flow=cmd["flow"],
                       t_start=t0, t_conn=t_conn, t_end=time.time(), tag=how)
         except asyncio.CancelledError:
-            discard()
+            if conn is not None:
+                conn[1].transport.abort()
             raise
-        except (OSError, RuntimeError, ValueError) as e:
-            discard()
+        except (OSError, RuntimeError, ValueError, asyncio.IncompleteReadError) as e:
+            if conn is not None:
+                conn[1].transport.abort()
             self.emit(ev="error", where=where, field="socket", message=f"{cmd['dst']}:{cmd['port']}: {e}")
+
+    def close_idle(self) -> int:
+        n = 0
+        for conns in self.idle.values():
+            for _reader, writer in conns:
+                writer.transport.abort()
+                n += 1
+        self.idle.clear()
+        return n
 
     def _set_cc(self, sock: socket.socket) -> None:
         """Per-socket congestion control: a namespace may only pick algorithms of the machine's
@@ -296,12 +370,16 @@ class Agent:
                 live = [t for t in self.tasks if not t.done()]
                 for t in live:
                     t.cancel()
+                self.close_idle()
                 now = tcp_counters()
                 self.emit(ev="reset", cancelled=len(live),
                           tcp={k: v - tcp_base.get(k, 0) for k, v in now.items()})
                 tcp_base = now
+            elif cmd["op"] == "warm":
+                self._spawn(self.warm(cmd))
             else:
                 self._spawn(self.send(cmd))
+        self.close_idle()
         self.server.close()
         for t in list(self.tasks):
             t.cancel()

@@ -34,6 +34,11 @@ def _common(p) -> None:
                    help=f"frames all queues of one port may hold (default {QUEUE_BUDGET})")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="controller/scheduler setting for every mode (repeatable)")
+    p.add_argument("--connections", choices=("per-flow", "pool"), default="per-flow",
+                   help="one TCP connection per flow, opened when it starts (default), or a pool "
+                        "per host pair opened before each mode and reused (shuffle services)")
+    p.add_argument("--pool-per-pair", type=int, default=2,
+                   help="pooled connections opened per host pair (default 2; more on demand)")
     p.add_argument("--out", default="out/emu", help="reports and plots (default out/emu)")
 
 
@@ -54,7 +59,9 @@ def config_from_args(args):
                      queue_budget=args.queue_budget, out_dir=args.out, settings=settings,
                      simulate=not getattr(args, "no_sim", False),
                      log_level=getattr(args, "switch_log", "off"),
-                     keep_run_dir=getattr(args, "keep", False))
+                     keep_run_dir=getattr(args, "keep", False),
+                     connections=getattr(args, "connections", "per-flow"),
+                     pool_per_pair=getattr(args, "pool_per_pair", 2))
 
 
 def preflight() -> str | None:
@@ -105,7 +112,8 @@ def build_run_namespace(args):
     ns = ap.parse_args(["run"])
     ns.no_sim, ns.switch_log, ns.keep = False, "off", False
     for src, dst in (("trace", "trace"), ("topo", "topo"), ("modes", "modes"), ("coflows", "coflows"),
-                     ("rate_mbps", "rate_mbps"), ("time_scale", "time_scale"), ("timeout", "timeout")):
+                     ("rate_mbps", "rate_mbps"), ("time_scale", "time_scale"), ("timeout", "timeout"),
+                     ("connections", "connections")):
         v = getattr(args, src, None)
         if v is not None:
             setattr(ns, dst, v)

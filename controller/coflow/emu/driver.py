@@ -44,7 +44,7 @@ def parse_event(line: str, where: str = "agent") -> dict:
     if not isinstance(ev, dict) or not isinstance(ev.get("ev"), str):
         raise EventError(f"{where}: ev: missing event name")
     need = {"done": ("run", "coflow", "flow", "bytes", "t"), "sent": ("run", "coflow", "flow"),
-            "ready": ("port",), "pong": ("seq",), "reset": ("cancelled",),
+            "ready": ("port",), "pong": ("seq",), "reset": ("cancelled",), "warm": ("count",),
             "error": ("where", "field", "message")}
     if ev["ev"] not in need:
         raise EventError(f"{where}: ev: unknown event {ev['ev']!r}")
@@ -64,15 +64,28 @@ def parse_event(line: str, where: str = "agent") -> dict:
 
 
 def send_commands(plan: Plan, k: int, cid: str, run: int, ips: dict[str, str],
-                  port: int = AGENT_PORT) -> dict[str, list[dict]]:
-    """The ``send`` commands of coflow ``k``, per mapper host."""
+                  port: int = AGENT_PORT, reuse: bool = False) -> dict[str, list[dict]]:
+    """The ``send`` commands of coflow ``k``, per mapper host (``reuse``: on pooled connections)."""
     out: dict[str, list[dict]] = {}
     c = plan.coflows[k]
     for f in c.flows:
-        out.setdefault(f.src, []).append({"op": "send", "run": run, "coflow": k, "flow": f.index,
-                                          "cid": cid, "dst": ips[f.dst], "port": port,
-                                          "bytes": f.bytes})
+        cmd = {"op": "send", "run": run, "coflow": k, "flow": f.index, "cid": cid,
+               "dst": ips[f.dst], "port": port, "bytes": f.bytes}
+        if reuse:
+            cmd["reuse"] = True
+        out.setdefault(f.src, []).append(cmd)
     return out
+
+
+def warm_counts(plan: Plan, per_pair: int) -> dict[str, dict[str, int]]:
+    """Idle connections to open before a mode starts: per (mapper host, reducer host), as many
+    as the pair's flows that may overlap (at most ``per_pair``; every coflow uses a pair once)."""
+    n: dict[str, dict[str, int]] = {}
+    for c in plan.coflows:
+        for f in c.flows:
+            d = n.setdefault(f.src, {})
+            d[f.dst] = d.get(f.dst, 0) + 1
+    return {s: {d: min(per_pair, k) for d, k in ds.items()} for s, ds in n.items()}
 
 
 def registration(plan: Plan, k: int, clairvoyant: bool) -> list[tuple[str, str, int | None]]:
@@ -141,6 +154,29 @@ class AgentPool:
     def broadcast(self, cmd: dict) -> None:
         for name in self.procs:
             self.send(name, cmd)
+
+    def warm(self, counts: dict[str, dict[str, int]], timeout: float = 60.0) -> int:
+        """Every host opens its idle connections (:func:`warm_counts`) and says when; returns
+        how many were opened. Done before a mode's clock starts: no handshake in a CCT."""
+        want = 0
+        for src, dsts in counts.items():
+            for dst, k in sorted(dsts.items()):
+                self.send(src, {"op": "warm", "dst": self.ips[dst], "port": self.port, "count": k})
+                want += 1
+        opened, answers, deadline = 0, 0, time.monotonic() + timeout
+        while answers < want and time.monotonic() < deadline:
+            try:
+                name, ev = self.events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if ev.get("ev") == "warm":
+                answers += 1
+                opened += int(ev["count"])
+            elif ev.get("ev") == "error":
+                self.errors.append(f"{name}: {ev['where']}: {ev['field']}: {ev['message']}")
+        if answers < want:
+            self.errors.append(f"warm-up: {want - answers} of {want} host pairs did not answer in {timeout:.0f} s")
+        return opened
 
     def reset(self, timeout: float = 5.0) -> dict:
         """Abort every flow in progress on every agent; returns the TCP counters of all hosts
@@ -236,8 +272,9 @@ def _unregister(fn, cid: str, trace_id: int, errors: list) -> None:
 
 def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
           unregister: Callable[[str], None], run: int, clairvoyant: bool, timeout_s: float,
-          lead_s: float = 0.5, progress: bool = True, label: str = "") -> ModeResult:
-    """Replay ``plan`` once. ``register(flows) -> cid`` and ``unregister(cid)`` reach the API."""
+          lead_s: float = 0.5, progress: bool = True, label: str = "", reuse: bool = False) -> ModeResult:
+    """Replay ``plan`` once. ``register(flows) -> cid`` and ``unregister(cid)`` reach the API.
+    ``reuse``: flows go over the agents' pooled connections (opened before, :meth:`AgentPool.warm`)."""
     N = len(plan.coflows)
     bar = None
     if progress:
@@ -268,7 +305,7 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
     def dispatch(k: int, cid: str) -> None:
         res.registered[k] = cid
         res.dispatched_at[k] = time.time()      # before the first send: agents start at once
-        for host, cmds in send_commands(plan, k, cid, run, agents.ips, agents.port).items():
+        for host, cmds in send_commands(plan, k, cid, run, agents.ips, agents.port, reuse).items():
             for cmd in cmds:
                 agents.send(host, cmd)
         res.late_s.append(res.dispatched_at[k] - (t0 + plan.coflows[k].arrival_s))

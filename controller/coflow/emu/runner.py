@@ -47,6 +47,9 @@ def default_trace() -> str:
     return FB_TRACE if os.path.exists(FB_TRACE) else BUNDLED_TRACE
 
 
+CONNECTIONS = ("per-flow", "pool")
+
+
 @dataclass
 class EmuConfig:
     topology: str = "fattree:4"            # kind:param or a topology file
@@ -69,6 +72,11 @@ class EmuConfig:
     simulate: bool = True
     progress: bool = True
     keep_run_dir: bool = False
+    # "per-flow": one TCP connection per flow, opened when the flow starts; "pool": connections
+    # opened before the mode starts and reused, as Hadoop's and Spark's shuffle services keep
+    # theirs (up to pool_per_pair per host pair; more are opened on demand)
+    connections: str = "per-flow"
+    pool_per_pair: int = 2
 
     def validate(self) -> None:
         bad = [m for m in self.modes if m not in EMU_MODES]
@@ -86,6 +94,10 @@ class EmuConfig:
             raise P.PlanError("timeout", f"must be > 0, got {self.mode_timeout_s!r}")
         if self.queue_budget < 2:
             raise P.PlanError("queue-budget", f"must be >= 2 frames, got {self.queue_budget!r}")
+        if self.connections not in CONNECTIONS:
+            raise P.PlanError("connections", f"must be one of {', '.join(CONNECTIONS)}, got {self.connections!r}")
+        if not (isinstance(self.pool_per_pair, int) and 1 <= self.pool_per_pair <= 64):
+            raise P.PlanError("pool-per-pair", f"must be an integer in 1..64, got {self.pool_per_pair!r}")
         if self.log_level not in ("off", "trace", "debug", "info", "warn", "error", "critical"):
             raise P.PlanError("log-level", f"unknown level {self.log_level!r}")
 
@@ -302,12 +314,17 @@ class Experiment:
         from ..api.client import CoflowClient
         client = CoflowClient(f"unix:{sock}")
         client.list()                      # connect before the clock starts
+        pooled = cfg.connections == "pool"
+        if pooled:                         # handshakes before the clock starts, as a shuffle service
+            from .driver import warm_counts
+            opened = self.agents.warm(warm_counts(plan, cfg.pool_per_pair))
+            _say(f"    {mode}: {opened} pooled connections open")
         try:
             _say(f"[{i + 1}/{len(cfg.modes)}] {mode}: {len(plan.coflows)} coflows, TM {tmp.discipline} x{tmp.queues}"
                  f" (limit {tmc.limit_pkts} frames), timeout {timeout:.0f} s")
             res = drive(plan, self.agents, lambda flows: client.register(flows=flows),
                         client.unregister, run=i + 1, clairvoyant=mode in CLAIRVOYANT_MODES,
-                        timeout_s=timeout, progress=cfg.progress, label=mode)
+                        timeout_s=timeout, progress=cfg.progress, label=mode, reuse=pooled)
         finally:
             client.close()
             tcp = self.agents.reset()
