@@ -12,23 +12,25 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _has_run(c: ast.ClassDef, classes: dict, seen: tuple = ()) -> bool:
+    """``c`` defines runTest, or inherits it from a class of the same file."""
+    if any(isinstance(f, ast.FunctionDef) and f.name == "runTest" for f in c.body):
+        return True
+    for b in c.bases:
+        name = getattr(b, "id", None)
+        if name in classes and name not in seen:
+            if _has_run(classes[name], classes, seen + (c.name,)):
+                return True
+    return False
+
+
 def count(directory: str = HERE) -> int:
     n = 0
     for path in sorted(glob.glob(os.path.join(directory, "test_*.py"))):
         tree = ast.parse(open(path).read(), path)
         classes = {c.name: c for c in tree.body if isinstance(c, ast.ClassDef)}
 
-        def has_run(c, seen=()):
-            if any(isinstance(f, ast.FunctionDef) and f.name == "runTest" for f in c.body):
-                return True
-            for b in c.bases:
-                name = getattr(b, "id", None)
-                if name in classes and name not in seen:
-                    if has_run(classes[name], seen + (c.name,)):
-                        return True
-            return False
-
-        n += sum(1 for name, c in classes.items() if not name.startswith("_") and has_run(c))
+        n += sum(1 for name, c in classes.items() if not name.startswith("_") and _has_run(c, classes))
     return n
 
 

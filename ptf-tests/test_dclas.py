@@ -4,7 +4,7 @@ The decision uses the bytes the coflow sent before the packet (Aalo's "bytes sen
 with exactly T-1 bytes counted a probe stays in queue q, with exactly T it is in queue q+1.
 Thresholds are scaled down (E=2, Q1=1500 B) so the test sends ~380 kB in total.
 """
-from base_test import P4RuntimeTest, autocleanup, frame, new_coflow, pk
+from base_test import P4RuntimeTest, autocleanup, frame, pk
 from coflow.params import DclasParams, hw_priority
 
 

@@ -1,5 +1,5 @@
 """Every hop agrees: at a fabric port the edge's stamp decides, without per-coflow state."""
-from base_test import P4RuntimeTest, autocleanup, frame, new_coflow, pk
+from base_test import P4RuntimeTest, autocleanup, frame, pk
 
 
 class FabricTrustsStampTest(P4RuntimeTest):

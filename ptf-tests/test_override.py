@@ -1,5 +1,5 @@
 """Controller overrides beat the local decision (D-CLAS, FIFO-LM) and a fabric hop's stamp."""
-from base_test import P4RuntimeTest, autocleanup, frame, new_coflow, pk
+from base_test import P4RuntimeTest, autocleanup, frame, pk
 from coflow.params import DclasParams, hw_priority
 
 

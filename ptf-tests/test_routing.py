@@ -1,7 +1,7 @@
 """Routing: LPM and ECMP through the action selector (5-tuple hash, per-flow stickiness)."""
 import collections
 
-from scapy.all import IP, UDP
+from scapy.all import UDP
 
 from base_test import P4RuntimeTest, autocleanup, frame, pk
 

@@ -30,15 +30,16 @@ from . import translate as TR
 from .codec import Codec
 from .coord import DclasCoordinator
 
-#: modes whose rounds read the edges' per-coflow byte counters and install overrides from the
-#: global sizes (D-CLAS queues, FIFO-LM groups)
-COORDINATED = ("dclas", "fifo-lm")
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer
 from .rates import plan as rate_plan
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from . import wire
 from .wire import EncodedCache
+
+#: modes whose rounds read the edges' per-coflow byte counters and install overrides from the
+#: global sizes (D-CLAS queues, FIFO-LM groups)
+COORDINATED = ("dclas", "fifo-lm")
 
 log = logging.getLogger(__name__)
 
