@@ -20,6 +20,7 @@ help:
 	@echo "make test   - all tests (Python unit/property tests; PTF tests when the P4 toolchain is present)"
 	@echo "make bench  - simulator benchmarks on the FB trace and a 10x generated trace"
 	@echo "make p4 | ptf | bench-p4 - P4 data plane (see p4src/README.md)"
+	@echo "make p4-tofino | p4-tofino-fit - the TNA program with bf-p4c, its fit table (p4src/README.md)"
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(BASE_PYTHON) -m venv --system-site-packages $(VENV)
@@ -102,6 +103,7 @@ clean: stop
 	rm -rf build out .pytest_cache
 
 -include mk/p4.mk
+-include mk/tofino.mk
 
 # Fallbacks when the data-plane fragment is not there.
 p4-tests-or-skip::

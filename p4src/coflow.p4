@@ -16,6 +16,7 @@
 
 #include "include/define.p4"
 #include "include/size.p4"
+#include "include/target_v1model.p4"
 #include "include/header.p4"
 #include "include/parser.p4"
 #include "include/control/sanity.p4"

@@ -1,6 +1,8 @@
 """Per-coflow byte counters: exact byte counts, hash fallback slots, collisions, slot reuse,
 and the per-queue enqueue/dequeue counters."""
-from base_test import P4RuntimeTest, autocleanup, frame, new_coflow, pk, split_bytes
+from scapy.all import IP
+
+from base_test import P4RuntimeTest, autocleanup, frame, new_coflow, pk
 
 
 class CoflowBytesExactTest(P4RuntimeTest):
@@ -80,17 +82,36 @@ class SlotReassignTest(P4RuntimeTest):
 
 
 class QueueCountersTest(P4RuntimeTest):
-    """queue_enq / queue_deq count per (egress port, priority); index = port * 8 + prio."""
+    """queue_enq / queue_deq count per (egress port, priority); index = port * 8 + prio.
+
+    queue_enq is indexed by the priority the pipeline hands the traffic manager
+    (standard_metadata.priority) and queue_deq by the queue BMv2 put the packet in
+    (standard_metadata.priority as egress sees it), not by the pipeline's decision (meta.prio):
+    a packet put in the wrong queue moves the wrong index. Two coflows in two queues; every one
+    of the port's 8 queues is checked, so a packet counted anywhere else fails the test."""
 
     @autocleanup
     def runTest(self):
         self.add_route("10.0.1.0", 24, 2)
-        cid = new_coflow()
-        self.set_override(cid, 3)
-        idx = 2 * 8 + 3
-        e0, d0 = self.counter("queue_enq", idx), self.counter("queue_deq", idx)
-        for i in range(5):
-            self.send(0, frame(cid, 200, ident=i))
-        self.drain(2, 5)
-        self.assertEqual(self.counter("queue_enq", idx), (e0[0] + 1000, e0[1] + 5))
-        self.assertEqual(self.counter("queue_deq", idx), (d0[0] + 1000, d0[1] + 5))
+        sent = {3: 5, 6: 3}                          # priority -> packets
+        cids = {}
+        for prio in sent:
+            cids[prio] = new_coflow()
+            self.set_override(cids[prio], prio)
+        idx = [2 * 8 + p for p in range(8)]
+        e0 = [self.counter("queue_enq", i) for i in idx]
+        d0 = [self.counter("queue_deq", i) for i in idx]
+        n = 0
+        for prio, count in sent.items():
+            for _ in range(count):
+                self.send(0, frame(cids[prio], 200 + prio, ident=n))
+                n += 1
+        got = self.drain(2, n)
+        # the stamp agrees with the queue
+        self.assertEqual(sorted(pk.prio_of_tos(p[IP].tos) for p in got),
+                         sorted(p for p, c in sent.items() for _ in range(c)))
+        want = [((200 + p) * sent.get(p, 0), sent.get(p, 0)) for p in range(8)]
+        enq = [(a[0] - b[0], a[1] - b[1]) for a, b in zip([self.counter("queue_enq", i) for i in idx], e0)]
+        deq = [(a[0] - b[0], a[1] - b[1]) for a, b in zip([self.counter("queue_deq", i) for i in idx], d0)]
+        self.assertEqual(enq, want, "queue_enq by priority 0..7 of port 2")
+        self.assertEqual(deq, want, "queue_deq by priority 0..7 of port 2 (the queue BMv2 used)")

@@ -6,10 +6,10 @@ and the switch keeps forwarding afterwards.
 import struct
 
 from ptf import testutils
-from scapy.all import IP, Ether, IPOption_RR, raw
+from scapy.all import IP, Ether, IPOption_Router_Alert, IPOption_RR, raw
 
 from base_test import (P4RuntimeTest, SWITCH_MAC, HOST_MAC, NO_PKT_TIMEOUT, autocleanup,
-                       expected, frame, new_coflow, pk)
+                       frame, new_coflow, pk)
 
 
 class TaggedStampTest(P4RuntimeTest):
@@ -84,6 +84,92 @@ class OtherOptionsTest(P4RuntimeTest):
         self.assert_forwarded(pkt, 1, prio=7)
 
 
+class CoflowIdAfterOtherOptionTest(P4RuntimeTest):
+    """A CoflowId option that is not the first option (here after a Router Alert, RFC 2113) is
+    not ours to read: the packet is forwarded untagged, in the default class, every option byte
+    as it came (no stamp), and its bytes are not counted against that coflow."""
+
+    @autocleanup
+    def runTest(self):
+        self.add_route("10.0.1.0", 24, 1)
+        cid = self.fresh_coflow()                  # tagged, it would be in priority 7
+        slot = self._slot(cid)
+        ra = IPOption_Router_Alert()
+        for i, proto in enumerate(("udp", "tcp")):
+            pkt = frame(None, 160, proto=proto, ident=i,
+                        extra_options=[ra, pk.coflow_option(cid)])
+            self.assertEqual(pkt[IP].ihl, 5 + 1 + 2)
+            self.assert_forwarded(pkt, 1, prio=0, tagged=False)
+        self.assertEqual(self.counter("coflow_bytes", slot), (0, 0))
+        # the same coflow as the first option is tagged and counted
+        self.assert_forwarded(frame(cid, 160, ident=9, extra_options=[ra]), 1, prio=7)
+        self.assertEqual(self.counter("coflow_bytes", slot), (160, 1))
+
+    def _slot(self, cid):
+        for ent in self.p4rt.read_table("coflow_slot"):
+            te = ent.table_entry
+            if int.from_bytes(te.match[0].exact.value, "big") == cid.external:
+                return int.from_bytes(te.action.action.params[0].value, "big")
+        self.fail("slot entry not found")
+
+
+class TwoCoflowIdsTest(P4RuntimeTest):
+    """Two CoflowId options: the first decides (its override, its counter, its stamp); the
+    second is opaque, kept byte for byte and never counted."""
+
+    @autocleanup
+    def runTest(self):
+        self.add_route("10.0.1.0", 24, 1)
+        first, second = self.fresh_coflow(), self.fresh_coflow()
+        s1, s2 = CoflowIdAfterOtherOptionTest._slot(self, first), \
+            CoflowIdAfterOtherOptionTest._slot(self, second)
+        self.set_override(first, 3)
+        self.set_override(second, 5)
+        pkt = frame(first, 200, extra_options=[pk.coflow_option(second)])
+        self.assertEqual(pkt[IP].ihl, 5 + 2 + 2)
+        self.assert_forwarded(pkt, 1, prio=3)      # stamps only the first option
+        # swapped: the other one decides
+        self.assert_forwarded(frame(second, 200, ident=2, extra_options=[pk.coflow_option(first)]),
+                              1, prio=5)
+        self.assertEqual(self.counter("coflow_bytes", s1), (200, 1))
+        self.assertEqual(self.counter("coflow_bytes", s2), (200, 1))
+
+
+def _with_checksum(data: bytes) -> bytes:
+    """Ethernet + IPv4 bytes with the header checksum filled in."""
+    from base_test import ip_checksum
+    ihl = data[14] & 0xF
+    hdr = bytearray(data[14:14 + ihl * 4])
+    hdr[10:12] = b"\0\0"
+    hdr[10:12] = ip_checksum(bytes(hdr)).to_bytes(2, "big")
+    return data[:14] + bytes(hdr) + data[14 + ihl * 4:]
+
+
+class OtherType9eOptionTest(P4RuntimeTest):
+    """Option type 0x9e with a length other than 8 and valid (2 .. the options area) is someone
+    else's use of experimental option 30: forwarded untagged, every option byte as it came, not
+    dropped (DROP_OPT_LEN not counted). A CoflowId after it is not the first option: untagged."""
+
+    @autocleanup
+    def runTest(self):
+        self.add_route("10.0.1.0", 24, 1)
+        cid = self.fresh_coflow()
+        cases = [
+            ("option 30 of 4 bytes", b"\x9e\x04\xab\xcd"),
+            ("option 30 of 2 bytes + NOPs", b"\x9e\x02\x01\x01"),
+            ("option 30 of 12 bytes", b"\x9e\x0c" + bytes(range(1, 11))),
+            ("option 30 of 4 bytes, then a CoflowId", b"\x9e\x04\x00\x00" + pk.option_bytes(cid)),
+        ]
+        before = self.drops(pk.DROP_OPT_LEN)
+        for name, opts in cases:
+            data = _with_checksum(raw(_eth(_raw_ip(5 + len(opts) // 4, opts, payload=b"\1" * 40))))
+            self.assertEqual(pk.classify_frame(data), pk.Classified(pk.DROP_NONE), name)
+            self.assert_forwarded(data, 1, prio=0, tagged=False)
+        self.assertEqual(self.drops(pk.DROP_OPT_LEN), before, "a valid option 30 was dropped")
+        self.assertEqual(self.counter("coflow_bytes", CoflowIdAfterOtherOptionTest._slot(self, cid)),
+                         (0, 0))
+
+
 class FragmentTest(P4RuntimeTest):
     """Fragments are forwarded and, carrying the copied option, tagged; later fragments have no
     L4 header to parse."""
@@ -122,6 +208,11 @@ class MalformedTest(P4RuntimeTest):
             ("truncated option", _eth(_raw_ip(7, opt, payload=b"")[:24]), pk.DROP_TRUNCATED),
             ("option length 0", _eth(_raw_ip(7, b"\x9e\x00" + opt[2:])), pk.DROP_OPT_LEN),
             ("option length 255", _eth(_raw_ip(7, b"\x9e\xff" + opt[2:])), pk.DROP_OPT_LEN),
+            ("option 30, length 1", _eth(_raw_ip(6, b"\x9e\x01\x00\x00")), pk.DROP_OPT_LEN),
+            ("option 30, length past the options area", _eth(_raw_ip(7, b"\x9e\x0c" + bytes(6))),
+             pk.DROP_OPT_LEN),
+            ("option 30 of length 0, frame ends in the options area",
+             _eth(_raw_ip(8, b"\x9e\x00" + bytes(10), payload=b"")[:24]), pk.DROP_TRUNCATED),
             ("option past IHL", _eth(_raw_ip(6, opt)), pk.DROP_OPT_OVERFLOW),
             ("IHL 4", _eth(_raw_ip(4)), pk.DROP_BAD_IHL),
             ("IHL 0", _eth(_raw_ip(0)), pk.DROP_BAD_IHL),

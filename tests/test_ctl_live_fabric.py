@@ -208,7 +208,7 @@ def test_malformed_packets_show_up_as_their_drop_reason(fabric, capsys):
             hdr = struct.pack("!BBHHHBBH4s4s", 0x45 + len(options) // 4, 0, tl, 1, 0, ttl, 17, 0,
                               bytes(map(int, h0.ip.split("."))),
                               bytes(map(int, t.host("h1").ip.split("."))))
-            return raw(Ether(src=h0.mac, dst=l0.mac) / (hdr + options + b"\0" * 30))
+            return raw(Ether(src=h0.mac, dst=l0.mac, type=0x0800) / (hdr + options + b"\0" * 30))
 
         ctl.telemetry.poll(ctl.agents)
         before = ctl.status()["dataplane"]["l0"]["drops"]

@@ -117,7 +117,8 @@ def test_names_exist_in_p4info(codec):
               M.A_OVERRIDE_QUEUE, M.A_SET_METER):
         assert a in codec.action_id
     assert M.P_ECMP in codec.profile_id and M.M_FLOW in codec.meter_id
-    assert M.C_COFLOW_BYTES in codec.counter_id
+    for c in (M.C_COFLOW_BYTES, M.C_COLLISIONS, M.C_RED_DROPS, M.C_DROP_REASONS, M.C_QUEUE_DROP):
+        assert c in codec.counter_id
 
 
 def test_codec_round_trip(codec):

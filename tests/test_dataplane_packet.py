@@ -103,6 +103,25 @@ def test_classify_malformed():
     assert classify_ipv4(_ip_header(ttl=1)).drop == pk.DROP_TTL
 
 
+def test_classify_other_options_of_type_9e_and_later_coflow_ids():
+    """Type 0x9e with another valid length is someone else's option: forwarded untagged; a
+    length below 2 or past the options area is malformed; truncation is found first (the
+    switch's parser walks the options area before the sanity control looks at the length)."""
+    opt = pk.option_bytes(CoflowId(5, 1))
+    other = b"\x9e\x04\xab\xcd"                                   # option 30, 4 bytes
+    for opts in (other + b"\x01" * 4, b"\x9e\x0c" + bytes(10) + b"\x00" * 2, other + opt):
+        c = classify_ipv4(_ip_header(ihl=5 + len(opts) // 4, options=opts))
+        assert c == pk.Classified(pk.DROP_NONE), opts   # untagged, even with our option after
+    for ln in (0, 1, 13, 255):                                     # options area of 12 bytes
+        bad = bytes([0x9E, ln]) + bytes(10)
+        assert classify_ipv4(_ip_header(ihl=8, options=bad)).drop == pk.DROP_OPT_LEN, ln
+    cut = _ip_header(ihl=8, options=b"\x9e\x00" + bytes(10), payload=b"")[:30]
+    assert classify_ipv4(cut).drop == pk.DROP_TRUNCATED
+    # a second CoflowId option after ours: tagged with the first
+    c = classify_ipv4(_ip_header(ihl=9, options=opt + pk.option_bytes(CoflowId(6, 2))))
+    assert c.drop == pk.DROP_NONE and c.coflow == CoflowId(5, 1)
+
+
 def test_classify_fragments_forwarded_and_tagged():
     opt = pk.option_bytes(CoflowId(5, 1))
     first = _ip_header(ihl=7, options=opt, mf=1, payload=b"\0" * 16)

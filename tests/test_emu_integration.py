@@ -92,7 +92,15 @@ def test_dclas_lets_the_small_coflow_overtake_fifo_does_not(tmp_path):
         assert rep["tcp"]["ActiveOpens"] >= 4 and rep["tcp"]["PassiveOpens"] >= 4
         q = rep["bmv2_queues"]
         assert q["unread"] == [] and sum(q["enq"]) > 0 and q["enq"][0] == 0   # every packet classed
-        assert rep["links"]["lost_before_pipeline"] >= 0
+        # every frame the kernel handed to a switch went through its pipeline and was counted
+        # (queued: queue_enq, or dropped: queue_drop), up to what a CPU-starved switch process
+        # loses from its capture socket and the skew of reading the kernel's and the switches'
+        # counters at different moments while the last segments still flow (measured: 30-85
+        # frames of ~5000, always above 0); far below 0 a frame was counted twice, far above
+        # a class of frames was not counted or the switches lost frames
+        lost, rx = rep["links"]["lost_before_pipeline"], rep["links"]["rx_packets"]
+        assert rx > 0 and abs(lost) <= max(20, rx // 20), \
+            f"{mode}: {lost} of {rx} frames not accounted for by the switches' queue counters"
     big, small = 1, 3
     assert fin["dclas"][small] < fin["dclas"][big], f"dclas: S did not overtake B: {fin['dclas']}"
     assert fin["fifo-lm"][small] > fin["fifo-lm"][big] - 0.05, f"fifo: S overtook B: {fin['fifo-lm']}"

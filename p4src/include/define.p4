@@ -4,6 +4,10 @@
  * The CoflowId IPv4 option, the queue <-> priority mapping and the DSCP
  * stamp are documented in p4src/README.md; the scapy layer in
  * controller/coflow/dataplane/packet.py mirrors the constants below.
+ *
+ * Target-neutral: shared by the v1model program and the TNA one (p4src/tna/).
+ * What only v1model uses (its slot hash multipliers, its meter colours) is in
+ * target_v1model.p4.
  */
 #ifndef __DEFINE__
 #define __DEFINE__
@@ -25,10 +29,6 @@ const bit<8>  IP_PROTO_UDP = 17;
 const bit<8>  IPOPT_COFLOW_TYPE = 0x9e;
 const bit<8>  IPOPT_COFLOW_LEN  = 8;
 
-/* Slot hash (v1model): multiplicative (Fibonacci) hashing of (external, internal). */
-const bit<32> HASH_MUL_EXT = 0x9E3779B1;  /* 2^32 / golden ratio */
-const bit<32> HASH_MUL_INT = 0x85EBCA77;
-
 /* Scheduling modes, written by the controller into pipeline_config. */
 const bit<8> MODE_FAIR     = 0;  /* every tagged coflow in one class (fair_prio)   */
 const bit<8> MODE_DCLAS    = 1;  /* Aalo D-CLAS: bytes sent -> queue (range table) */
@@ -43,18 +43,13 @@ const prio_t PRIO_HIGHEST = 7;   /* Aalo queue 1 */
 const prio_t PRIO_LOWEST  = 0;   /* Aalo queue 8 */
 const prio_t FIFO_LM_MAX_RANK = 6; /* FIFO-LM uses priorities 7..1 (ranks 0..6) */
 
-/* v1model meter colours */
-const bit<2> METER_GREEN  = 0;
-const bit<2> METER_YELLOW = 1;
-const bit<2> METER_RED    = 2;
-
 /* Drop reasons: index of the drop_reasons counter. */
 const bit<8> DROP_NONE          = 0;
 const bit<8> DROP_NOT_IPV4      = 1;  /* EtherType is not IPv4 */
 const bit<8> DROP_BAD_VERSION   = 2;  /* EtherType IPv4 but version != 4 */
 const bit<8> DROP_BAD_IHL       = 3;  /* IHL < 5 */
 const bit<8> DROP_TRUNCATED     = 4;  /* parser ran out of bytes (truncated header/option) */
-const bit<8> DROP_OPT_LEN       = 5;  /* CoflowId option with length != 8 (0, 255, ...) */
+const bit<8> DROP_OPT_LEN       = 5;  /* type 0x9e, length < 2 or past the options area */
 const bit<8> DROP_OPT_OVERFLOW  = 6;  /* option does not fit inside IHL */
 const bit<8> DROP_TOTAL_LEN     = 7;  /* totalLen < IHL*4 or frame shorter than totalLen */
 const bit<8> DROP_TTL           = 8;  /* TTL <= 1 */

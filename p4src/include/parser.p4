@@ -59,14 +59,21 @@ parser CoflowParser(packet_in packet,
     state parse_ipv4_options {
         transition select(packet.lookahead<bit<16>>()) {
             0x9e08: parse_coflow_opt;
-            0x9e00 &&& 0xff00: bad_opt_len;    /* our type, length 0, 255, ... */
+            0x9e00 &&& 0xff00: other_type_9e;  /* our type, another length */
             default: parse_other_opts;         /* someone else's options: untagged */
         }
     }
 
-    state bad_opt_len {
-        meta.drop_reason = DROP_OPT_LEN;
-        transition accept;
+    /* Type 0x9e is RFC 4727's experimental option 30, which others may use with another
+     * length: a well-formed one (length 2 .. the options area) is someone else's option,
+     * forwarded untagged like any other; the sanity control drops a length below 2 or past
+     * the options area (DROP_OPT_LEN), once the options area was extracted (a truncated
+     * frame is DROP_TRUNCATED first). */
+    state other_type_9e {
+        bit<16> head = packet.lookahead<bit<16>>();
+        meta.other_9e_len = head[7:0];
+        meta.other_9e = 1;
+        transition parse_other_opts;
     }
 
     state parse_coflow_opt {

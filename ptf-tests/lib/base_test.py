@@ -97,19 +97,34 @@ def frame(cid: pk.CoflowId | None = None, length: int = 100, src="10.0.0.1", dst
     return Ether(raw(p / Raw(b"\x00" * pad)))
 
 
-def expected(pkt, prio: int, smac=SWITCH_MAC, dmac=HOST_MAC % 2, tagged=None):
+def expected(pkt, prio: int, smac=SWITCH_MAC, dmac=HOST_MAC % 2, tagged=True):
     """What the switch emits for ``pkt``: MACs rewritten, TTL - 1, DSCP = CS<prio>, the option
-    stamped (S=1, prio), checksum recomputed."""
-    e = Ether(raw(pkt))
-    e.src, e.dst = smac, dmac
-    e[IP].ttl -= 1
-    e[IP].tos = (e[IP].tos & 0x3) | pk.tos_of_prio(prio)
-    opt = pk.find_coflow_option(e[IP])
-    if opt is not None:
-        opt.stamped = 1
-        opt.prio = prio
-    del e[IP].chksum
-    return Ether(raw(e))
+    stamped (S=1, prio), checksum recomputed. ``tagged=False``: the switch treats the packet
+    as untagged (its CoflowId option, if any, is not the first option), so every option byte
+    leaves as it came. Works on the bytes, so options scapy does not know survive."""
+    data = bytearray(raw(pkt))
+    e = Ether(bytes(data))
+    ihl = data[14] & 0xF
+    data[0:6] = bytes.fromhex(dmac.replace(":", ""))
+    data[6:12] = bytes.fromhex(smac.replace(":", ""))
+    data[15] = (data[15] & 0x3) | pk.tos_of_prio(prio)
+    data[22] -= 1                                         # TTL
+    if tagged and IP in e and pk.find_coflow_option(e[IP]) is not None:
+        first = 34                                        # the switch stamps the first option
+        if data[first] != pk.IPOPT_COFLOW_TYPE or data[first + 1] != pk.IPOPT_COFLOW_LEN:
+            raise ValueError("a tagged packet's CoflowId option must be its first option")
+        data[first + 2] = (data[first + 2] & 0x78) | pk.STAMPED_BIT | prio
+    data[24:26] = b"\0\0"
+    data[24:26] = ip_checksum(bytes(data[14:14 + ihl * 4])).to_bytes(2, "big")
+    return Ether(bytes(data))
+
+
+def ip_checksum(header: bytes) -> int:
+    """The IPv4 header checksum (ones' complement sum of 16-bit words)."""
+    total = sum(int.from_bytes(header[i:i + 2], "big") for i in range(0, len(header), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
 
 
 def split_bytes(total: int, mtu: int = 1500, minimum: int = 80) -> list[int]:
@@ -125,6 +140,33 @@ def split_bytes(total: int, mtu: int = 1500, minimum: int = 80) -> list[int]:
         sizes.append(take)
         total -= take
     return sizes
+
+
+def bmv2_cli(commands: list[str], thrift_port: int = 9090, timeout: float = 20.0) -> str:
+    """Run BMv2's ``simple_switch_CLI`` (Thrift) on the switch under test with ``commands`` on
+    its stdin; returns its output. Raises RuntimeError (with the reason) when the CLI, its
+    Python modules or the Thrift port are not there. The CLI script needs a Python with the
+    thrift module (Debian's python3-thrift under /usr/bin/python3) and BMv2's generated
+    modules, installed beside it under <prefix>/lib/python3*/site-packages."""
+    import glob
+    import subprocess
+    from coflow.dataplane import toolchain
+    cli = toolchain.find_tool("simple_switch_CLI")
+    if not cli:
+        raise RuntimeError("simple_switch_CLI not found (toolchain.discover())")
+    prefix = os.path.dirname(os.path.dirname(os.path.realpath(cli)))
+    paths = [d for pat in ("lib/python3*/site-packages", "lib/python3*/dist-packages",
+                           "lib/python3/dist-packages")
+             for d in glob.glob(os.path.join(prefix, pat))]
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([python, cli, "--thrift-port", str(thrift_port)],
+                       input="\n".join(commands) + "\n", capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    out = r.stdout + r.stderr
+    if r.returncode != 0 or "Error" in out or "Traceback" in out:
+        raise RuntimeError(f"simple_switch_CLI failed (exit {r.returncode}): {out.strip()[-400:]}")
+    return out
 
 
 class P4RuntimeTest(BaseTest):
@@ -172,9 +214,11 @@ class P4RuntimeTest(BaseTest):
                 out.append(p)
         return out
 
-    def assert_forwarded(self, pkt, port: int, prio: int, in_port: int = 0, dmac=None):
-        """Send ``pkt`` and check the exact bytes that leave ``port``."""
-        exp = expected(pkt, prio, dmac=dmac or HOST_MAC % (port + 1))
+    def assert_forwarded(self, pkt, port: int, prio: int, in_port: int = 0, dmac=None,
+                         tagged: bool = True):
+        """Send ``pkt`` and check the exact bytes that leave ``port`` (``tagged=False``: the
+        switch must not stamp a CoflowId option that is not the first option)."""
+        exp = expected(pkt, prio, dmac=dmac or HOST_MAC % (port + 1), tagged=tagged)
         self.send(in_port, pkt)
         testutils.verify_packet(self, raw(exp), port, timeout=RECV_TIMEOUT)
 

@@ -3,6 +3,7 @@
     coflow ctl run --topo topologies/fattree-k4.json --mode dclas [--set K=8 --set link_mbps=10]
                    [--switch e0=127.0.0.1:50001 ... | --grpc-base 50000]
                    [--p4info build/coflow.p4info.txt --json build/coflow.json]
+                   [--target tofino [--tofino-server bf_switchd|stratum] [--tofino-build build/tofino]]
                    [--api 127.0.0.1:50051] [--api-unix /tmp/coflow-api.sock] [--db reg.sqlite]
                    [--metrics 127.0.0.1:9100] [--status-file F] [--election-id 10] [--delta-ms 10]
     coflow ctl status --address 127.0.0.1:9100      (or --file F)
@@ -47,9 +48,15 @@ def cmd_run(args) -> int:
         if unknown:
             raise _ArgError(f"--switch: no switch named {', '.join(unknown)} in {args.topo}")
         addrs.update(given)
+        if args.target == "tofino":
+            _tofino_pipeline(args)
+        else:
+            args.p4info = args.p4info or os.path.join(REPO, "build", "coflow.p4info.txt")
+            args.json = args.json or os.path.join(REPO, "build", "coflow.json")
         for path, opt in ((args.p4info, "--p4info"), (args.json, "--json")):
             if not os.path.exists(path):
-                raise _ArgError(f"{opt} {path}: not found (run `make p4`)")
+                raise _ArgError(f"{opt} {path}: not found (run `make p4`"
+                                + (" / `make p4-tofino`)" if args.target == "tofino" else ")"))
     except (_ArgError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -60,7 +67,8 @@ def cmd_run(args) -> int:
         ctl = Controller(t, args.mode, args.p4info, args.json, addrs, registry=registry,
                          settings=settings, election_id=args.election_id,
                          delta_s=args.delta_ms / 1e3, metrics_addr=args.metrics,
-                         status_file=args.status_file, start_timeout=args.start_timeout)
+                         status_file=args.status_file, start_timeout=args.start_timeout,
+                         target=args.target)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         registry.close()
@@ -89,6 +97,20 @@ def cmd_run(args) -> int:
         ctl.stop()
         registry.close()
     return 0
+
+
+def _tofino_pipeline(args) -> None:
+    """``--target tofino``: the P4Info and the device config of ``make p4-tofino``'s output
+    (``--tofino-build``), the config built for ``--tofino-server`` (coflow.tofino.device_config)
+    unless ``--json`` names a ready one."""
+    from ..tofino import device_config as dc
+    build = args.tofino_build or os.path.join(REPO, "build", "tofino")
+    args.p4info = args.p4info or os.path.join(build, dc.P4INFO_NAME)
+    if args.json is None:
+        try:
+            args.json = dc.write_device_config(build, args.tofino_server)
+        except (OSError, ValueError) as exc:
+            raise _ArgError(f"--tofino-build {build}: {exc} (run `make p4-tofino`)") from None
 
 
 def cmd_status(args) -> int:
@@ -125,8 +147,17 @@ def add_commands(sub) -> None:
     p.add_argument("--switch", action="append", metavar="NAME=HOST:PORT",
                    help="gRPC address of one switch (default 127.0.0.1:grpc_base+device_id)")
     p.add_argument("--grpc-base", type=int, default=50000)
-    p.add_argument("--p4info", default=os.path.join(REPO, "build", "coflow.p4info.txt"))
-    p.add_argument("--json", default=os.path.join(REPO, "build", "coflow.json"))
+    p.add_argument("--target", choices=("bmv2", "tofino"), default="bmv2",
+                   help="the switches' P4 program: bmv2 (p4src/coflow.p4) or tofino "
+                        "(p4src/tna/coflow_tna.p4); the same translation, told the target")
+    p.add_argument("--p4info", default=None,
+                   help="default build/coflow.p4info.txt (tofino: <tofino-build>/coflow_tna.p4info.txt)")
+    p.add_argument("--json", default=None,
+                   help="the device config pushed: default build/coflow.json (tofino: built "
+                        "from --tofino-build for --tofino-server)")
+    p.add_argument("--tofino-server", choices=("bf_switchd", "stratum"), default="bf_switchd",
+                   help="the Tofino P4Runtime server's device-config format")
+    p.add_argument("--tofino-build", default=None, help="make p4-tofino's output (build/tofino)")
     p.add_argument("--api", help="serve the coflow API on HOST:PORT")
     p.add_argument("--api-unix", help="also serve it on this unix socket path")
     p.add_argument("--db", help="registry SQLite file (a restarted controller reloads it)")

@@ -27,11 +27,12 @@ from ..params import DclasParams, MB
 from ..sched.base import INF, make_scheduler, params_dict
 from . import model as M
 from . import translate as TR
+from ..dataplane.constants import FLOW_SLOTS_PER_COFLOW
 from .codec import Codec
 from .coord import DclasCoordinator
 
 from .desired import DesiredBook
-from .observe import Metrics, StatusServer
+from .observe import Metrics, StatusServer, Telemetry
 from .rates import plan as rate_plan
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from . import wire
@@ -52,7 +53,12 @@ class Controller:
     def __init__(self, topology, mode: str, p4info: str, bmv2_json: str, switch_addrs: dict,
                  registry=None, settings: dict | None = None, election_id: int = 10,
                  delta_s: float = 0.01, metrics_addr: str | None = None,
-                 status_file: str | None = None, start_timeout: float = 30.0):
+                 status_file: str | None = None, start_timeout: float = 30.0,
+                 target: str = "bmv2"):
+        """``target``: ``bmv2`` or ``tofino`` (coflow.tofino.target): slot counts, D-CLAS key
+        units and heavy_bytes units of the P4 program ``p4info`` describes; ``bmv2_json`` is
+        then the device config to push (for Tofino built by coflow.tofino.device_config)."""
+        self.target = TR.get_target(target)
         if mode not in TR.MODES:
             raise ValueError(f"unknown mode {mode!r}; modes: {', '.join(TR.MODES)}")
         missing = [s.name for s in topology.switches if s.name not in switch_addrs]
@@ -69,7 +75,7 @@ class Controller:
             sched_settings.setdefault("K", "8")  # the switch has 8 queues
         self.sched = make_scheduler(TR.SCHEDULER_OF[mode], sched_settings)
         self.dclas_params = self.sched.params if mode in ("dclas", "fai") else DclasParams(K=8)
-        self.dclas_entities = TR.dclas_entities(self.dclas_params)  # validates K <= 8
+        self.dclas_entities = TR.dclas_entities(self.dclas_params, self.target)  # validates K <= 8
         if mode == "fifo-lm":
             hb = self.sched.params.heavy_bytes
             self.heavy_bytes = int(hb) if hb is not None else 10 * MB
@@ -89,6 +95,14 @@ class Controller:
         self.registry = registry
         self.metrics = Metrics()
         self._metric_children: dict = {}
+        # data-plane drop / collision counters, read every telemetry_s (observe.Telemetry)
+        self.telemetry = Telemetry(
+            self.codec, {s.name: s.ports for s in topology.switches},
+            meter_switches=self.edges if mode in TR.RATE_MODES else (),
+            collision_switches=self.edges,
+            interval_s=self.ctl.telemetry_s,
+            on_error=lambda name: self.metrics.read_errors.labels(name).inc())
+        self.metrics.registry.register(self.telemetry)
         self.metrics_addr = metrics_addr
         self.status_file = status_file
         self.start_timeout = start_timeout
@@ -99,7 +113,7 @@ class Controller:
             for s in topology.switches}
         # model (guarded by _mu)
         self._mu = threading.RLock()
-        self.slots = TR.SlotTable()
+        self.slots = TR.SlotTable(self.target.assigned_slots)
         self.coord = DclasCoordinator(self.dclas_params)
         self.sched_memory: dict = {}
         self._records: list = []
@@ -114,7 +128,7 @@ class Controller:
         self._ovr_cache: tuple = (None, {})  # rate modes: (prio dict, keyed override entities)
         self._ovr_src: dict = {}  # dclas: edge -> the override dict its component was built from
         self._view_cache: dict = {}
-        self._meter_ctx = TR.MeterContext(topology)
+        self._meter_ctx = TR.MeterContext(topology, self.target.metered_slots)
         # desired state per switch, kept incrementally (components + keys changed since each
         # switch's last successful sync)
         self.book = DesiredBook(self.agents)
@@ -177,6 +191,7 @@ class Controller:
         if loop:
             self._thread = threading.Thread(target=self._loop, daemon=True, name="ctl-loop")
             self._thread.start()
+            self.telemetry.start(self.agents)
         return self
 
     @staticmethod
@@ -210,6 +225,7 @@ class Controller:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        self.telemetry.stop()
         if self._unsubscribe is not None:
             try:
                 self._unsubscribe()
@@ -416,7 +432,8 @@ class Controller:
         if cache is None or cache[0] != key:
             st = TR.static_state(self.topo, self.routes, self.mode, self.dclas_params,
                                  self.ctl.fair_prio, self.heavy_bytes, key,
-                                 self.ctl.control_prio, self.ctl.control_max_len)
+                                 self.ctl.control_prio, self.ctl.control_max_len,
+                                 target=self.target)
             cache = (key, {n: M.SwitchState.of(ents) for n, ents in st.items()})
             self._static_cache = cache
         return cache[1]
@@ -525,14 +542,19 @@ class Controller:
             coflows = []
             for r in self._records:
                 c = (r.cid.external, r.cid.internal)
-                coflows.append({"cid": str(r.cid), "slot": self.slots.slot.get(c),
+                slot = self.slots.slot.get(c)
+                coflows.append({"cid": str(r.cid), "slot": slot,
                                 "global_bytes": self._sizes.get(c), "queue": self._queues.get(c),
                                 "override_prio": self._prio.get(c) if self.mode in TR.RATE_MODES
                                 else {e: o[c] for e, o in self._overrides.items() if c in o}})
+                if self.mode in TR.RATE_MODES and slot is not None:
+                    coflows[-1]["meter_red_drops"] = self.telemetry.red_drops_of_slot(
+                        slot, FLOW_SLOTS_PER_COFLOW)
             return {"mode": self.mode, "election_id": self.election_id,
                     "scheduler": {"name": self.sched.name, "params": params_dict(self.sched)},
                     "settings": self.ctl.__dict__, "delta_s": self.delta_s,
                     "topology": self.topo.name, "rounds": self.rounds,
                     "last_round": self.last_round,
                     "switches": {n: a.status() for n, a in self.agents.items()},
-                    "coflows": coflows, "metrics_addr": self.metrics_addr}
+                    "coflows": coflows, "metrics_addr": self.metrics_addr,
+                    "dataplane": self.telemetry.status()}

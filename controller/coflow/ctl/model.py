@@ -42,6 +42,8 @@ P_ECMP = "CoflowIngress.routing.ecmp_selector"
 C_COFLOW_BYTES = "CoflowIngress.coflow_counter.coflow_bytes"
 C_COLLISIONS = "CoflowIngress.coflow_counter.slot_collisions"
 C_RED_DROPS = "CoflowIngress.flow_meter.meter_red_drops"
+C_DROP_REASONS = "CoflowIngress.queue_stats.drop_reasons"
+C_QUEUE_DROP = "CoflowIngress.queue_stats.queue_drop"
 M_FLOW = "CoflowIngress.flow_meter.flow_meters"
 
 # Tables whose entries the controller owns entirely: anything else found there is deleted.

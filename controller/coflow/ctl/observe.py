@@ -4,15 +4,34 @@
 controller so several controllers can live in one process). ``GET /status``: the controller's
 :meth:`~coflow.ctl.daemon.Controller.status` as JSON (what ``coflow ctl status`` prints).
 Bind it to 127.0.0.1 (the default of ``--metrics``).
+
+Data-plane telemetry (:class:`Telemetry`): the counters the P4 program keeps for an operator,
+read from every switch over P4Runtime (CounterEntry reads; BMv2/PI serves no register reads)
+every ``telemetry_s`` in a thread of its own, outside the rounds:
+- ``drop_reasons[r]``: every pipeline drop by reason, named after :class:`DropReason`, the one
+  table of define.p4's DROP_* constants (``tests/test_constants.py`` holds them equal);
+- ``slot_collisions[slot]``: packets of a coflow that found its hashed slot owned by another
+  (the last index counts the packets that did not collide and is left out); at the edges,
+  where a managed fabric counts per coflow;
+- ``meter_red_drops[index]``: packets the flow meters coloured RED and the pipeline dropped
+  (edges in the rate modes, the only place the meters run);
+- ``queue_drop[port * 8 + priority]``: pipeline drops per egress queue, for the switch's ports.
+Exported as ``coflow_dp_*_total`` counters (labels switch, reason / port, priority) and under
+``dataplane`` in the status.
 """
 from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from ..dataplane.constants import COFLOW_SLOTS, NUM_PRIOS, DropReason
+from . import model as M
 
 # round phases take from ~0.1 ms (compute) to seconds (a full re-push after a restart)
 BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02,
@@ -81,3 +100,198 @@ class StatusServer:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+#: reason index -> name, from the one table of define.p4's DROP_* constants (DROP_NONE is no drop)
+DROP_NAMES = {int(r): r.name for r in DropReason if r != DropReason.NONE}
+
+
+class Telemetry:
+    """The data plane's drop and collision counters of every switch, read over P4Runtime.
+
+    ``poll(agents)`` reads each readable switch (primary or backup) with one ReadRequest per
+    counter, all in flight together, and keeps the latest snapshot per switch; a switch that
+    cannot be read keeps its previous snapshot and counts a read error. :meth:`record` is the
+    one place a reading enters (the tests feed it directly). ``status()`` is the JSON form,
+    :meth:`collect` the Prometheus one (a custom collector: the values are the switch's own
+    counters, monotonic while the switch runs; a restarted switch starts again at 0, which
+    Prometheus treats as a counter reset)."""
+
+    COUNTERS = (M.C_DROP_REASONS, M.C_COLLISIONS, M.C_RED_DROPS, M.C_QUEUE_DROP)
+
+    def __init__(self, codec, switch_ports: dict, meter_switches=(), collision_switches=None,
+                 interval_s: float = 2.0, on_error=None):
+        self.codec = codec
+        self.ports = {n: tuple(p) for n, p in switch_ports.items()}
+        self.meter_switches = set(meter_switches)
+        # None: every switch (a switch counts per coflow only where it decides: at edge ports,
+        # or for a tagged packet no edge stamped)
+        self.collision_switches = None if collision_switches is None else set(collision_switches)
+        self.interval_s = interval_s
+        self.on_error = on_error            # fn(switch name) for a failed read
+        self._snap: dict = {}               # switch -> snapshot dict
+        self._lock = threading.Lock()
+        self._requests: dict = {}           # (switch, counter, device id) -> ReadRequest bytes
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.polls = 0
+
+    # reading -----------------------------------------------------------------------------
+    def counters_of(self, name: str) -> dict:
+        """counter -> indices to read on switch ``name`` (None: every index)."""
+        out = {M.C_DROP_REASONS: tuple(DROP_NAMES),
+               M.C_QUEUE_DROP: tuple(p * NUM_PRIOS + q for p in self.ports.get(name, ())
+                                     for q in range(NUM_PRIOS))}
+        if self.collision_switches is None or name in self.collision_switches:
+            out[M.C_COLLISIONS] = None
+        if name in self.meter_switches:
+            out[M.C_RED_DROPS] = None
+        return out
+
+    def _request(self, name: str, device_id: int, counter: str, indices) -> bytes:
+        key = (name, counter, device_id)
+        req = self._requests.get(key)
+        if req is None:
+            from p4.v1 import p4runtime_pb2 as pb
+            r = pb.ReadRequest()
+            r.device_id = device_id
+            if indices is None:
+                e = r.entities.add()
+                e.counter_entry.counter_id = self.codec.counter_id[counter]
+            else:
+                r.entities.extend(self.codec.counter_reads(counter, indices))
+            req = self._requests[key] = r.SerializeToString()
+        return req
+
+    def poll(self, agents) -> int:
+        """Read every readable switch of ``agents`` (name -> SwitchAgent); returns how many
+        were read completely."""
+        from .wire import parse_counter_packets_fast
+        waits = []
+        for a in agents.values():
+            if a.state not in (a.MASTER, a.BACKUP):
+                continue
+            c = a.client
+            if c is None or not c.connected:
+                continue
+            try:
+                started = {counter: c.read_raw_start(self._request(a.name, a.device_id, counter, idx),
+                                                     timeout=2.0)
+                           for counter, idx in self.counters_of(a.name).items() if idx != ()}
+            except Exception:  # noqa: BLE001 - a switch going away: the keeper handles it
+                self._error(a.name)
+                continue
+            waits.append((a.name, started))
+        done = 0
+        for name, started in waits:
+            got = {}
+            try:
+                for counter, wait in started.items():
+                    out: dict = {}
+                    for resp in wait():
+                        parse_counter_packets_fast(resp, out)
+                    got[counter] = out
+            except Exception:  # noqa: BLE001
+                self._error(name)
+                continue
+            self.record(name, got)
+            done += 1
+        self.polls += 1
+        return done
+
+    def _error(self, name: str) -> None:
+        if self.on_error is not None:
+            self.on_error(name)
+
+    def record(self, name: str, counts: dict, at: float | None = None) -> dict:
+        """Turn one switch's reading (counter name -> {index: packets}) into its snapshot."""
+        drops = counts.get(M.C_DROP_REASONS, {})
+        coll = counts.get(M.C_COLLISIONS, {})
+        red = counts.get(M.C_RED_DROPS, {})
+        qd = counts.get(M.C_QUEUE_DROP, {})
+        ports = self.ports.get(name, ())
+        snap = {
+            "read_at": time.time() if at is None else at,
+            "drops": {DROP_NAMES[r]: int(drops.get(r, 0)) for r in sorted(DROP_NAMES)},
+            "drops_total": int(sum(drops.get(r, 0) for r in DROP_NAMES)),
+            # the last index counts the packets that did not collide (a discard index)
+            "slot_collisions": int(sum(v for i, v in coll.items() if i < COFLOW_SLOTS)),
+            "collision_slots": {int(i): int(v) for i, v in sorted(coll.items())
+                                if v and i < COFLOW_SLOTS},
+            "meter_red_drops": int(sum(red.values())),
+            "red_drops_by_meter": {int(i): int(v) for i, v in sorted(red.items()) if v},
+            "queue_drops": {f"{p}/{q}": int(qd.get(p * NUM_PRIOS + q, 0))
+                            for p in ports for q in range(NUM_PRIOS)},
+        }
+        with self._lock:
+            self._snap[name] = snap
+        return snap
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._snap.pop(name, None)
+
+    # views -------------------------------------------------------------------------------
+    def status(self) -> dict:
+        """switch -> snapshot (JSON), for ``/status`` and ``coflow ctl status``; the queue drops
+        only where nonzero (the metrics list every queue)."""
+        with self._lock:
+            snaps = dict(self._snap)
+        out = {}
+        for name, s in sorted(snaps.items()):
+            s = dict(s)
+            s["queue_drops"] = {k: v for k, v in s["queue_drops"].items() if v}
+            out[name] = s
+        return out
+
+    def red_drops_of_slot(self, slot: int, per_slot: int) -> int:
+        """RED drops of a coflow's meters (indices slot * per_slot ..), summed over switches."""
+        lo, hi = slot * per_slot, (slot + 1) * per_slot
+        with self._lock:
+            return sum(v for s in self._snap.values()
+                       for i, v in s["red_drops_by_meter"].items() if lo <= i < hi)
+
+    def collect(self):
+        """prometheus_client custom collector."""
+        with self._lock:
+            snaps = dict(self._snap)
+        drops = CounterMetricFamily("coflow_dp_drops", "Packets the P4 pipeline dropped, by "
+                                    "reason (define.p4 DROP_*)", labels=["switch", "reason"])
+        coll = CounterMetricFamily("coflow_dp_slot_collisions", "Packets whose coflow found its "
+                                   "hashed byte-counter slot owned by another coflow",
+                                   labels=["switch"])
+        red = CounterMetricFamily("coflow_dp_meter_red_drops", "Packets the flow meters coloured "
+                                  "RED (dropped)", labels=["switch"])
+        qd = CounterMetricFamily("coflow_dp_queue_drops", "Packets the pipeline dropped per "
+                                 "egress queue (BMv2 priority, 7 served first)",
+                                 labels=["switch", "port", "priority"])
+        for name, s in sorted(snaps.items()):
+            for reason, v in s["drops"].items():
+                drops.add_metric([name, reason], v)
+            coll.add_metric([name], s["slot_collisions"])
+            red.add_metric([name], s["meter_red_drops"])
+            for key, v in s["queue_drops"].items():
+                port, prio = key.split("/")
+                qd.add_metric([name, port, prio], v)
+        return [drops, coll, red, qd]
+
+    # background --------------------------------------------------------------------------
+    def start(self, agents) -> None:
+        if self.interval_s <= 0 or self._thread is not None:
+            return
+        self._stop.clear()
+
+        def loop():
+            while not self._stop.wait(self.interval_s):
+                try:
+                    self.poll(agents)
+                except Exception:  # noqa: BLE001 - telemetry must never take the controller down
+                    pass
+        self._thread = threading.Thread(target=loop, daemon=True, name="ctl-telemetry")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

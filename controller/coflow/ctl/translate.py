@@ -15,6 +15,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..params import DclasParams, HW_QUEUES, hw_priority
+from ..tofino.target import BMV2, Target, get_target  # noqa: F401 (the targets, by name)
 from . import model as M
 
 from ..dataplane.constants import (  # noqa: F401 (MODES, RATE_MODES: the ctl's public names)
@@ -133,20 +134,23 @@ def routing_entities(switch, routes) -> list:
 
 
 def config_entity(mode: str, fair_prio: int = 4, heavy_bytes: int = NO_HEAVY,
-                  fifo_base: int = 0) -> M.DefaultAction:
+                  fifo_base: int = 0, target: Target | str = BMV2) -> M.DefaultAction:
+    """``heavy_bytes`` as the target compares it (bytes on bmv2, 64-byte units on Tofino)."""
     return M.DefaultAction(M.T_CONFIG, M.A_SET_CONFIG,
                            M.params(mode=MODE_CODE[mode], fair_prio=fair_prio,
-                                    heavy_bytes=min(int(heavy_bytes), NO_HEAVY),
+                                    heavy_bytes=get_target(target).heavy_param(heavy_bytes),
                                     fifo_base=fifo_base))
 
 
-def dclas_entities(p: DclasParams) -> list:
-    """The range table from the shared parameter object: Aalo queue q -> hw_priority(q)."""
+def dclas_entities(p: DclasParams, target: Target | str = BMV2) -> list:
+    """The range table from the shared parameter object: Aalo queue q -> hw_priority(q). The
+    range is in the target's key units (bytes on bmv2; on Tofino 256 KiB steps, thresholds
+    rounded to the nearest step: ``Target.dclas_ranges``)."""
     if p.K > HW_QUEUES:
         raise ValueError(f"D-CLAS K={p.K}: the switch has {HW_QUEUES} queues (set K<=8)")
     return [M.TableEntry(M.T_DCLAS, (("bytes", (lo, hi)),), M.A_DCLAS_QUEUE,
                          M.params(prio=hw_priority(q)), priority=1)
-            for lo, hi, q in p.ranges()]
+            for lo, hi, q in get_target(target).dclas_ranges(p.ranges())]
 
 
 def control_class_entities(prio: int = HW_QUEUES - 1, max_len: int = CONTROL_MAX_LEN) -> list:
@@ -162,13 +166,14 @@ def control_class_entities(prio: int = HW_QUEUES - 1, max_len: int = CONTROL_MAX
 
 def static_state(topo, routes: Mapping[str, list], mode: str, dclas: DclasParams,
                  fair_prio: int = 4, heavy_bytes: int = NO_HEAVY, fifo_base: int = 0,
-                 control_prio: int = HW_QUEUES - 1, control_max_len: int = CONTROL_MAX_LEN) -> dict:
+                 control_prio: int = HW_QUEUES - 1, control_max_len: int = CONTROL_MAX_LEN,
+                 target: Target | str = BMV2) -> dict:
     """Per switch: routing (members, ECMP groups, LPM), port roles (switch-facing ports are
     fabric; unlisted ports are edges), the pipeline config, the D-CLAS thresholds and the
     control-segment class of untagged TCP (:func:`control_class_entities`)."""
     out = {}
-    cfg = config_entity(mode, fair_prio, heavy_bytes, fifo_base)
-    thresholds = dclas_entities(dclas) + control_class_entities(control_prio, control_max_len)
+    cfg = config_entity(mode, fair_prio, heavy_bytes, fifo_base, target)
+    thresholds = dclas_entities(dclas, target) + control_class_entities(control_prio, control_max_len)
     for sw in topo.switches:
         ents = routing_entities(sw, routes.get(sw.name, []))
         ents += [M.TableEntry(M.T_PORT_ROLE, (("ingress_port", p),), M.A_SET_ROLE,
@@ -295,7 +300,8 @@ class MeterContext:
     rates moved, the common case) costs two bincounts and the meters whose rate changed; a
     coflow that arrives, leaves or whose active flows change costs its own flows."""
 
-    def __init__(self, topo):
+    def __init__(self, topo, metered_slots: int = ASSIGNED_SLOTS):
+        self.metered_slots = metered_slots  # coflows in higher slots are not metered (Tofino)
         hosts = sorted(topo.hosts, key=lambda h: h.index)
         self.names = [h.name for h in hosts]
         self.pos = {h.name: i for i, h in enumerate(hosts)}
@@ -346,7 +352,7 @@ class MeterContext:
         rank = np.empty(g.size, dtype=np.int64)
         rank[order] = np.arange(g.size) - run_start
         pindex = slot * FLOW_SLOTS_PER_COFLOW + rank % FLOW_SLOTS_PER_COFLOW
-        span = ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW
+        span = self.metered_slots * FLOW_SLOTS_PER_COFLOW
         umk, minv = np.unique(pedge * span + pindex, return_inverse=True)
         names = self.switches
         cm.pinv, cm.minv = inv.reshape(-1), minv.reshape(-1)
@@ -370,7 +376,9 @@ class MeterContext:
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         rate = np.asarray(rate, dtype=float)
-        slot_of = np.array([slots.get(c, -1) for c in cids], dtype=np.int64)
+        ms = self.metered_slots
+        slot_of = np.array([sl if 0 <= (sl := slots.get(c, -1)) < ms else -1 for c in cids],
+                           dtype=np.int64)
         key = (tuple(cids), slot_of.tobytes(), cf.tobytes(), src.tobytes(), dst.tobytes())
         sets: list = []
         glob = self._glob

@@ -32,6 +32,7 @@ def _numbers():
         "ce_data": n("CounterEntry", "data"),
         "index_index": n("Index", "index"),
         "data_bytes": n("CounterData", "byte_count"),
+        "data_packets": n("CounterData", "packet_count"),
         "wr_updates": n("WriteRequest", "updates"),
         "up_type": n("Update", "type"),
         "up_entity": n("Update", "entity"),
@@ -88,11 +89,13 @@ def _fields(buf, start: int, end: int):
             raise ValueError(f"unsupported wire type {wt}")
 
 
-def parse_counter_bytes(resp: bytes, out: dict | None = None) -> dict:
-    """index -> byte_count of every CounterEntry in a serialised ReadResponse."""
+def parse_counter_bytes(resp: bytes, out: dict | None = None, count: str = "data_bytes") -> dict:
+    """index -> byte_count of every CounterEntry in a serialised ReadResponse
+    (``count="data_packets"``: the packet counts)."""
     out = {} if out is None else out
     ent_f, ce_f = N["resp_entities"], N["counter_entry"]
     idx_f, data_f = N["ce_index"], N["ce_data"]
+    count_f = N[count]
     for fn, wt, v in _fields(resp, 0, len(resp)):
         if fn != ent_f or wt != 2:
             continue
@@ -107,7 +110,7 @@ def parse_counter_bytes(resp: bytes, out: dict | None = None) -> dict:
                             index = v4
                 elif fn3 == data_f and wt3 == 2:
                     for fn4, wt4, v4 in _fields(resp, *v3):
-                        if fn4 == N["data_bytes"] and wt4 == 0:
+                        if fn4 == count_f and wt4 == 0:
                             nbytes = v4
             out[index] = nbytes
     return out
@@ -210,20 +213,21 @@ if _njit is not None:
         return n
 
 
-def parse_counter_bytes_fast(resp: bytes, out: dict | None = None) -> dict:
+def parse_counter_bytes_fast(resp: bytes, out: dict | None = None,
+                             count: str = "data_bytes") -> dict:
     """:func:`parse_counter_bytes` with the compiled walker (falls back to it without numba
     or on anything unexpected, e.g. counts >= 2^63)."""
     out = {} if out is None else out
     if _njit is None or not resp:
-        return parse_counter_bytes(resp, out)
+        return parse_counter_bytes(resp, out, count)
     buf = _np.frombuffer(resp, dtype=_np.uint8)
     cap = len(resp) // 6 + 1  # an entry takes more than 6 bytes
     idx = _np.empty(cap, _np.int64)
     nb = _np.empty(cap, _np.int64)
     n = _parse_counters(buf, N["resp_entities"], N["counter_entry"], N["ce_index"], N["ce_data"],
-                        N["index_index"], N["data_bytes"], idx, nb)
+                        N["index_index"], N[count], idx, nb)
     if n < 0 or (n and (nb[:n].min() < 0 or idx[:n].min() < 0)):
-        return parse_counter_bytes(resp, out)
+        return parse_counter_bytes(resp, out, count)
     out.update(zip(idx[:n].tolist(), nb[:n].tolist()))
     return out
 
@@ -236,6 +240,11 @@ def warm_up() -> None:
         field(N["ce_data"], varint(N["data_bytes"] << 3) + varint(1))
     resp = field(N["resp_entities"], field(N["counter_entry"], ce))
     assert parse_counter_bytes_fast(resp) == {1: 1}
+
+
+def parse_counter_packets_fast(resp: bytes, out: dict | None = None) -> dict:
+    """index -> packet_count of every CounterEntry in a serialised ReadResponse."""
+    return parse_counter_bytes_fast(resp, out, "data_packets")
 
 
 def update_bytes(typ: str, entity: bytes) -> bytes:

@@ -47,6 +47,31 @@ HASH_MUL_INT = 0x85EBCA77
 FLOW_SLOTS_PER_COFLOW = 8           # meter index = coflow slot * 8 + flow slot
 FLOW_METERS = ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW
 
+# Sizes of the TNA program (p4src/tna/include/size.p4; p4src/README.md "Tofino (TNA)") ---------
+TNA_HASH_SLOT_BITS = 15
+TNA_HASH_SLOTS = 1 << TNA_HASH_SLOT_BITS          # CRC-32 (zlib) slot hash, low 15 bits
+TNA_ASSIGNED_SLOTS = TNA_HASH_SLOTS               # slots 0..32767: controller-assigned
+TNA_HASH_SLOT_BASE = TNA_ASSIGNED_SLOTS           # hashed slots follow
+TNA_COFLOW_SLOTS = TNA_ASSIGNED_SLOTS + TNA_HASH_SLOTS
+TNA_SLOT_BITS = TNA_HASH_SLOT_BITS + 1            # slot index width
+TNA_SLOT_CRC_POLY = 0x04C11DB7                    # slot hash: CRC-32 (zlib's), reflected
+TNA_TAG_CRC_POLY = 0x1EDC6F41                     # owner tag: CRC-32C, reflected
+TNA_CRC_INIT = 0xFFFFFFFF
+TNA_CRC_XOR = 0xFFFFFFFF
+TNA_METERED_SLOTS = ASSIGNED_SLOTS                # slots whose coflows have meters (as v1model)
+TNA_FLOW_METERS = TNA_METERED_SLOTS * FLOW_SLOTS_PER_COFLOW
+TNA_BYTES_UNIT_SHIFT = 6                          # byte registers count 64-byte units (32 bits)
+TNA_DCLAS_KEY_SHIFT = 12                          # D-CLAS range key = units[31:12]
+TNA_DCLAS_KEY_BITS = 32 - TNA_DCLAS_KEY_SHIFT     # 20 bits: 5 PHV nibbles
+TNA_UNITS_MAX = (1 << 32) - 1                     # a saturated byte register
+TNA_ECMP_HASH_BITS = 16                           # ECMP selector hash: CRC-32, low 16 bits
+TNA_ECMP_MAX_GROUP_SIZE = 64
+TNA_ECMP_GROUPS = 1024 // TNA_ECMP_MAX_GROUP_SIZE  # ECMP_SELECTOR_SIZE / max group size
+ETH_HEADER_BYTES = 14                             # frame bytes = IPv4 total length + 14
+IPV4_MIN_HEADER_BYTES = 20
+TNA_DROP_CTL = 1                                  # ig_dprsr_md.drop_ctl bit 0: drop
+IPV4_OPT_MIN_LEN = 2                              # an option's type + length bytes
+
 
 class P4Mode(enum.IntEnum):
     """``pipeline_config``'s mode (define.p4 MODE_*)."""

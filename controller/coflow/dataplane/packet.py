@@ -138,6 +138,7 @@ def classify_ipv4(ip: bytes, frame_len: int | None = None) -> Classified:
     if ihl < 5:
         return Classified(DROP_BAD_IHL)
     cid, stamped, prio = None, False, 0
+    bad_9e = False   # first option of type 0x9e, not ours, with a length no option can have
     if ihl > 5:
         if len(ip) < 22:
             return Classified(DROP_TRUNCATED)  # lookahead<bit<16>> runs out
@@ -149,7 +150,9 @@ def classify_ipv4(ip: bytes, frame_len: int | None = None) -> Classified:
                 return Classified(DROP_OPT_OVERFLOW)
             cid, stamped, prio = decode_option(ip[20:28])
         elif typ == IPOPT_COFLOW_TYPE:
-            return Classified(DROP_OPT_LEN)
+            # someone else's option 30 when well formed (forwarded untagged); the sanity
+            # control drops it after the parser walked the options area and the ports
+            bad_9e = length < 2 or length > (ihl - 5) * 4
         if len(ip) < ihl * 4:
             return Classified(DROP_TRUNCATED)
     mf = (ip[6] >> 5) & 1
@@ -157,6 +160,8 @@ def classify_ipv4(ip: bytes, frame_len: int | None = None) -> Classified:
     proto = ip[9]
     if mf == 0 and frag == 0 and proto in (6, 17) and len(ip) < ihl * 4 + 4:
         return Classified(DROP_TRUNCATED)
+    if bad_9e:
+        return Classified(DROP_OPT_LEN)
     total_len = struct.unpack("!H", ip[2:4])[0]
     if total_len < ihl * 4 or frame_len < 14 + total_len:
         return Classified(DROP_TOTAL_LEN)

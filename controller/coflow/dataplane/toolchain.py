@@ -1,4 +1,5 @@
-"""Find the P4 toolchain: p4c-bm2-ss and simple_switch_grpc (and simple_switch_CLI).
+"""Find the P4 toolchain: p4c-bm2-ss and simple_switch_grpc (and simple_switch_CLI), and the
+open-source Tofino compiler (bf-p4c, or its p4c-barefoot binary) for ``make p4-tofino``.
 
 Order: the environment variable (P4C, SIMPLE_SWITCH_GRPC, SIMPLE_SWITCH_CLI), then PATH,
 then /opt/p4/bin. ``python -m coflow.dataplane.toolchain --check`` exits 0 when both required
@@ -22,7 +23,10 @@ TOOLS = {
     "p4c-bm2-ss": "P4C",
     "simple_switch_grpc": "SIMPLE_SWITCH_GRPC",
     "simple_switch_CLI": "SIMPLE_SWITCH_CLI",
+    "bf-p4c": "BF_P4C",            # the Tofino compiler's driver ...
+    "p4c-barefoot": "BF_P4C",      # ... or its backend binary
 }
+TOFINO_COMPILERS = ("bf-p4c", "p4c-barefoot")
 REQUIRED = ("p4c-bm2-ss", "simple_switch_grpc")
 
 
@@ -89,6 +93,21 @@ class Toolchain:
                                ("simple_switch_grpc", self.simple_switch_grpc)) if not p]
 
 
+def find_tofino_compiler(env: dict[str, str] | None = None,
+                         dirs: tuple[str, ...] = DEFAULT_DIRS) -> str | None:
+    """bf-p4c (else p4c-barefoot): ``$BF_P4C``, then PATH, then ``dirs``."""
+    for name in TOFINO_COMPILERS:
+        path = find_tool(name, env, dirs)
+        if path:
+            return path
+    return None
+
+
+def tofino_missing_reason() -> str:
+    return ("bf-p4c not found (set BF_P4C, or put bf-p4c / p4c-barefoot on PATH or in "
+            + ", ".join(DEFAULT_DIRS) + ")")
+
+
 def discover(env: dict[str, str] | None = None, dirs: tuple[str, ...] = DEFAULT_DIRS) -> Toolchain:
     return Toolchain(find_tool("p4c-bm2-ss", env, dirs),
                      find_tool("simple_switch_grpc", env, dirs),
@@ -99,12 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true",
                     help="exit 0 if p4c-bm2-ss and simple_switch_grpc are found, else print why")
-    ap.add_argument("--print", dest="tool", choices=sorted(TOOLS),
-                    help="print the path of one tool (exit 1 if absent)")
+    ap.add_argument("--print", dest="tool", choices=sorted(TOOLS) + ["tofino"],
+                    help="print the path of one tool (exit 1 if absent); tofino: bf-p4c or "
+                         "p4c-barefoot")
     args = ap.parse_args(argv)
     tc = discover()
     if args.tool:
-        path = find_tool(args.tool)
+        path = find_tofino_compiler() if args.tool == "tofino" else find_tool(args.tool)
         if not path:
             return 1
         print(path)

@@ -4,7 +4,9 @@
  * Index of the per-queue counters: egress port * 8 + priority (port ++ prio).
  *  - queue_enq  (ingress, declared in stamp.p4): packets handed to the traffic manager;
  *  - queue_drop (ingress): packets the pipeline dropped for that queue (meter RED);
- *  - queue_deq  (egress):  packets that left the queue.
+ *  - queue_deq  (egress):  packets that left the queue, indexed by the queue BMv2 used
+ *                          (standard_metadata.priority as egress sees it), so a misqueued
+ *                          packet is visible.
  * queue_enq - queue_deq is what BMv2's own queues dropped (P4 cannot see
  * those drops); drop_reasons counts every pipeline drop by DROP_* reason.
  */
@@ -35,8 +37,13 @@ control EgressQueueStats(inout headers_t hdr,
 
     counter(QUEUE_COUNTER_SIZE, CounterType.packets_and_bytes) queue_deq;
 
+    /* Indexed by the queue the traffic manager put the packet in, not by the ingress
+     * decision in meta.prio: simple_switch --priority-queues enqueues a packet in the queue
+     * standard_metadata.priority names and egress sees that same value (this p4c's v1model.p4
+     * does not declare qid, the dequeue queue BMv2 would otherwise report). A packet the
+     * pipeline handed to the wrong queue shows up in the wrong index. */
     apply {
-        queue_deq.count((bit<32>)(std_meta.egress_port ++ meta.prio));
+        queue_deq.count((bit<32>)(std_meta.egress_port ++ std_meta.priority));
     }
 }
 

@@ -25,7 +25,8 @@ control Stamp(inout headers_t hdr,
         hdr.coflow_opt.stamped = 1;        /* untagged: the header stays invalid, not emitted */
         hdr.coflow_opt.prio = meta.prio;
         std_meta.priority = meta.prio;
-        queue_enq.count((bit<32>)(std_meta.egress_spec ++ meta.prio));
+        /* indexed by what the traffic manager is handed, not by the decision */
+        queue_enq.count((bit<32>)(std_meta.egress_spec ++ std_meta.priority));
     }
 }
 

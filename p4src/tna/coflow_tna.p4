@@ -1,0 +1,122 @@
+/*
+ * coflow_tna.p4 -- in-network coflow scheduling on Tofino (TNA), the same
+ * pipeline as p4src/coflow.p4 (v1model) with the same controller-facing names
+ * (CoflowIngress.<control>.<table/action/counter/meter>). What differs, and
+ * why, is listed in p4src/README.md, "Tofino (TNA)".
+ *
+ * Ingress: sanity -> config (port role, mode) -> routing (LPM + ActionSelector)
+ *   tagged:   [edge, or unstamped] coflow byte counter (stateful ALUs) -> mode
+ *             decision (fair / D-CLAS range / FIFO-LM), [fabric, stamped] the
+ *             stamp's priority -> override -> [edge, rate mode] flow meter
+ *   untagged: [edge] default class   [fabric] trust DSCP
+ *   -> stamp (option + DSCP + TTL, qid) -> drops; checksum in the deparser.
+ * Egress: per-queue dequeue counter from the bridged class.
+ *
+ * Layout after stratum/fabric-tna: one control per feature (include/control/),
+ * sizes by name (include/size.p4 and the shared p4src/include/size.p4).
+ * Build: make p4-tofino (mk/tofino.mk).
+ */
+#include <core.p4>
+#include <tna.p4>
+
+#include "../include/define.p4"
+#include "../include/size.p4"
+#include "include/size.p4"
+#include "../include/header.p4"
+#include "include/metadata.p4"
+#include "include/parser.p4"
+#include "include/control/sanity.p4"
+#include "include/control/config.p4"
+#include "include/control/routing.p4"
+#include "include/control/coflow_counter.p4"
+#include "include/control/dclas.p4"
+#include "include/control/fifo_lm.p4"
+#include "include/control/override.p4"
+#include "include/control/default_class.p4"
+#include "include/control/flow_meter.p4"
+#include "include/control/stamp.p4"
+#include "include/control/queue_stats.p4"
+
+control CoflowIngress(inout headers_t hdr,
+                      inout ingress_metadata_t meta,
+                      in ingress_intrinsic_metadata_t ig_intr_md,
+                      in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                      inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                      inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    Sanity() sanity;
+    PipelineConfig() config;
+    Routing() routing;
+    CoflowCounter() coflow_counter;
+    Dclas() dclas;
+    FifoLm() fifo_lm;
+    Override() override;
+    DefaultClass() default_class;
+    FlowMeter() flow_meter;
+    Stamp() stamp;
+    IngressQueueStats() queue_stats;
+
+    apply {
+        meta.prio = PRIO_LOWEST;
+        meta.color = (bit<8>)MeterColor_t.GREEN;
+        sanity.apply(hdr, meta, ig_prsr_md);
+        config.apply(hdr, meta, ig_intr_md);
+        if (meta.drop_reason == DROP_NONE) {
+            routing.apply(hdr, meta, ig_tm_md);     /* may set DROP_NO_ROUTE */
+        }
+        if (meta.drop_reason == DROP_NONE) {
+            if (hdr.coflow_opt.isValid()) {
+                override.apply(hdr, meta);          /* its key is in the packet: early */
+                /* Decide here at an edge port, or if no edge has decided yet. */
+                if (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0) {
+                    coflow_counter.apply(hdr, meta);
+                    if (meta.mode == MODE_DCLAS) {
+                        dclas.apply(hdr, meta);
+                    } else if (meta.mode == MODE_FIFO_LM) {
+                        fifo_lm.apply(hdr, meta);
+                    } else {
+                        meta.prio = meta.fair_prio; /* MODE_FAIR, MODE_RATE */
+                    }
+                } else {
+                    meta.prio = hdr.coflow_opt.prio;  /* trust the edge's stamp */
+                }
+                if (meta.override_hit == 1) {
+                    meta.prio = meta.override_prio;
+                }
+                if (meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
+                    flow_meter.apply(hdr, meta);    /* may set DROP_METER_RED */
+                }
+            } else if (meta.role == ROLE_EDGE) {
+                default_class.apply(hdr, meta);
+            } else {
+                meta.prio = hdr.ipv4.dscp[5:3];     /* an edge stamped it */
+            }
+        }
+        meta.queue_idx = (queue_idx_t)(ig_tm_md.ucast_egress_port ++ meta.prio);
+        if (meta.drop_reason == DROP_NONE) {
+            stamp.apply(hdr, meta, ig_tm_md);
+        }
+        queue_stats.apply(hdr, meta, ig_dprsr_md);
+    }
+}
+
+control CoflowEgress(inout egress_headers_t hdr,
+                     inout egress_metadata_t meta,
+                     in egress_intrinsic_metadata_t eg_intr_md,
+                     in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+                     inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+                     inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    EgressQueueStats() queue_stats;
+
+    apply {
+        queue_stats.apply(meta, eg_intr_md);
+    }
+}
+
+Pipeline(CoflowIngressParser(),
+         CoflowIngress(),
+         CoflowIngressDeparser(),
+         CoflowEgressParser(),
+         CoflowEgress(),
+         CoflowEgressDeparser()) pipe;
+
+Switch(pipe) main;

@@ -1,0 +1,127 @@
+/*
+ * coflow_counter.p4 (TNA) -- per-coflow byte counters at the edge, the v1model
+ * control (p4src/include/control/coflow_counter.p4) in stateful ALUs.
+ *
+ * Slot: the controller assigns slots 0..TNA_ASSIGNED_SLOTS-1 through the exact
+ * table coflow_slot; an unknown coflow hashes to TNA_HASH_SLOT_BASE + the low
+ * TNA_HASH_SLOT_BITS bits of CRC-32 (the zlib one) over {external_id, internal_id}.
+ * Tofino has no multiplier, so v1model's Fibonacci hash becomes a Hash extern
+ * (open-p4studio p4_16_programs/tna_custom_hash); coflow.tofino.target.hash_slot()
+ * computes the same slot.
+ *
+ * Each slot is two 32-bit registers (a stateful ALU word):
+ *  - coflow_owner_reg: the owner tag {1, CRC-32C(ext, int)[30:0]} (0 = free):
+ *    31 bits of a second, independent hash. Two coflows in one slot whose tags
+ *    are equal (1 in 2^31) go unnoticed and share the slot's bytes.
+ *  - coflow_bytes_reg: bytes in 2^TNA_BYTES_UNIT_SHIFT-byte units, each packet's
+ *    frame length (IPv4 total length + 14) rounded to the nearest unit (at most
+ *    half a unit off per packet), saturating at 2^32 - 1 units (256 GiB).
+ * The owner check is v1model's: an assigned slot with another owner is taken
+ * over (bytes restart at 0); a hashed slot with another owner is a collision,
+ * counted in slot_collisions[slot], and the coflows share its bytes.
+ *
+ * coflow_bytes (Counter, read over P4Runtime) counts exact packets and bytes per
+ * slot; the registers are what the data plane compares with thresholds.
+ */
+#ifndef __COFLOW_COUNTER_TNA__
+#define __COFLOW_COUNTER_TNA__
+
+/* CRC-32 as zlib computes it: polynomial 0x04C11DB7, reflected, init and final
+ * xor 0xFFFFFFFF (open-p4studio tna_custom_hash's "crc32"). */
+#define TNA_SLOT_CRC_POLY 0x04C11DB7
+/* CRC-32C (Castagnoli), reflected, init and final xor 0xFFFFFFFF: the tag hash. */
+#define TNA_TAG_CRC_POLY 0x1EDC6F41
+#define TNA_CRC_INIT 0xFFFFFFFF
+#define TNA_CRC_XOR 0xFFFFFFFF
+
+control CoflowCounter(inout headers_t hdr,
+                      inout ingress_metadata_t meta) {
+
+    CRCPolynomial<bit<32>>(TNA_SLOT_CRC_POLY, true, false, false, TNA_CRC_INIT, TNA_CRC_XOR) slot_poly;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, slot_poly) slot_hash;
+    CRCPolynomial<bit<32>>(TNA_TAG_CRC_POLY, true, false, false, TNA_CRC_INIT, TNA_CRC_XOR) tag_poly;
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, tag_poly) tag_hash;
+
+    Register<tna_tag_t, tna_slot_t>(TNA_COFLOW_SLOTS, 0) coflow_owner_reg;
+    Register<tna_units_t, tna_slot_t>(TNA_COFLOW_SLOTS, 0) coflow_bytes_reg;
+    Counter<bit<64>, tna_slot_t>(TNA_COFLOW_SLOTS, CounterType_t.PACKETS_AND_BYTES) coflow_bytes;
+    Counter<bit<32>, tna_slot_t>(TNA_COFLOW_SLOTS, CounterType_t.PACKETS) slot_collisions;
+
+    /* assigned slot: the packet's coflow owns it from now on */
+    RegisterAction<tna_tag_t, tna_slot_t, tna_tag_t>(coflow_owner_reg) owner_claim = {
+        void apply(inout tna_tag_t owner, out tna_tag_t previous) {
+            previous = owner;
+            owner = meta.tag;
+        }
+    };
+
+    /* hashed slot: a free slot is taken, an owned one kept */
+    RegisterAction<tna_tag_t, tna_slot_t, tna_tag_t>(coflow_owner_reg) owner_probe = {
+        void apply(inout tna_tag_t owner, out tna_tag_t previous) {
+            previous = owner;
+            if (owner == 0) {
+                owner = meta.tag;
+            }
+        }
+    };
+
+    RegisterAction<tna_units_t, tna_slot_t, tna_units_t>(coflow_bytes_reg) bytes_add = {
+        void apply(inout tna_units_t units, out tna_units_t before) {
+            before = units;
+            units = units |+| meta.len_units;
+        }
+    };
+
+    RegisterAction<tna_units_t, tna_slot_t, tna_units_t>(coflow_bytes_reg) bytes_restart = {
+        void apply(inout tna_units_t units) {
+            units = meta.len_units;
+        }
+    };
+
+    action set_slot(tna_slot_t slot) {
+        meta.slot = slot;
+        meta.slot_assigned = 1;
+    }
+
+    action hash_slot() {
+        meta.slot = TNA_HASH_SLOT_BASE + (tna_slot_t)meta.slot_hash[TNA_HASH_SLOT_BITS - 1:0];
+        meta.slot_assigned = 0;
+    }
+
+    table coflow_slot {
+        key = {
+            hdr.coflow_opt.external_id: exact @name("external_id");
+            hdr.coflow_opt.internal_id: exact @name("internal_id");
+        }
+        actions = { set_slot; @defaultonly hash_slot; }
+        const default_action = hash_slot();
+        size = TNA_ASSIGNED_SLOTS;
+    }
+
+    apply {
+        meta.slot_hash = slot_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
+        meta.tag = tag_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
+        meta.tag[31:31] = 1;                      /* never 0: 0 marks a free slot */
+        meta.frame_bytes = (bit<32>)hdr.ipv4.total_len
+                           + (ETH_HEADER_BYTES + (1 << (TNA_BYTES_UNIT_SHIFT - 1)));
+        meta.len_units = meta.frame_bytes >> TNA_BYTES_UNIT_SHIFT;
+        coflow_slot.apply();
+        if (meta.slot_assigned == 1) {
+            meta.slot_owner = owner_claim.execute(meta.slot);
+        } else {
+            meta.slot_owner = owner_probe.execute(meta.slot);
+        }
+        if (meta.slot_owner == meta.tag) {
+            meta.bytes_before = bytes_add.execute(meta.slot);
+        } else if (meta.slot_assigned == 1 || meta.slot_owner == 0) {
+            bytes_restart.execute(meta.slot);     /* taken over: restart at 0 */
+            meta.bytes_before = 0;
+        } else {
+            meta.bytes_before = bytes_add.execute(meta.slot);   /* collision: shared */
+            slot_collisions.count(meta.slot);
+        }
+        coflow_bytes.count(meta.slot);
+    }
+}
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * config.p4 (TNA) -- port roles and the mode with its parameters, as on v1model
+ * (p4src/include/control/config.p4). One difference: heavy_bytes is in the byte
+ * registers' units (2^TNA_BYTES_UNIT_SHIFT bytes, 32 bits); the controller
+ * converts (coflow.tofino.target).
+ */
+#ifndef __CONFIG_TNA__
+#define __CONFIG_TNA__
+
+control PipelineConfig(inout headers_t hdr,
+                       inout ingress_metadata_t meta,
+                       in ingress_intrinsic_metadata_t ig_intr_md) {
+
+    action set_role(bit<1> role) {
+        meta.role = role;
+    }
+
+    table port_role {
+        key = { ig_intr_md.ingress_port: exact @name("ingress_port"); }
+        actions = { set_role; }
+        const default_action = set_role(ROLE_EDGE);
+        size = PORT_ROLE_TABLE_SIZE;
+    }
+
+    action set_config(bit<8> mode, prio_t fair_prio, tna_units_t heavy_bytes,
+                      coflow_ext_t fifo_base) {
+        meta.mode = mode;
+        meta.fair_prio = fair_prio;
+        meta.heavy_bytes = heavy_bytes;
+        meta.fifo_base = fifo_base;
+    }
+
+    table pipeline_config {
+        actions = { set_config; }
+        default_action = set_config(MODE_DCLAS, 4, TNA_UNITS_MAX, 0);
+        size = 1;
+    }
+
+    apply {
+        port_role.apply();
+        pipeline_config.apply();
+    }
+}
+
+#endif

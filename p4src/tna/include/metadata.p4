@@ -1,0 +1,72 @@
+/*
+ * metadata.p4 (TNA) -- per-packet metadata of the TNA program and the header
+ * bridged from ingress to egress (TNA gives egress none of ingress's metadata:
+ * the pattern of open-p4studio's p4_16_programs/tna_bridged_md).
+ * The packet headers themselves are the shared ones (p4src/include/header.p4).
+ */
+#ifndef __METADATA_TNA__
+#define __METADATA_TNA__
+
+typedef bit<TNA_SLOT_BITS> tna_slot_t;
+typedef bit<32> tna_units_t;       /* 2^TNA_BYTES_UNIT_SHIFT-byte units (a stateful ALU word) */
+typedef bit<32> tna_tag_t;         /* slot owner: {1, CRC-32C(ext, int)[30:0]}, 0 = free */
+typedef bit<TNA_DCLAS_KEY_BITS> tna_dclas_key_t;
+typedef bit<32> queue_idx_t;       /* port ++ prio, as v1model's per-queue counter index */
+
+/* Ingress -> egress: the decided class, for the per-queue dequeue counter (egress
+ * sees the physical queue id, not the class). */
+header bridged_md_t {
+    @padding bit<5> _pad;
+    prio_t prio;
+}
+
+struct ingress_metadata_t {
+    bridged_md_t    bridged;
+    bit<8>          drop_reason;
+    bit<1>          other_9e;         /* first option has type 0x9e but length != 8 */
+    bit<8>          other_9e_len;
+    /* IPv4 checksum: the header's sum without the words the pipeline rewrites */
+    bit<1>          ck_tagged;        /* the CoflowId option's stamp word is in the sum */
+    bit<16>         ck_residual_tagged;
+    bit<16>         ck_residual_untagged;
+    bit<1>          role;
+    /* pipeline_config */
+    bit<8>          mode;
+    prio_t          fair_prio;
+    tna_units_t     heavy_bytes;      /* in units, like the counters */
+    coflow_ext_t    fifo_base;
+    bit<16>         l4_sport;
+    bit<16>         l4_dport;
+    /* sanity (sign bits of differences: a gateway compares a field with constants) */
+    bit<16>         ihl_bytes;        /* IHL * 4 */
+    bit<32>         len_slack;        /* total_len - IHL*4: negative (bit 31) is malformed */
+    bit<16>         opt_end;          /* other_9e_len + 20: where that option would end */
+    bit<16>         opt_slack;        /* IHL*4 - opt_end: negative (bit 15) is malformed */
+    /* coflow state */
+    bit<32>         slot_hash;
+    tna_slot_t      slot;
+    bit<1>          slot_assigned;
+    tna_tag_t       tag;
+    tna_tag_t       slot_owner;
+    bit<32>         frame_bytes;      /* total_len + 14 + half a unit */
+    tna_units_t     len_units;
+    tna_units_t     bytes_before;
+    tna_dclas_key_t dclas_key;
+    bit<32>         fifo_rank;
+    tna_units_t     heavy_max;
+    prio_t          prio;
+    bit<1>          override_hit;
+    prio_t          override_prio;
+    bit<32>         meter_idx;
+    bit<8>          color;
+    queue_idx_t     queue_idx;
+}
+
+struct egress_headers_t { }
+
+struct egress_metadata_t {
+    bridged_md_t    bridged;
+    queue_idx_t     queue_idx;
+}
+
+#endif

@@ -1,0 +1,209 @@
+/*
+ * parser.p4 (TNA) -- the v1model parser's states (p4src/include/parser.p4) on
+ * Tofino, the ingress and egress deparsers, and the IPv4 checksum.
+ *
+ * Malformed cases end in `accept` with meta.drop_reason set, or in a parser
+ * error flag (ig_prsr_md.parser_err; reading it in ingress keeps the packet,
+ * so the sanity control drops and counts it, as on v1model). Nothing loops.
+ *
+ * IPv4 checksum with options present: a Checksum over a varbit is not possible
+ * on Tofino, and the pipeline rewrites only three 16-bit words (version/IHL/DSCP/
+ * ECN, TTL/protocol, the option's stamp/internal id). The parser subtracts those
+ * words and the old checksum from zero, which leaves the sum of every other word
+ * (the residual, including any other options); the deparser adds the rewritten
+ * words to it. The pattern of open-p4studio's p4_16_programs/tna_checksum. Two
+ * residuals (the ingress parser's two checksum units): with and without the
+ * CoflowId option's stamp word, since the residual is read where the last word
+ * is subtracted.
+ */
+#ifndef __PARSER_TNA__
+#define __PARSER_TNA__
+
+parser CoflowIngressParser(packet_in pkt,
+                           out headers_t hdr,
+                           out ingress_metadata_t meta,
+                           out ingress_intrinsic_metadata_t ig_intr_md) {
+    Checksum() residual_untagged;
+    Checksum() residual_tagged;
+
+    /* intrinsic metadata, then the port metadata (open-p4studio common/util.p4) */
+    state start {
+        pkt.extract(ig_intr_md);
+        meta.bridged.setValid();
+        meta.bridged.prio = PRIO_LOWEST;
+        meta.drop_reason = DROP_NONE;
+        meta.other_9e = 0;
+        meta.other_9e_len = 0;
+        meta.ck_tagged = 0;
+        meta.l4_sport = 0;
+        meta.l4_dport = 0;
+        transition select(ig_intr_md.resubmit_flag) {
+            0: parse_port_metadata;
+            default: reject;                   /* the program never resubmits */
+        }
+    }
+
+    state parse_port_metadata {
+        pkt.advance(PORT_METADATA_SIZE);
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: not_ipv4;
+        }
+    }
+
+    state not_ipv4 {
+        meta.drop_reason = DROP_NOT_IPV4;
+        transition accept;
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        residual_untagged.subtract({hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn});
+        residual_untagged.subtract({hdr.ipv4.ttl, hdr.ipv4.protocol});
+        residual_untagged.subtract({hdr.ipv4.hdr_checksum});
+        meta.ck_residual_untagged = residual_untagged.get();
+        residual_tagged.subtract({hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn});
+        residual_tagged.subtract({hdr.ipv4.ttl, hdr.ipv4.protocol});
+        residual_tagged.subtract({hdr.ipv4.hdr_checksum});
+        transition select(hdr.ipv4.version, hdr.ipv4.ihl) {
+            (4, 5): no_options;                /* untagged */
+            (4, 0 &&& 0xC): bad_ihl;           /* IHL 0..3 */
+            (4, 4): bad_ihl;
+            (4, _): parse_ipv4_options;        /* IHL 6..15 */
+            default: bad_version;
+        }
+    }
+
+    state bad_ihl {
+        meta.drop_reason = DROP_BAD_IHL;
+        transition accept;
+    }
+
+    state bad_version {
+        meta.drop_reason = DROP_BAD_VERSION;
+        transition accept;
+    }
+
+    state no_options {
+        transition parse_l4_check;
+    }
+
+    /* The CoflowId option must be the first option. */
+    state parse_ipv4_options {
+        transition select(pkt.lookahead<bit<16>>()) {
+            0x9e08: parse_coflow_opt;
+            0x9e00 &&& 0xff00: other_type_9e;  /* our type, another length */
+            default: parse_other_opts;         /* someone else's options: untagged */
+        }
+    }
+
+    /* As v1model: a well-formed 0x9e option of another length (2 .. the options
+     * area) is someone else's, forwarded untagged; sanity drops the others. */
+    state other_type_9e {
+        meta.other_9e_len = pkt.lookahead<bit<16>>()[7:0];
+        meta.other_9e = 1;
+        transition parse_other_opts;
+    }
+
+    state parse_coflow_opt {
+        pkt.extract(hdr.coflow_opt);
+        residual_tagged.subtract({hdr.coflow_opt.stamped, hdr.coflow_opt.rsvd,
+                                  hdr.coflow_opt.prio, hdr.coflow_opt.internal_id});
+        meta.ck_residual_tagged = residual_tagged.get();
+        meta.ck_tagged = 1;
+        transition select(hdr.ipv4.ihl) {
+            6: opt_overflow;                   /* 8-byte option in a 4-byte options area */
+            7: parse_l4_check;
+            default: parse_rest_opts;          /* IHL 8..15: more options follow */
+        }
+    }
+
+    state opt_overflow {
+        meta.drop_reason = DROP_OPT_OVERFLOW;
+        transition accept;
+    }
+
+    state parse_rest_opts {
+        pkt.extract(hdr.ipv4_opts, (((bit<32>)hdr.ipv4.ihl) - 7) << 5);
+        transition parse_l4_check;
+    }
+
+    state parse_other_opts {
+        pkt.extract(hdr.ipv4_opts, (((bit<32>)hdr.ipv4.ihl) - 5) << 5);
+        transition parse_l4_check;
+    }
+
+    /* Only unfragmented TCP/UDP have their ports parsed (fragments hash on the
+     * 3-tuple, so one datagram's fragments take one path). */
+    state parse_l4_check {
+        transition select(hdr.ipv4.flag_mf, hdr.ipv4.frag_offset, hdr.ipv4.protocol) {
+            (0, 0, IP_PROTO_TCP): parse_l4;
+            (0, 0, IP_PROTO_UDP): parse_l4;
+            default: accept;
+        }
+    }
+
+    state parse_l4 {
+        pkt.extract(hdr.l4);
+        meta.l4_sport = hdr.l4.sport;
+        meta.l4_dport = hdr.l4.dport;
+        transition accept;
+    }
+}
+
+control CoflowIngressDeparser(packet_out pkt,
+                              inout headers_t hdr,
+                              in ingress_metadata_t meta,
+                              in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Checksum() ipv4_tagged;
+    Checksum() ipv4_untagged;
+
+    /* mutually exclusive conditions on one bit: one checksum unit each */
+    apply {
+        if (meta.ck_tagged == 1) {
+            hdr.ipv4.hdr_checksum = ipv4_tagged.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+                hdr.ipv4.ttl, hdr.ipv4.protocol,
+                hdr.coflow_opt.stamped, hdr.coflow_opt.rsvd, hdr.coflow_opt.prio,
+                hdr.coflow_opt.internal_id,
+                meta.ck_residual_tagged});
+        }
+        if (meta.ck_tagged == 0) {
+            hdr.ipv4.hdr_checksum = ipv4_untagged.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+                hdr.ipv4.ttl, hdr.ipv4.protocol,
+                meta.ck_residual_untagged});
+        }
+        pkt.emit(meta.bridged);
+        pkt.emit(hdr);
+    }
+}
+
+/* Egress sees the bridged header, then the packet as ingress deparsed it; only
+ * the bridged header is parsed, and it is not emitted again. */
+parser CoflowEgressParser(packet_in pkt,
+                          out egress_headers_t hdr,
+                          out egress_metadata_t meta,
+                          out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        pkt.extract(meta.bridged);
+        transition accept;
+    }
+}
+
+control CoflowEgressDeparser(packet_out pkt,
+                             inout egress_headers_t hdr,
+                             in egress_metadata_t meta,
+                             in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    apply {
+        pkt.emit(hdr);
+    }
+}
+
+#endif

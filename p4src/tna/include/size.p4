@@ -1,0 +1,42 @@
+/*
+ * size.p4 (TNA) -- the sizes that differ from v1model's (p4src/include/target_v1model.p4),
+ * derived from the shared ones (p4src/include/size.p4). Python mirrors every name
+ * (coflow.dataplane.constants, TNA_*); tests/test_constants.py compares them.
+ *
+ * Byte counters: a stateful ALU word is 32 bits, so the per-slot register counts
+ * 2^TNA_BYTES_UNIT_SHIFT-byte units (64 B: up to 256 GiB a coflow, saturating),
+ * each packet rounded to the nearest unit. The D-CLAS range key is a 20-bit slice
+ * of it (a range key must fit 5 PHV nibbles): a quantum of 2^(6+12) = 256 KiB.
+ */
+#ifndef __SIZE_TNA__
+#define __SIZE_TNA__
+
+#ifndef TNA_HASH_SLOT_BITS                                  /* make p4-tofino-sweep sets it */
+#define TNA_HASH_SLOT_BITS 15
+#endif
+#define TNA_HASH_SLOTS (1 << TNA_HASH_SLOT_BITS)            /* hashed slots (CRC-32) */
+#define TNA_ASSIGNED_SLOTS TNA_HASH_SLOTS                   /* controller-assigned slots */
+#define TNA_HASH_SLOT_BASE TNA_ASSIGNED_SLOTS               /* hashed slots follow them */
+#define TNA_COFLOW_SLOTS (TNA_ASSIGNED_SLOTS + TNA_HASH_SLOTS)
+#define TNA_SLOT_BITS (TNA_HASH_SLOT_BITS + 1)              /* slot index width */
+
+/* Meters: the first TNA_METERED_SLOTS assigned slots (as many as v1model has) have
+ * FLOW_SLOTS_PER_COFLOW meters each; coflows in higher slots are not metered. */
+#define TNA_METERED_SLOTS 512
+#define TNA_FLOW_METERS (TNA_METERED_SLOTS * FLOW_SLOTS_PER_COFLOW)
+
+#define TNA_BYTES_UNIT_SHIFT 6                              /* register unit: 64 bytes */
+#define TNA_DCLAS_KEY_SHIFT 12                              /* range key = units[31:12] */
+#define TNA_DCLAS_KEY_BITS (32 - TNA_DCLAS_KEY_SHIFT)
+#define ETH_HEADER_BYTES 14                                 /* frame bytes = total_len + 14 */
+
+#define TNA_UNITS_MAX 0xffffffff                         /* a saturated byte register */
+#define TNA_DROP_CTL 1                                      /* drop_ctl bit 0: drop */
+#define IPV4_MIN_HEADER_BYTES 20
+#define IPV4_OPT_MIN_LEN 2                                  /* type + length */
+
+#define TNA_ECMP_HASH_BITS 16                               /* selector hash: CRC-32, low bits */
+#define TNA_ECMP_MAX_GROUP_SIZE 64
+#define TNA_ECMP_GROUPS (ECMP_SELECTOR_SIZE / TNA_ECMP_MAX_GROUP_SIZE)
+
+#endif

@@ -1,0 +1,60 @@
+"""``make p4-tofino`` with the open-source Tofino backend, and what its outputs must show: the
+pipeline fits Tofino 1's 12 stages with >= 64k counter slots, the device configs build from
+them, the controller's slot hash is the compiled hash, and p4src/README.md's fit table is
+this build's. Skips with one reason when bf-p4c is not installed."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from coflow.dataplane import constants as C
+from coflow.dataplane.toolchain import find_tofino_compiler, tofino_missing_reason
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(REPO, "build", "tofino")
+
+
+@pytest.fixture(scope="module")
+def tofino_build():
+    if not find_tofino_compiler():
+        pytest.skip(tofino_missing_reason())
+    r = subprocess.run(["make", "--no-print-directory", "-s", "p4-tofino"], cwd=REPO,
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return BUILD
+
+
+def test_outputs(tofino_build):
+    for rel in ("coflow_tna.p4info.txt", "bfrt.json", "pipe/context.json", "pipe/tofino.bin",
+                "pipe/logs/resources.json"):
+        assert os.path.isfile(os.path.join(tofino_build, rel)), rel
+
+
+def test_fits_twelve_stages_with_64k_slots(tofino_build):
+    from coflow.tofino import fit
+    rep = fit.load(tofino_build)
+    assert rep.n_stages == 12 and 0 < len(rep.used_stages) <= 12
+    assert C.TNA_COFLOW_SLOTS >= 1 << 16
+    bfrt = json.load(open(os.path.join(tofino_build, "bfrt.json")))
+    sizes = {t["name"].split(".")[-1]: t.get("size") for t in bfrt["tables"]}
+    assert sizes.get("coflow_bytes_reg", 0) >= C.TNA_COFLOW_SLOTS, sizes
+    assert sizes.get("coflow_owner_reg", 0) >= C.TNA_COFLOW_SLOTS
+
+
+def test_device_configs_build(tofino_build):
+    from coflow.tofino import device_config as dc
+    a = dc.load_artifacts(tofino_build)
+    assert dc.parse_bf_switchd_config(dc.bf_switchd_config(a)) == a
+    assert dc.parse_stratum_config(dc.stratum_config(a)) == a
+
+
+def test_readme_fit_table_is_this_build(tofino_build):
+    from coflow.tofino import fit
+    readme = open(os.path.join(REPO, "p4src", "README.md")).read()
+    table = fit.render(fit.load(tofino_build))
+    i = readme.index(fit.BEGIN) + len(fit.BEGIN) + 1
+    assert readme[i:readme.index(fit.END)] == table, \
+        "p4src/README.md's fit table is stale: run make p4-tofino-fit"
