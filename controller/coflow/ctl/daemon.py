@@ -23,8 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import topology as topo_mod
-from ..params import DclasParams, MB
-from ..sched.base import INF, make_scheduler, params_dict
+from ..sched.base import INF, params_dict
 from . import model as M
 from . import translate as TR
 from ..dataplane.constants import FLOW_SLOTS_PER_COFLOW
@@ -38,9 +37,7 @@ from .switch import SwitchAgent, pipeline_cookie, sync_many
 from . import wire
 from .wire import EncodedCache
 
-#: modes whose rounds read the edges' per-coflow byte counters and install overrides from the
-#: global sizes (D-CLAS queues, FIFO-LM groups)
-COORDINATED = ("dclas", "fifo-lm")
+from .modes import mode_policy
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +68,11 @@ class Controller:
         self.p4info_path = os.path.abspath(p4info)
         self.bmv2_json_path = os.path.abspath(bmv2_json)
         self.ctl, sched_settings = TR.split_settings(settings)
-        if mode in ("dclas", "fai"):
-            sched_settings.setdefault("K", "8")  # the switch has 8 queues
-        self.sched = make_scheduler(TR.SCHEDULER_OF[mode], sched_settings)
-        self.dclas_params = self.sched.params if mode in ("dclas", "fai") else DclasParams(K=8)
+        self.policy = mode_policy(mode, sched_settings)
+        self.sched = self.policy.sched
+        self.dclas_params = self.policy.dclas_params
         self.dclas_entities = TR.dclas_entities(self.dclas_params, self.target)  # validates K <= 8
-        if mode == "fifo-lm":
-            hb = self.sched.params.heavy_bytes
-            self.heavy_bytes = int(hb) if hb is not None else 10 * MB
-        else:
-            self.heavy_bytes = TR.NO_HEAVY
+        self.heavy_bytes = self.policy.heavy_bytes if self.policy.heavy_bytes is not None else TR.NO_HEAVY
         self.delta_s = delta_s
         self.election_id = election_id
         self.codec = Codec.from_file(self.p4info_path)
@@ -98,7 +90,7 @@ class Controller:
         # data-plane drop / collision counters, read every telemetry_s (observe.Telemetry)
         self.telemetry = Telemetry(
             self.codec, {s.name: s.ports for s in topology.switches},
-            meter_switches=self.edges if mode in TR.RATE_MODES else (),
+            meter_switches=self.edges if self.policy.rate else (),
             collision_switches=self.edges,
             interval_s=self.ctl.telemetry_s,
             on_error=lambda name: self.metrics.read_errors.labels(name).inc())
@@ -161,9 +153,9 @@ class Controller:
             self.metrics_addr = self._http.address
         for a in self.agents.values():
             a.start()
-        if self.mode in TR.RATE_MODES:
+        if self.policy.rate:
             self._warm_up()  # while the switches connect
-        elif self.mode in COORDINATED:
+        elif self.policy.coordinated:
             wire.warm_up()  # the compiled counter walker
         self._unsubscribe = self.registry.subscribe(self._on_registry)
         deadline = time.monotonic() + self.start_timeout
@@ -272,7 +264,7 @@ class Controller:
                     cid = (dict(e.match)["external_id"], dict(e.match)["internal_id"])
                     if cid in known:
                         self.slots.seed(cid, dict(e.params)["slot"])
-                if self.mode == "dclas":
+                if self.policy.dclas:
                     for e in a.actual.table(M.T_OVERRIDE):
                         cid = (dict(e.match)["external_id"], dict(e.match)["internal_id"])
                         if cid in known:
@@ -282,7 +274,7 @@ class Controller:
     # the loop -----------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if self.mode in COORDINATED:
+            if self.policy.coordinated:
                 timeout = self.delta_s
             else:
                 timeout = min(0.5, max(0.0, self._next_event - time.time()))
@@ -351,24 +343,24 @@ class Controller:
         with self._mu:
             if self._registry_dirty:
                 self._refresh_coflows()
-        t_read = self._read_counters() if self.mode in COORDINATED else 0.0
+        t_read = self._read_counters() if self.policy.coordinated else 0.0
         t1 = time.perf_counter()
         with self._mu:
-            if self.mode in COORDINATED:
-                if self.mode == "dclas":
+            if self.policy.coordinated:
+                if self.policy.dclas:
                     res = self.coord.round(time.time(), dict(self.slots.slot), self.edges)
                 else:
                     res = self.coord.fifo_lm_round(time.time(), dict(self.slots.slot), self.edges, self.sched)
                 self._overrides = res.overrides
                 self._queues, self._sizes = res.queues, res.sizes
-            elif self.mode in TR.RATE_MODES and (self._rates_due()):
+            elif self.policy.rate and (self._rates_due()):
                 self._compute_rates()
             desired = self._desired()
         t2 = time.perf_counter()
         written, errors = self._write(desired)
         t3 = time.perf_counter()
         m = self._metric
-        if self.mode in COORDINATED:
+        if self.policy.coordinated:
             m("round_seconds", "read").observe(t_read)
         m("round_seconds", "compute").observe(t2 - t1)
         m("round_seconds", "write").observe(t3 - t2)
@@ -427,7 +419,7 @@ class Controller:
         return min(ext) if ext else 0
 
     def _static(self) -> dict:
-        key = (self._fifo_base() if self.mode == "fifo-lm" else 0)
+        key = (self._fifo_base() if self.policy.fifo_lm else 0)
         cache = self._static_cache
         if cache is None or cache[0] != key:
             st = TR.static_state(self.topo, self.routes, self.mode, self.dclas_params,
@@ -449,7 +441,7 @@ class Controller:
             self._slot_cache = (slots_key, {e.key: e for e in TR.slot_entities(self.slots.slot)})
         slot_ents = self._slot_cache[1]
         ovr = None
-        if self.mode in TR.RATE_MODES:
+        if self.policy.rate:
             if self._ovr_cache[0] is not self._prio and self._ovr_cache[0] != self._prio:
                 self._ovr_cache = (self._prio, {e.key: e for e in (
                     TR.override_entity(c, p) for c, p in self._prio.items())})
@@ -460,7 +452,7 @@ class Controller:
         book.set_many("slots", self.edges, slot_ents)
         if ovr is not None:
             book.set_many("overrides", self.edges, ovr)
-        if self.mode in COORDINATED:
+        if self.policy.coordinated:
             for name in self.edges:
                 want = self._overrides.get(name, TR.EMPTY)
                 old = self._ovr_src.get(name, TR.EMPTY)
@@ -545,9 +537,9 @@ class Controller:
                 slot = self.slots.slot.get(c)
                 coflows.append({"cid": str(r.cid), "slot": slot,
                                 "global_bytes": self._sizes.get(c), "queue": self._queues.get(c),
-                                "override_prio": self._prio.get(c) if self.mode in TR.RATE_MODES
+                                "override_prio": self._prio.get(c) if self.policy.rate
                                 else {e: o[c] for e, o in self._overrides.items() if c in o}})
-                if self.mode in TR.RATE_MODES and slot is not None:
+                if self.policy.rate and slot is not None:
                     coflows[-1]["meter_red_drops"] = self.telemetry.red_drops_of_slot(
                         slot, FLOW_SLOTS_PER_COFLOW)
             return {"mode": self.mode, "election_id": self.election_id,
