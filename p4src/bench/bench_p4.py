@@ -126,7 +126,7 @@ def trial(tb: Testbed, data: bytes, rate: float, seconds: float) -> tuple[int, i
 def measure(name, bmv2_json, p4info, seconds, log_dir) -> tuple[float, float]:
     """Highest offered rate forwarded with <= LOSS loss (doubling, then bisection), and the
     switch's CPU time per packet at that rate."""
-    tb = Testbed("coflow-bench", 2, 9560, log_dir, switch_log_level="off")
+    tb = Testbed("coflow-bench", 2, log_dir, switch_log_level="off")
     data = bench_frame()
     with tb:
         tb.push_pipeline(p4info, bmv2_json)

@@ -19,11 +19,6 @@ from functools import wraps
 
 os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(os.path.dirname(_HERE))
-if os.path.join(_ROOT, "controller") not in sys.path:
-    sys.path.insert(0, os.path.join(_ROOT, "controller"))
-
 import ptf  # noqa: E402
 import ptf.testutils as testutils  # noqa: E402
 from ptf.base_tests import BaseTest  # noqa: E402
@@ -142,7 +137,7 @@ def split_bytes(total: int, mtu: int = 1500, minimum: int = 80) -> list[int]:
     return sizes
 
 
-def bmv2_cli(commands: list[str], thrift_port: int = 9090, timeout: float = 20.0) -> str:
+def bmv2_cli(commands: list[str], thrift_port: int | None = None, timeout: float = 20.0) -> str:
     """Run BMv2's ``simple_switch_CLI`` (Thrift) on the switch under test with ``commands`` on
     its stdin; returns its output. Raises RuntimeError (with the reason) when the CLI, its
     Python modules or the Thrift port are not there. The CLI script needs a Python with the
@@ -160,6 +155,8 @@ def bmv2_cli(commands: list[str], thrift_port: int = 9090, timeout: float = 20.0
              for d in glob.glob(os.path.join(prefix, pat))]
     python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths + [os.environ.get("PYTHONPATH", "")]))
+    if thrift_port is None:
+        thrift_port = int(test_param("thrift", 9090))   # the runner passes the switch's
     r = subprocess.run([python, cli, "--thrift-port", str(thrift_port)],
                        input="\n".join(commands) + "\n", capture_output=True, text=True,
                        timeout=timeout, env=env)

@@ -39,7 +39,7 @@ def free_port() -> int:
 
 def switch_command(binary: str, device_id: int, interfaces: dict[int, str], thrift_port: int,
                    grpc: int | str, ipc: str, log_level: str = "off", log_file: str | None = None,
-                   priority_queues: int = 8) -> list[str]:
+                   priority_queues: int = 8, extra: tuple[str, ...] | list[str] = ()) -> list[str]:
     """``simple_switch_grpc`` without a pipeline (the controller pushes it over P4Runtime), with
     its own device id, Thrift port and notifications socket (several switches share a host),
     ``--priority-queues`` and gRPC on ``grpc`` (a port on 127.0.0.1, or an address such as
@@ -51,7 +51,7 @@ def switch_command(binary: str, device_id: int, interfaces: dict[int, str], thri
         cmd += ["--log-file", log_file, "--log-flush"]
     for port, ifname in sorted(interfaces.items()):
         cmd += ["-i", f"{port}@{ifname}"]
-    return cmd + ["--no-p4", "--", "--grpc-server-addr", addr, "--priority-queues", str(priority_queues)]
+    return cmd + [*extra, "--no-p4", "--", "--grpc-server-addr", addr, "--priority-queues", str(priority_queues)]
 
 
 def _executable(path: str) -> bool:
