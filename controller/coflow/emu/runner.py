@@ -515,6 +515,18 @@ def _brief(status) -> dict | None:
         out["last_errors"] = sorted({v.get("last_error") for v in vals if v.get("last_error")})[:5]
     if isinstance(status.get("coflows"), list):
         out["coflows_left"] = len(status["coflows"])
+    dp = status.get("dataplane")
+    if isinstance(dp, dict) and dp:
+        # the pipeline's own drop counters, summed over the switches (ctl.observe.Telemetry)
+        snaps = [v for v in dp.values() if isinstance(v, dict)]
+        drops: dict = {}
+        for v in snaps:
+            for reason, n in (v.get("drops") or {}).items():
+                if n:
+                    drops[reason] = drops.get(reason, 0) + int(n)
+        out["dataplane"] = {"drops": drops,
+                            "slot_collisions": sum(int(v.get("slot_collisions") or 0) for v in snaps),
+                            "queue_drops": sum(int(n) for v in snaps for n in (v.get("queue_drops") or {}).values())}
     return out
 
 
