@@ -58,3 +58,29 @@ def test_readme_fit_table_is_this_build(tofino_build):
     i = readme.index(fit.BEGIN) + len(fit.BEGIN) + 1
     assert readme[i:readme.index(fit.END)] == table, \
         "p4src/README.md's fit table is stale: run make p4-tofino-fit"
+
+
+def _dicts_with(obj, key):
+    if isinstance(obj, dict):
+        if key in obj:
+            yield obj
+        for v in obj.values():
+            yield from _dicts_with(v, key)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _dicts_with(v, key)
+
+
+def test_compiled_slot_hash_is_the_controllers(tofino_build):
+    """context.json's description of the slot hash (dynamic hash calculations: algorithm
+    polynomial, init, final xor, reflection) is the CRC coflow.tofino.target computes."""
+    ctx = json.load(open(os.path.join(tofino_build, "pipe", "context.json")))
+    calcs = [d for d in _dicts_with(ctx, "algorithms") if "slot_hash" in str(d.get("name", ""))]
+    if not calcs:
+        pytest.skip("context.json describes no dynamic hash named slot_hash")
+    algos = [a for c in calcs for a in c["algorithms"] if a.get("type") == "crc"]
+    assert algos, calcs[0].get("algorithms")
+    a = algos[0]
+    assert int(a["poly"], 16) & 0xFFFFFFFF == C.TNA_SLOT_CRC_POLY
+    assert int(a["init"], 16) == C.TNA_CRC_INIT and int(a["final_xor"], 16) == C.TNA_CRC_XOR
+    assert a["reverse"] is True and a["msb"] is False and a["extend"] is False

@@ -89,7 +89,7 @@ def test_compare_finds_each_kind_of_difference():
 
 def test_documented_differences_are_the_readme_list():
     readme = open(os.path.join(REPO, "p4src", "README.md")).read()
-    for (kind, obj, fname), (w, _, _) in P._differences().items():
+    for (_kind, obj, fname), _doc in P._differences().items():
         assert f"`{obj.split('.')[-1]}.{fname}`" in readme, (obj, fname)
 
 
@@ -119,7 +119,7 @@ def test_tna_sources_declare_every_controller_name():
             text = open(os.path.join(root, f)).read()
             for m in re.finditer(r"^control (\w+)\(", text, re.M):
                 controls[m.group(1)] = text[m.start():]
-    for kind, objs in P.controller_names().items():
+    for objs in P.controller_names().values():
         for name in objs:
             top, inst, obj = name.split(".")
             assert top == "CoflowIngress" and inst in instances, name

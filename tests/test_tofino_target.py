@@ -85,7 +85,7 @@ def test_dclas_ranges_are_quantised_to_the_nearest_step():
     q = TOFINO.dclas_quantum
     # contiguous from 0 to the key's max, every threshold within half a step of the paper's
     assert rs[0][0] == 0 and rs[-1][1] == TOFINO.dclas_key_max
-    for (lo, hi, _), (lo2, _, _) in zip(rs, rs[1:]):
+    for (_, hi, _), (lo2, _, _) in zip(rs, rs[1:]):
         assert lo2 == hi + 1
     for (_, hi, qi), thr in zip(rs[:-1], p.thresholds()):   # the last one ends at the key's max
         assert abs((hi + 1) * q - thr) <= q / 2, (qi, thr)

@@ -92,7 +92,7 @@ class Controller:
             self.codec, {s.name: s.ports for s in topology.switches},
             meter_switches=self.edges if self.policy.rate else (),
             collision_switches=self.edges,
-            interval_s=self.ctl.telemetry_s,
+            interval_s=self.ctl.telemetry_s, coflow_slots=self.target.coflow_slots,
             on_error=lambda name: self.metrics.read_errors.labels(name).inc())
         self.metrics.registry.register(self.telemetry)
         self.metrics_addr = metrics_addr

@@ -120,8 +120,10 @@ class Telemetry:
     COUNTERS = (M.C_DROP_REASONS, M.C_COLLISIONS, M.C_RED_DROPS, M.C_QUEUE_DROP)
 
     def __init__(self, codec, switch_ports: dict, meter_switches=(), collision_switches=None,
-                 interval_s: float = 2.0, on_error=None):
+                 interval_s: float = 2.0, on_error=None, coflow_slots: int = COFLOW_SLOTS):
         self.codec = codec
+        # the target's slot count (the index past it, where there is one, counts non-collisions)
+        self.coflow_slots = coflow_slots
         self.ports = {n: tuple(p) for n, p in switch_ports.items()}
         self.meter_switches = set(meter_switches)
         # None: every switch (a switch counts per coflow only where it decides: at edge ports,
@@ -215,9 +217,9 @@ class Telemetry:
             "drops": {DROP_NAMES[r]: int(drops.get(r, 0)) for r in sorted(DROP_NAMES)},
             "drops_total": int(sum(drops.get(r, 0) for r in DROP_NAMES)),
             # the last index counts the packets that did not collide (a discard index)
-            "slot_collisions": int(sum(v for i, v in coll.items() if i < COFLOW_SLOTS)),
+            "slot_collisions": int(sum(v for i, v in coll.items() if i < self.coflow_slots)),
             "collision_slots": {int(i): int(v) for i, v in sorted(coll.items())
-                                if v and i < COFLOW_SLOTS},
+                                if v and i < self.coflow_slots},
             "meter_red_drops": int(sum(red.values())),
             "red_drops_by_meter": {int(i): int(v) for i, v in sorted(red.items()) if v},
             "queue_drops": {f"{p}/{q}": int(qd.get(p * NUM_PRIOS + q, 0))

@@ -87,7 +87,8 @@ def bf_switchd_config(a: TofinoArtifacts) -> bytes:
 def parse_bf_switchd_config(blob: bytes) -> TofinoArtifacts:
     """The inverse of :func:`bf_switchd_config`, reading as the server reads (for tests and
     for checking a config file)."""
-    chunks, i = [], 0
+    chunks: list[bytes] = []
+    i = 0
     while i < len(blob):
         if i + 4 > len(blob):
             raise ValueError(f"truncated length at byte {i}")

@@ -85,7 +85,7 @@ def plan_for_mode(mode: str, weighted_dclas: bool = False) -> PortQueuePlan:
 
 def bf_tm_calls(plan: PortQueuePlan, dev_port: int, dev: int = 0) -> list[tuple]:
     """The bf-drivers TM calls that set ``plan`` on one port, as (function, args...) tuples."""
-    calls = [("bf_tm_port_q_mapping_set", dev, dev_port, NUM_PRIOS, tuple(range(NUM_PRIOS)))]
+    calls: list[tuple] = [("bf_tm_port_q_mapping_set", dev, dev_port, NUM_PRIOS, tuple(range(NUM_PRIOS)))]
     for q in plan.queues:
         calls.append(("bf_tm_sched_q_guaranteed_rate_set", dev, dev_port, q.qid,
                       False, 0, q.guaranteed_kbps))     # pps, burst_size, rate (kbps)
