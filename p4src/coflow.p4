@@ -47,39 +47,44 @@ control CoflowIngress(inout headers_t hdr,
     IngressQueueStats() queue_stats;
 
     apply {
-        /* BMv2 zeroes metadata per packet: meta.prio starts at 0 (PRIO_LOWEST) */
+        /* BMv2 zeroes metadata per packet: meta.prio starts at 0 (PRIO_LOWEST). One step per
+         * line, each guarded by what it needs (fabric-tna's layout): a packet dropped by a
+         * step goes on to the queue statistics only. */
         sanity.apply(hdr, meta, std_meta);
         if (meta.drop_reason == DROP_NONE) {
             config.apply(hdr, meta, std_meta);
             routing.apply(hdr, meta, std_meta);     /* may set DROP_NO_ROUTE */
-            if (meta.drop_reason == DROP_NONE) {
-                if (hdr.coflow_opt.isValid()) {
-                    /* Decide here at an edge port, or if no edge has decided yet. */
-                    if (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0) {
-                        coflow_counter.apply(hdr, meta, std_meta);
-                        if (meta.mode == MODE_DCLAS) {
-                            dclas.apply(hdr, meta, std_meta);
-                        } else if (meta.mode == MODE_FIFO_LM) {
-                            fifo_lm.apply(hdr, meta, std_meta);
-                        } else {
-                            meta.prio = meta.fair_prio;   /* MODE_FAIR, MODE_RATE */
-                        }
-                    } else {
-                        meta.prio = hdr.coflow_opt.prio;  /* trust the edge's stamp */
-                    }
-                    override.apply(hdr, meta, std_meta);
-                    if (meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
-                        flow_meter.apply(hdr, meta, std_meta);   /* may set DROP_METER_RED */
-                    }
-                } else if (meta.role == ROLE_EDGE) {
-                    default_class.apply(hdr, meta, std_meta);
-                } else {
-                    meta.prio = hdr.ipv4.dscp[5:3];       /* an edge stamped it */
-                }
-                if (meta.drop_reason == DROP_NONE) {
-                    stamp.apply(hdr, meta, std_meta);     /* also sets std_meta.priority */
-                }
-            }
+        }
+        bool forward = meta.drop_reason == DROP_NONE;
+        bool tagged = forward && hdr.coflow_opt.isValid();
+        /* A tagged packet is decided at an edge port, or where no edge has decided yet. */
+        bool decide = tagged && (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0);
+
+        if (decide) {
+            coflow_counter.apply(hdr, meta, std_meta);
+        }
+        if (decide && meta.mode == MODE_DCLAS) {
+            dclas.apply(hdr, meta, std_meta);
+        } else if (decide && meta.mode == MODE_FIFO_LM) {
+            fifo_lm.apply(hdr, meta, std_meta);
+        } else if (decide) {
+            meta.prio = meta.fair_prio;           /* MODE_FAIR, MODE_RATE */
+        } else if (tagged) {
+            meta.prio = hdr.coflow_opt.prio;      /* trust the edge's stamp */
+        }
+        if (tagged) {
+            override.apply(hdr, meta, std_meta);
+        }
+        if (tagged && meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
+            flow_meter.apply(hdr, meta, std_meta);   /* may set DROP_METER_RED */
+        }
+        if (forward && !tagged && meta.role == ROLE_EDGE) {
+            default_class.apply(hdr, meta, std_meta);
+        } else if (forward && !tagged) {
+            meta.prio = hdr.ipv4.dscp[5:3];       /* an edge stamped it */
+        }
+        if (meta.drop_reason == DROP_NONE) {
+            stamp.apply(hdr, meta, std_meta);     /* also sets std_meta.priority */
         }
         queue_stats.apply(hdr, meta, std_meta);
     }

@@ -80,8 +80,6 @@ struct local_metadata_t {
     bit<16>      l4_sport;
     bit<16>      l4_dport;
     /* coflow state */
-    bit<1>       tagged;
-    bit<1>       decide_here;    /* count + decide (edge, or unstamped packet) */
     bit<32>      slot;
     bit<1>       slot_assigned;
     coflow_tag_t tag;            /* {1, ext, int} of this packet */
