@@ -26,14 +26,7 @@ class ModeSwitchTest(P4RuntimeTest):
         self.set_config(mode=pk.MODE_DCLAS)
         self.assertEqual(probe(), 5)
         # the bytes kept counting in every mode
-        self.assertEqual(self.counter("coflow_bytes", self._slot_of(cid))[0], 2500 + 6 * 100)
-
-    def _slot_of(self, cid):
-        for ent in self.p4rt.read_table("coflow_slot"):
-            te = ent.table_entry
-            if int.from_bytes(te.match[0].exact.value, "big") == cid.external:
-                return int.from_bytes(te.action.action.params[0].value, "big")
-        self.fail("slot entry not found")
+        self.assertEqual(self.counter("coflow_bytes", self.slot_of(cid))[0], 2500 + 6 * 100)
 
 
 class ModeRestoredTest(P4RuntimeTest):

@@ -93,7 +93,7 @@ class CoflowIdAfterOtherOptionTest(P4RuntimeTest):
     def runTest(self):
         self.add_route("10.0.1.0", 24, 1)
         cid = self.fresh_coflow()                  # tagged, it would be in priority 7
-        slot = self._slot(cid)
+        slot = self.slot_of(cid)
         ra = IPOption_Router_Alert()
         for i, proto in enumerate(("udp", "tcp")):
             pkt = frame(None, 160, proto=proto, ident=i,
@@ -105,13 +105,6 @@ class CoflowIdAfterOtherOptionTest(P4RuntimeTest):
         self.assert_forwarded(frame(cid, 160, ident=9, extra_options=[ra]), 1, prio=7)
         self.assertEqual(self.counter("coflow_bytes", slot), (160, 1))
 
-    def _slot(self, cid):
-        for ent in self.p4rt.read_table("coflow_slot"):
-            te = ent.table_entry
-            if int.from_bytes(te.match[0].exact.value, "big") == cid.external:
-                return int.from_bytes(te.action.action.params[0].value, "big")
-        self.fail("slot entry not found")
-
 
 class TwoCoflowIdsTest(P4RuntimeTest):
     """Two CoflowId options: the first decides (its override, its counter, its stamp); the
@@ -121,8 +114,7 @@ class TwoCoflowIdsTest(P4RuntimeTest):
     def runTest(self):
         self.add_route("10.0.1.0", 24, 1)
         first, second = self.fresh_coflow(), self.fresh_coflow()
-        s1, s2 = CoflowIdAfterOtherOptionTest._slot(self, first), \
-            CoflowIdAfterOtherOptionTest._slot(self, second)
+        s1, s2 = self.slot_of(first), self.slot_of(second)
         self.set_override(first, 3)
         self.set_override(second, 5)
         pkt = frame(first, 200, extra_options=[pk.coflow_option(second)])
@@ -166,7 +158,7 @@ class OtherType9eOptionTest(P4RuntimeTest):
             self.assertEqual(pk.classify_frame(data), pk.Classified(pk.DROP_NONE), name)
             self.assert_forwarded(data, 1, prio=0, tagged=False)
         self.assertEqual(self.drops(pk.DROP_OPT_LEN), before, "a valid option 30 was dropped")
-        self.assertEqual(self.counter("coflow_bytes", CoflowIdAfterOtherOptionTest._slot(self, cid)),
+        self.assertEqual(self.counter("coflow_bytes", self.slot_of(cid)),
                          (0, 0))
 
 

@@ -296,6 +296,14 @@ class P4RuntimeTest(BaseTest):
             "coflow_override", {"external_id": cid.external, "internal_id": cid.internal},
             "override.set_queue", {"prio": prio}))
 
+    def slot_of(self, cid) -> int:
+        """The counter slot the controller's coflow_slot entry gives ``cid`` (read back)."""
+        for ent in self.p4rt.read_table("coflow_slot"):
+            te = ent.table_entry
+            if int.from_bytes(te.match[0].exact.value, "big") == cid.external:
+                return int.from_bytes(te.action.action.params[0].value, "big")
+        self.fail("slot entry not found")
+
     def counter(self, name: str, index: int) -> tuple[int, int]:
         return self.p4rt.read_counter(name, index)
 
