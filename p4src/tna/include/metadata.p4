@@ -38,6 +38,7 @@ struct ingress_metadata_t {
     bit<16>         l4_sport;
     bit<16>         l4_dport;
     /* sanity (sign bits of differences: a gateway compares a field with constants) */
+    bit<4>          ihl;              /* hdr.ipv4.ihl, copied by the parser */
     bit<16>         ihl_bytes;        /* IHL * 4 */
     bit<32>         len_slack;        /* total_len - IHL*4: negative (bit 31) is malformed */
     bit<16>         opt_end;          /* other_9e_len + 20: where that option would end */

@@ -63,6 +63,9 @@ parser CoflowIngressParser(packet_in pkt,
 
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
+        /* a copy for the MAU's length arithmetic: an operation on the 4-bit header field itself
+         * would split it from the version nibble it is deparsed with */
+        meta.ihl = hdr.ipv4.ihl;
         residual_untagged.subtract({hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn});
         residual_untagged.subtract({hdr.ipv4.ttl, hdr.ipv4.protocol});
         residual_untagged.subtract({hdr.ipv4.hdr_checksum});

@@ -40,7 +40,7 @@ control CoflowCounter(inout headers_t hdr,
     CRCPolynomial<bit<32>>(TNA_SLOT_CRC_POLY, true, false, false, TNA_CRC_INIT, TNA_CRC_XOR) slot_poly;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, slot_poly) slot_hash;
     CRCPolynomial<bit<32>>(TNA_TAG_CRC_POLY, true, false, false, TNA_CRC_INIT, TNA_CRC_XOR) tag_poly;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, tag_poly) tag_hash;
+    Hash<bit<31>>(HashAlgorithm_t.CUSTOM, tag_poly) tag_hash;   /* the low 31 bits of CRC-32C */
 
     Register<tna_tag_t, tna_slot_t>(TNA_COFLOW_SLOTS, 0) coflow_owner_reg;
     Register<tna_units_t, tna_slot_t>(TNA_COFLOW_SLOTS, 0) coflow_bytes_reg;
@@ -78,14 +78,18 @@ control CoflowCounter(inout headers_t hdr,
         }
     };
 
+    /* Both actions also turn the frame bytes (computed before the table, in a stage of
+     * their own) into 64-byte units: one ALU operation per field per action. */
     action set_slot(tna_slot_t slot) {
         meta.slot = slot;
         meta.slot_assigned = 1;
+        meta.len_units = meta.frame_bytes >> TNA_BYTES_UNIT_SHIFT;
     }
 
     action hash_slot() {
         meta.slot = TNA_HASH_SLOT_BASE + (tna_slot_t)meta.slot_hash[TNA_HASH_SLOT_BITS - 1:0];
         meta.slot_assigned = 0;
+        meta.len_units = meta.frame_bytes >> TNA_BYTES_UNIT_SHIFT;
     }
 
     table coflow_slot {
@@ -100,11 +104,10 @@ control CoflowCounter(inout headers_t hdr,
 
     apply {
         meta.slot_hash = slot_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
-        meta.tag = tag_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
-        meta.tag[31:31] = 1;                      /* never 0: 0 marks a free slot */
+        /* bit 31 set: never 0, which marks a free slot */
+        meta.tag = 1w1 ++ tag_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
         meta.frame_bytes = (bit<32>)hdr.ipv4.total_len
                            + (ETH_HEADER_BYTES + (1 << (TNA_BYTES_UNIT_SHIFT - 1)));
-        meta.len_units = meta.frame_bytes >> TNA_BYTES_UNIT_SHIFT;
         coflow_slot.apply();
         if (meta.slot_assigned == 1) {
             meta.slot_owner = owner_claim.execute(meta.slot);

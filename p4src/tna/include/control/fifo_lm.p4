@@ -10,9 +10,20 @@
 control FifoLm(inout headers_t hdr,
                inout ingress_metadata_t meta) {
 
-    apply {
+    /* one ALU operation per field per action: the rank's subtract and its cap in two steps */
+    action distance() {
         meta.fifo_rank = hdr.coflow_opt.external_id |-| meta.fifo_base;
         meta.heavy_max = max(meta.bytes_before, meta.heavy_bytes);
+    }
+
+    @hidden table t_distance {
+        actions = { distance; }
+        const default_action = distance();
+        size = 1;
+    }
+
+    apply {
+        t_distance.apply();
         meta.fifo_rank = min(meta.fifo_rank, (bit<32>)FIFO_LM_MAX_RANK);
         if (meta.heavy_max != meta.heavy_bytes && meta.fifo_rank != (bit<32>)FIFO_LM_MAX_RANK) {
             meta.fifo_rank = meta.fifo_rank + 1;

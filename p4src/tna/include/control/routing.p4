@@ -12,9 +12,11 @@ control Routing(inout headers_t hdr,
                 inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
 
     Hash<bit<TNA_ECMP_HASH_BITS>>(HashAlgorithm_t.CRC32) ecmp_hash;
-    ActionProfile(ECMP_SELECTOR_SIZE) ecmp_profile;
-    ActionSelector(ecmp_profile, ecmp_hash, SelectorMode_t.FAIR,
-                   TNA_ECMP_MAX_GROUP_SIZE, TNA_ECMP_GROUPS) ecmp_selector;
+    /* P4Runtime names the action profile after the ActionProfile instance: it carries the
+     * v1model selector's name, ecmp_selector (the controller's name on both targets) */
+    ActionProfile(ECMP_SELECTOR_SIZE) ecmp_selector;
+    ActionSelector(ecmp_selector, ecmp_hash, SelectorMode_t.FAIR,
+                   TNA_ECMP_MAX_GROUP_SIZE, TNA_ECMP_GROUPS) ecmp_select;
 
     action set_next_hop(port_t port, mac_addr_t smac, mac_addr_t dmac) {
         ig_tm_md.ucast_egress_port = port;
@@ -32,7 +34,7 @@ control Routing(inout headers_t hdr,
             meta.l4_dport: selector;
         }
         actions = { set_next_hop; }
-        implementation = ecmp_selector;
+        implementation = ecmp_select;
         size = ROUTING_TABLE_SIZE;
     }
 

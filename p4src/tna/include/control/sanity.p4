@@ -15,11 +15,33 @@ control Sanity(inout headers_t hdr,
                inout ingress_metadata_t meta,
                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
 
-    apply {
-        meta.ihl_bytes = ((bit<16>)hdr.ipv4.ihl) << 2;
+    /* Tofino runs one ALU operation per field per action: the lengths are computed in one
+     * step and compared in the next (two hidden tables, two stages). */
+    action lengths() {
+        meta.ihl_bytes = ((bit<16>)meta.ihl) << 2;
         meta.opt_end = (bit<16>)meta.other_9e_len + IPV4_MIN_HEADER_BYTES;
+    }
+
+    action slacks() {
         meta.len_slack = (bit<32>)hdr.ipv4.total_len - (bit<32>)meta.ihl_bytes;
         meta.opt_slack = meta.ihl_bytes - meta.opt_end;
+    }
+
+    @hidden table t_lengths {
+        actions = { lengths; }
+        const default_action = lengths();
+        size = 1;
+    }
+
+    @hidden table t_slacks {
+        actions = { slacks; }
+        const default_action = slacks();
+        size = 1;
+    }
+
+    apply {
+        t_lengths.apply();
+        t_slacks.apply();
         if (ig_prsr_md.parser_err != PARSER_ERROR_OK) {
             if ((ig_prsr_md.parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
                 meta.drop_reason = DROP_TRUNCATED;
