@@ -44,12 +44,12 @@ p4-tofino-fit: $(VENV)/.installed p4-tofino
 p4-tofino-sweep:
 	@if [ -z "$(BF_P4C_BIN)" ]; then echo "p4-tofino-sweep: $(TOFINO_MISSING)"; exit 0; fi; \
 	for b in $(TOFINO_SWEEP_BITS); do \
-	  d=build/tofino-sweep/$$b; mkdir -p $$d; \
+	  d=build/tofino-sweep/$$b; log=build/tofino-sweep/$$b.log; mkdir -p $$d; \
 	  if $(MAKE) --no-print-directory -s _tofino-sweep-one SWEEP_DIR=$$d SWEEP_BITS=$$b \
-	       > $$d/compile.log 2>&1; then \
+	       > $$log 2>&1; then \
 	    echo "p4-tofino-sweep: $$((2 << $$b)) slots ($$b hashed-slot bits): fits ($$d)"; \
-	  else echo "p4-tofino-sweep: $$((2 << $$b)) slots ($$b hashed-slot bits): does not fit:"; \
-	    grep -m3 -i "error" $$d/compile.log | sed 's/^/    /'; fi; \
+	  else echo "p4-tofino-sweep: $$((2 << $$b)) slots ($$b hashed-slot bits): does not fit ($$log):"; \
+	    grep -i "error" $$log | grep -v "^0 errors" | head -3 | sed 's/^/    /'; fi; \
 	done
 
 _tofino-sweep-one:

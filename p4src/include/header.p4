@@ -52,6 +52,16 @@ header ipv4_opts_t {
     varbit<320> data;
 }
 
+#ifdef __TARGET_TOFINO__
+/* Tofino's parser takes them as a stack of 32-bit words counted down by a
+ * ParserCounter (a varbit length keeps IHL in one of its three match registers,
+ * which the L4 check and the option type need). */
+#define IPV4_OPT_WORDS 10
+header ipv4_opt_word_t {
+    bit<32> data;
+}
+#endif
+
 /* First four bytes of TCP and UDP: all the pipeline reads of L4. */
 header l4_ports_t {
     bit<16> sport;
@@ -62,7 +72,11 @@ struct headers_t {
     ethernet_t   ethernet;
     ipv4_t       ipv4;
     coflow_opt_t coflow_opt;
+#ifdef __TARGET_TOFINO__
+    ipv4_opt_word_t[IPV4_OPT_WORDS] ipv4_opts;
+#else
     ipv4_opts_t  ipv4_opts;
+#endif
     l4_ports_t   l4;
 }
 

@@ -48,6 +48,7 @@ control CoflowIngress(inout headers_t hdr,
     Routing() routing;
     CoflowCounter() coflow_counter;
     Dclas() dclas;
+    FifoLmDistance() fifo_distance;
     FifoLm() fifo_lm;
     Override() override;
     DefaultClass() default_class;
@@ -56,45 +57,57 @@ control CoflowIngress(inout headers_t hdr,
     IngressQueueStats() queue_stats;
 
     apply {
+        /* Written for the stage budget (12): what needs only the header and the
+         * configuration (routing, slot lookups, the FIFO-LM distance, the override
+         * lookup, the stamp's constants) is applied unconditionally, so that table
+         * placement runs it beside sanity; only state changes (registers, meters,
+         * counters) and the class wait for the drop decision. */
         meta.prio = PRIO_LOWEST;
         meta.color = (bit<8>)MeterColor_t.GREEN;
         sanity.apply(hdr, meta, ig_prsr_md);
         config.apply(hdr, meta, ig_intr_md);
-        if (meta.drop_reason == DROP_NONE) {
-            routing.apply(hdr, meta, ig_tm_md);     /* may set DROP_NO_ROUTE */
-        }
-        if (meta.drop_reason == DROP_NONE) {
-            if (hdr.coflow_opt.isValid()) {
-                override.apply(hdr, meta);          /* its key is in the packet: early */
-                /* Decide here at an edge port, or if no edge has decided yet. */
-                if (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0) {
-                    coflow_counter.apply(hdr, meta);
-                    if (meta.mode == MODE_DCLAS) {
-                        dclas.apply(hdr, meta);
-                    } else if (meta.mode == MODE_FIFO_LM) {
-                        fifo_lm.apply(hdr, meta);
-                    } else {
-                        meta.prio = meta.fair_prio; /* MODE_FAIR, MODE_RATE */
-                    }
-                } else {
-                    meta.prio = hdr.coflow_opt.prio;  /* trust the edge's stamp */
-                }
-                if (meta.override_hit == 1) {
-                    meta.prio = meta.override_prio;
-                }
-                if (meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
-                    flow_meter.apply(hdr, meta);    /* may set DROP_METER_RED */
-                }
-            } else if (meta.role == ROLE_EDGE) {
-                default_class.apply(hdr, meta);
-            } else {
-                meta.prio = hdr.ipv4.dscp[5:3];     /* an edge stamped it */
+        routing.apply(hdr, meta, ig_tm_md);         /* a miss sets meta.route_miss */
+        /* forward: no drop so far; decide: a tagged packet is decided at an edge port,
+         * or where no edge has decided yet (metadata bits: bf-p4c takes no bool locals
+         * computed from several fields) */
+        if (meta.drop_reason == DROP_NONE && meta.route_miss == 0) {
+            meta.forward = 1;
+            if (hdr.coflow_opt.isValid()
+                && (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0)) {
+                meta.decide = 1;
             }
         }
-        meta.queue_idx = (queue_idx_t)(ig_tm_md.ucast_egress_port ++ meta.prio);
-        if (meta.drop_reason == DROP_NONE) {
-            stamp.apply(hdr, meta, ig_tm_md);
+        if (hdr.coflow_opt.isValid()) {
+            override.apply(hdr, meta);              /* lookup only: override_hit */
+            fifo_distance.apply(hdr, meta);
         }
+        coflow_counter.apply(hdr, meta);    /* counts only if decide */
+
+        if (meta.forward == 1 && hdr.coflow_opt.isValid()) {
+            if (meta.override_hit == 1) {
+                meta.prio = meta.override_prio;     /* the controller's class wins */
+            } else if (meta.decide == 1 && meta.mode == MODE_DCLAS) {
+                dclas.apply(hdr, meta);
+            } else if (meta.decide == 1 && meta.mode == MODE_FIFO_LM) {
+                fifo_lm.apply(hdr, meta);
+            } else if (meta.decide == 1) {
+                meta.prio = meta.fair_prio;         /* MODE_FAIR, MODE_RATE */
+            } else {
+                meta.prio = hdr.coflow_opt.prio;    /* trust the edge's stamp */
+            }
+            if (meta.decide == 1 && meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
+                flow_meter.apply(hdr, meta);        /* may set DROP_METER_RED */
+            }
+        } else if (meta.forward == 1 && meta.role == ROLE_EDGE) {
+            default_class.apply(hdr, meta);
+        } else if (meta.forward == 1) {
+            meta.prio = hdr.ipv4.dscp[5:3];         /* an edge stamped it */
+        }
+        if (meta.drop_reason == DROP_NONE && meta.route_miss == 1) {
+            meta.drop_reason = DROP_NO_ROUTE;
+        }
+        meta.queue_idx = (queue_idx_t)(ig_tm_md.ucast_egress_port ++ meta.prio);
+        stamp.apply(hdr, meta, ig_tm_md);           /* counts queue_enq if not dropped */
         queue_stats.apply(hdr, meta, ig_dprsr_md);
     }
 }

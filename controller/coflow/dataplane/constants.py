@@ -71,6 +71,7 @@ ETH_HEADER_BYTES = 14                             # frame bytes = IPv4 total len
 IPV4_MIN_HEADER_BYTES = 20
 TNA_DROP_CTL = 1                                  # ig_dprsr_md.drop_ctl bit 0: drop
 IPV4_OPT_MIN_LEN = 2                              # an option's type + length bytes
+IPV4_OPT_WORDS = 10                               # TNA parser: options as 32-bit words (40 B)
 
 
 class P4Mode(enum.IntEnum):

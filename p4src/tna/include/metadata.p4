@@ -30,6 +30,9 @@ struct ingress_metadata_t {
     bit<16>         ck_residual_tagged;
     bit<16>         ck_residual_untagged;
     bit<1>          role;
+    bit<1>          route_miss;       /* routing_v4 missed: DROP_NO_ROUTE if nothing else */
+    bit<1>          forward;          /* no drop after sanity and routing */
+    bit<1>          decide;           /* forward, tagged, and decided here (coflow_tna.p4) */
     /* pipeline_config */
     bit<8>          mode;
     prio_t          fair_prio;
@@ -37,24 +40,23 @@ struct ingress_metadata_t {
     coflow_ext_t    fifo_base;
     bit<16>         l4_sport;
     bit<16>         l4_dport;
-    /* sanity (sign bits of differences: a gateway compares a field with constants) */
+    /* sanity: "a > b" as a |-| b != 0, operands of one size */
     bit<4>          ihl;              /* hdr.ipv4.ihl, copied by the parser */
-    bit<16>         ihl_bytes;        /* IHL * 4 */
-    bit<32>         len_slack;        /* total_len - IHL*4: negative (bit 31) is malformed */
-    bit<16>         opt_end;          /* other_9e_len + 20: where that option would end */
-    bit<16>         opt_slack;        /* IHL*4 - opt_end: negative (bit 15) is malformed */
+    bit<16>         ihl_bytes;        /* IHL * 4 (constant table on IHL) */
+    bit<8>          opt_room;         /* IHL * 4 - 20 */
+    bit<16>         len_short;        /* IHL*4 |-| total_len: != 0 is malformed */
+    bit<8>          opt_over;         /* other_9e_len |-| opt_room: != 0 is malformed */
     /* coflow state */
     bit<32>         slot_hash;
     tna_slot_t      slot;
     bit<1>          slot_assigned;
     tna_tag_t       tag;
     tna_tag_t       slot_owner;
-    bit<32>         frame_bytes;      /* total_len + 14 + half a unit */
-    tna_units_t     len_units;
+    bit<16>         frame_bytes;      /* total_len + 14 + half a unit (16 bits, as total_len) */
+    bit<16>         len_units;        /* frame_bytes in units (the ALU widens it) */
     tna_units_t     bytes_before;
-    tna_dclas_key_t dclas_key;
-    bit<32>         fifo_rank;
-    tna_units_t     heavy_max;
+    bit<32>         fifo_rank;        /* ext |-| fifo_base */
+    tna_units_t     heavy_over;       /* bytes_before |-| heavy_bytes: != 0 is heavy */
     prio_t          prio;
     bit<1>          override_hit;
     prio_t          override_prio;

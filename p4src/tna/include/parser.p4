@@ -25,6 +25,7 @@ parser CoflowIngressParser(packet_in pkt,
                            out ingress_intrinsic_metadata_t ig_intr_md) {
     Checksum() residual_untagged;
     Checksum() residual_tagged;
+    ParserCounter() opt_words;         /* 32-bit option words still to parse */
 
     /* intrinsic metadata, then the port metadata (open-p4studio common/util.p4) */
     state start {
@@ -35,6 +36,9 @@ parser CoflowIngressParser(packet_in pkt,
         meta.other_9e = 0;
         meta.other_9e_len = 0;
         meta.ck_tagged = 0;
+        meta.route_miss = 0;
+        meta.forward = 0;
+        meta.decide = 0;
         meta.l4_sport = 0;
         meta.l4_dport = 0;
         transition select(ig_intr_md.resubmit_flag) {
@@ -77,10 +81,35 @@ parser CoflowIngressParser(packet_in pkt,
             (4, 5): no_options;                /* untagged */
             (4, 0 &&& 0xC): bad_ihl;           /* IHL 0..3 */
             (4, 4): bad_ihl;
-            (4, _): parse_ipv4_options;        /* IHL 6..15 */
+            (4, 6): opts_6;
+            (4, 7): opts_7;
+            (4, 8): opts_8;
+            (4, 9): opts_9;
+            (4, 10): opts_10;
+            (4, 11): opts_11;
+            (4, 12): opts_12;
+            (4, 13): opts_13;
+            (4, 14): opts_14;
+            (4, 15): opts_15;
             default: bad_version;
         }
     }
+
+    /* The option words (IHL - 5) loaded as a constant, one state per IHL: a counter
+     * loaded from the IHL field itself takes a match register (compiler: "counter
+     * load allocated to more than 1 registers"). */
+#define OPTS_STATE(n) state opts_##n { opt_words.set((bit<8>)(n - 5)); transition parse_ipv4_options; }
+    OPTS_STATE(6)
+    OPTS_STATE(7)
+    OPTS_STATE(8)
+    OPTS_STATE(9)
+    OPTS_STATE(10)
+    OPTS_STATE(11)
+    OPTS_STATE(12)
+    OPTS_STATE(13)
+    OPTS_STATE(14)
+    OPTS_STATE(15)
+#undef OPTS_STATE
 
     state bad_ihl {
         meta.drop_reason = DROP_BAD_IHL;
@@ -96,12 +125,20 @@ parser CoflowIngressParser(packet_in pkt,
         transition parse_l4_check;
     }
 
-    /* The CoflowId option must be the first option. */
+    /* The CoflowId option must be the first option. Its type byte, then its length
+     * byte: one 8-bit match register each (the parser has 1x16b + 2x8b, and IHL stays
+     * live in one of them until the options' length is known). */
     state parse_ipv4_options {
-        transition select(pkt.lookahead<bit<16>>()) {
-            0x9e08: parse_coflow_opt;
-            0x9e00 &&& 0xff00: other_type_9e;  /* our type, another length */
+        transition select(pkt.lookahead<bit<8>>()) {
+            IPOPT_COFLOW_TYPE: check_9e_len;
             default: parse_other_opts;         /* someone else's options: untagged */
+        }
+    }
+
+    state check_9e_len {
+        transition select(pkt.lookahead<bit<16>>()[7:0]) {
+            IPOPT_COFLOW_LEN: parse_coflow_opt;
+            default: other_type_9e;            /* our type, another length */
         }
     }
 
@@ -119,10 +156,10 @@ parser CoflowIngressParser(packet_in pkt,
                                   hdr.coflow_opt.prio, hdr.coflow_opt.internal_id});
         meta.ck_residual_tagged = residual_tagged.get();
         meta.ck_tagged = 1;
-        transition select(hdr.ipv4.ihl) {
-            6: opt_overflow;                   /* 8-byte option in a 4-byte options area */
-            7: parse_l4_check;
-            default: parse_rest_opts;          /* IHL 8..15: more options follow */
+        opt_words.decrement(2);
+        transition select(opt_words.is_negative()) {
+            true: opt_overflow;                /* IHL 6: an 8-byte option in a 4-byte area */
+            false: parse_opt_words;            /* IHL 7: none left; 8..15: more options */
         }
     }
 
@@ -131,14 +168,21 @@ parser CoflowIngressParser(packet_in pkt,
         transition accept;
     }
 
-    state parse_rest_opts {
-        pkt.extract(hdr.ipv4_opts, (((bit<32>)hdr.ipv4.ihl) - 7) << 5);
-        transition parse_l4_check;
+    state parse_other_opts {
+        transition parse_opt_words;
     }
 
-    state parse_other_opts {
-        pkt.extract(hdr.ipv4_opts, (((bit<32>)hdr.ipv4.ihl) - 5) << 5);
-        transition parse_l4_check;
+    state parse_opt_words {
+        transition select(opt_words.is_zero()) {
+            true: parse_l4_check;
+            false: parse_opt_word;
+        }
+    }
+
+    state parse_opt_word {
+        pkt.extract(hdr.ipv4_opts.next);
+        opt_words.decrement(1);
+        transition parse_opt_words;
     }
 
     /* Only unfragmented TCP/UDP have their ports parsed (fragments hash on the

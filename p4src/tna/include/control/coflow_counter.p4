@@ -20,8 +20,10 @@
  * over (bytes restart at 0); a hashed slot with another owner is a collision,
  * counted in slot_collisions[slot], and the coflows share its bytes.
  *
- * coflow_bytes (Counter, read over P4Runtime) counts exact packets and bytes per
- * slot; the registers are what the data plane compares with thresholds.
+ * coflow_bytes (Counter, read over P4Runtime) counts exact bytes per assigned
+ * slot, the ones the controller reads (v1model counts packets too, for every
+ * slot: 64k packets-and-bytes entries do not fit one stage's memories beside
+ * the rest); the registers are what the data plane compares with thresholds.
  */
 #ifndef __COFLOW_COUNTER_TNA__
 #define __COFLOW_COUNTER_TNA__
@@ -40,11 +42,12 @@ control CoflowCounter(inout headers_t hdr,
     CRCPolynomial<bit<32>>(TNA_SLOT_CRC_POLY, true, false, false, TNA_CRC_INIT, TNA_CRC_XOR) slot_poly;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, slot_poly) slot_hash;
     CRCPolynomial<bit<32>>(TNA_TAG_CRC_POLY, true, false, false, TNA_CRC_INIT, TNA_CRC_XOR) tag_poly;
-    Hash<bit<31>>(HashAlgorithm_t.CUSTOM, tag_poly) tag_hash;   /* the low 31 bits of CRC-32C */
+    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, tag_poly) tag_hash;   /* CRC-32C; bit 31 is then set */
 
     Register<tna_tag_t, tna_slot_t>(TNA_COFLOW_SLOTS, 0) coflow_owner_reg;
     Register<tna_units_t, tna_slot_t>(TNA_COFLOW_SLOTS, 0) coflow_bytes_reg;
-    Counter<bit<64>, tna_slot_t>(TNA_COFLOW_SLOTS, CounterType_t.PACKETS_AND_BYTES) coflow_bytes;
+    /* the controller reads the slots it assigned; bytes only (two per SRAM word) */
+    Counter<bit<64>, tna_slot_t>(TNA_ASSIGNED_SLOTS, CounterType_t.BYTES) coflow_bytes;
     Counter<bit<32>, tna_slot_t>(TNA_COFLOW_SLOTS, CounterType_t.PACKETS) slot_collisions;
 
     /* assigned slot: the packet's coflow owns it from now on */
@@ -68,13 +71,13 @@ control CoflowCounter(inout headers_t hdr,
     RegisterAction<tna_units_t, tna_slot_t, tna_units_t>(coflow_bytes_reg) bytes_add = {
         void apply(inout tna_units_t units, out tna_units_t before) {
             before = units;
-            units = units |+| meta.len_units;
+            units = units |+| (tna_units_t)meta.len_units;
         }
     };
 
     RegisterAction<tna_units_t, tna_slot_t, tna_units_t>(coflow_bytes_reg) bytes_restart = {
         void apply(inout tna_units_t units) {
-            units = meta.len_units;
+            units = (tna_units_t)meta.len_units;
         }
     };
 
@@ -83,12 +86,14 @@ control CoflowCounter(inout headers_t hdr,
     action set_slot(tna_slot_t slot) {
         meta.slot = slot;
         meta.slot_assigned = 1;
+        meta.tag[31:31] = 1;     /* never 0, which marks a free slot */
         meta.len_units = meta.frame_bytes >> TNA_BYTES_UNIT_SHIFT;
     }
 
     action hash_slot() {
         meta.slot = TNA_HASH_SLOT_BASE + (tna_slot_t)meta.slot_hash[TNA_HASH_SLOT_BITS - 1:0];
         meta.slot_assigned = 0;
+        meta.tag[31:31] = 1;
         meta.len_units = meta.frame_bytes >> TNA_BYTES_UNIT_SHIFT;
     }
 
@@ -102,13 +107,40 @@ control CoflowCounter(inout headers_t hdr,
         size = TNA_ASSIGNED_SLOTS;
     }
 
-    apply {
+    /* One hash per action: an action takes at most 32 bits from the hash units
+     * (the immediate path), and the two hashes are 63. */
+    action get_slot_hash() {
         meta.slot_hash = slot_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
-        /* bit 31 set: never 0, which marks a free slot */
-        meta.tag = 1w1 ++ tag_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
-        meta.frame_bytes = (bit<32>)hdr.ipv4.total_len
+    }
+
+    action get_tag() {
+        meta.tag = tag_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
+    }
+
+    @hidden table t_slot_hash {
+        actions = { get_slot_hash; }
+        const default_action = get_slot_hash();
+        size = 1;
+    }
+
+    @hidden table t_tag {
+        actions = { get_tag; }
+        const default_action = get_tag();
+        size = 1;
+    }
+
+    apply {
+        if (!hdr.coflow_opt.isValid()) {
+            return;
+        }
+        t_slot_hash.apply();
+        t_tag.apply();
+        meta.frame_bytes = hdr.ipv4.total_len
                            + (ETH_HEADER_BYTES + (1 << (TNA_BYTES_UNIT_SHIFT - 1)));
-        coflow_slot.apply();
+        coflow_slot.apply();         /* lookups always (placed early), state changes if decide */
+        if (meta.decide == 0) {
+            return;
+        }
         if (meta.slot_assigned == 1) {
             meta.slot_owner = owner_claim.execute(meta.slot);
         } else {
@@ -123,7 +155,9 @@ control CoflowCounter(inout headers_t hdr,
             meta.bytes_before = bytes_add.execute(meta.slot);   /* collision: shared */
             slot_collisions.count(meta.slot);
         }
-        coflow_bytes.count(meta.slot);
+        if (meta.slot_assigned == 1) {
+            coflow_bytes.count(meta.slot);
+        }
     }
 }
 

@@ -17,14 +17,13 @@ control Dclas(inout headers_t hdr,
     }
 
     table dclas_thresholds {
-        key = { meta.dclas_key: range @name("bytes"); }
+        key = { meta.bytes_before[31:TNA_DCLAS_KEY_SHIFT]: range @name("bytes"); }
         actions = { set_queue; }
         default_action = set_queue(PRIO_HIGHEST);
         size = DCLAS_TABLE_SIZE;
     }
 
     apply {
-        meta.dclas_key = meta.bytes_before[31:TNA_DCLAS_KEY_SHIFT];
         dclas_thresholds.apply();
     }
 }

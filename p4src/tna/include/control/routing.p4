@@ -39,8 +39,10 @@ control Routing(inout headers_t hdr,
     }
 
     apply {
+        /* its own bit, not drop_reason: routing then runs beside sanity, not after it
+         * (the main apply turns a miss into DROP_NO_ROUTE) */
         if (!routing_v4.apply().hit) {
-            meta.drop_reason = DROP_NO_ROUTE;
+            meta.route_miss = 1;
         }
     }
 }

@@ -15,22 +15,37 @@ control Sanity(inout headers_t hdr,
                inout ingress_metadata_t meta,
                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
 
-    /* Tofino runs one ALU operation per field per action: the lengths are computed in one
-     * step and compared in the next (two hidden tables, two stages). */
-    action lengths() {
-        meta.ihl_bytes = ((bit<16>)meta.ihl) << 2;
-        meta.opt_end = (bit<16>)meta.other_9e_len + IPV4_MIN_HEADER_BYTES;
+    /* IHL * 4, and IHL * 4 - 20: the bytes of options there is room for. The parser
+     * rejects IHL < 5. */
+    action set_ihl(bit<16> ihl_bytes, bit<8> opt_room) {
+        meta.ihl_bytes = ihl_bytes;
+        meta.opt_room = opt_room;
     }
 
+    /* one ALU operation per field per action: the compares run a stage after t_ihl */
     action slacks() {
-        meta.len_slack = (bit<32>)hdr.ipv4.total_len - (bit<32>)meta.ihl_bytes;
-        meta.opt_slack = meta.ihl_bytes - meta.opt_end;
+        meta.len_short = meta.ihl_bytes |-| hdr.ipv4.total_len;   /* > 0: total_len < IHL*4 */
+        meta.opt_over = meta.other_9e_len |-| meta.opt_room;      /* > 0: past the options */
     }
 
-    @hidden table t_lengths {
-        actions = { lengths; }
-        const default_action = lengths();
-        size = 1;
+    @hidden table t_ihl {
+        key = { meta.ihl: exact; }
+        actions = { set_ihl; }
+        const entries = {
+            5 : set_ihl(20, 0);
+            6 : set_ihl(24, 4);
+            7 : set_ihl(28, 8);
+            8 : set_ihl(32, 12);
+            9 : set_ihl(36, 16);
+            10 : set_ihl(40, 20);
+            11 : set_ihl(44, 24);
+            12 : set_ihl(48, 28);
+            13 : set_ihl(52, 32);
+            14 : set_ihl(56, 36);
+            15 : set_ihl(60, 40);
+        }
+        const default_action = set_ihl(0, 0);
+        size = 16;
     }
 
     @hidden table t_slacks {
@@ -40,7 +55,7 @@ control Sanity(inout headers_t hdr,
     }
 
     apply {
-        t_lengths.apply();
+        t_ihl.apply();
         t_slacks.apply();
         if (ig_prsr_md.parser_err != PARSER_ERROR_OK) {
             if ((ig_prsr_md.parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
@@ -49,10 +64,10 @@ control Sanity(inout headers_t hdr,
                 meta.drop_reason = DROP_PARSER_OTHER;
             }
         } else if (meta.other_9e == 1
-                   && (meta.other_9e_len < IPV4_OPT_MIN_LEN || meta.opt_slack[15:15] == 1)) {
+                   && (meta.other_9e_len < IPV4_OPT_MIN_LEN || meta.opt_over != 0)) {
             meta.drop_reason = DROP_OPT_LEN;   /* type 0x9e, length < 2 or past the options */
         } else if (meta.drop_reason == DROP_NONE) {
-            if (meta.len_slack[31:31] == 1) {
+            if (meta.len_short != 0) {
                 meta.drop_reason = DROP_TOTAL_LEN;
             } else if (hdr.ipv4.ttl <= 1) {
                 meta.drop_reason = DROP_TTL;

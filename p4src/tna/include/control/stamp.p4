@@ -16,15 +16,43 @@ control Stamp(inout headers_t hdr,
 
     Counter<bit<64>, queue_idx_t>(QUEUE_COUNTER_SIZE, CounterType_t.PACKETS_AND_BYTES) queue_enq;
 
-    apply {
-        hdr.ipv4.dscp = meta.prio ++ 3w0;
-        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
-        hdr.coflow_opt.stamped = 1;        /* untagged: the header stays invalid, not emitted */
-        hdr.coflow_opt.prio = meta.prio;
+    /* Two actions, because an action that writes part of a container may draw on one PHV
+     * source besides the container itself, or on a constant and one PHV field, not on
+     * more: the class goes into DSCP[5:3] and the option's prio (the container keeps its
+     * other bits), the constants (DSCP[2:0] = 0, stamped = 1) in the other action. */
+    action stamp_class() {
+        hdr.ipv4.dscp[5:3] = meta.prio;
+        hdr.coflow_opt.prio = meta.prio;   /* untagged: the header stays invalid, not emitted */
         ig_tm_md.qid = (QueueId_t)meta.prio;
         ig_tm_md.ingress_cos = meta.prio;
         meta.bridged.prio = meta.prio;
-        queue_enq.count(meta.queue_idx);
+    }
+
+    action stamp_marks() {
+        hdr.ipv4.dscp[2:0] = 0;
+        hdr.coflow_opt.stamped = 1;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    @hidden table t_stamp_class {
+        actions = { stamp_class; }
+        const default_action = stamp_class();
+        size = 1;
+    }
+
+    @hidden table t_stamp_marks {
+        actions = { stamp_marks; }
+        const default_action = stamp_marks();
+        size = 1;
+    }
+
+    apply {
+        t_stamp_class.apply();
+        t_stamp_marks.apply();
+        /* applied to every packet (a dropped one is not emitted): only the count waits */
+        if (meta.drop_reason == DROP_NONE) {
+            queue_enq.count(meta.queue_idx);
+        }
     }
 }
 
