@@ -82,6 +82,9 @@ control CoflowIngress(inout headers_t hdr,
             fifo_distance.apply(hdr, meta);
         }
         coflow_counter.apply(hdr, meta);    /* counts only if decide */
+        if (meta.decide == 1 && meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
+            flow_meter.apply(hdr, meta);            /* RED sets meta.meter_red */
+        }
 
         if (meta.forward == 1 && hdr.coflow_opt.isValid()) {
             if (meta.override_hit == 1) {
@@ -95,16 +98,19 @@ control CoflowIngress(inout headers_t hdr,
             } else {
                 meta.prio = hdr.coflow_opt.prio;    /* trust the edge's stamp */
             }
-            if (meta.decide == 1 && meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
-                flow_meter.apply(hdr, meta);        /* may set DROP_METER_RED */
-            }
         } else if (meta.forward == 1 && meta.role == ROLE_EDGE) {
             default_class.apply(hdr, meta);
         } else if (meta.forward == 1) {
             meta.prio = hdr.ipv4.dscp[5:3];         /* an edge stamped it */
         }
-        if (meta.drop_reason == DROP_NONE && meta.route_miss == 1) {
-            meta.drop_reason = DROP_NO_ROUTE;
+        /* the drop bits of routing and the meter become drop reasons at the end, so
+         * that no earlier step waits for them */
+        if (meta.drop_reason == DROP_NONE) {
+            if (meta.route_miss == 1) {
+                meta.drop_reason = DROP_NO_ROUTE;
+            } else if (meta.meter_red == 1) {
+                meta.drop_reason = DROP_METER_RED;
+            }
         }
         meta.queue_idx = (queue_idx_t)(ig_tm_md.ucast_egress_port ++ meta.prio);
         stamp.apply(hdr, meta, ig_tm_md);           /* counts queue_enq if not dropped */

@@ -130,7 +130,19 @@ def parse_resources(res: dict, phv: dict | None = None) -> FitReport:
             seen.add(c["phv_number"])
             rep.phv_used[c["bit_width"]] = rep.phv_used.get(c["bit_width"], 0) + 1
     rep.used_stages.sort()
+    # resources.json lists the stages the program uses; Tofino 1's stages are alike, so the
+    # pipe's capacity is a listed stage's times nStages
+    listed = len(mau["mau_stages"])
+    if listed and listed != rep.n_stages:
+        for r in rep.available:
+            rep.available[r] = rep.available[r] * rep.n_stages // listed
     return rep
+
+
+def _compiler_made(name: str) -> bool:
+    """Tables and gateways bf-p4c made from straight-line code and if-conditions
+    (``tbl_<file><line>``, ``cond-N``, ``<table>-gateway``)."""
+    return name.startswith(("tbl_", "cond-")) or name.endswith("-gateway")
 
 
 def logs_dir(build_dir: str) -> str:
@@ -179,11 +191,20 @@ def render(rep: FitReport, title: str | None = None) -> str:
     lines.append("|---|---|" + "---|" * len(heads))
     lines.append("| **total** | " + str(len(rep.used_stages)) + " | "
                  + " | ".join(_pct(rep.used[r], rep.available[r]) for r, _ in RESOURCES) + " |")
-    for t in sorted(rep.per_table, key=lambda n: (min(rep.per_table[n]["stages"]), n)):
-        d = rep.per_table[t]
-        st = sorted(d["stages"])
-        srange = f"{st[0]}" if len(st) == 1 else f"{st[0]}-{st[-1]}"
-        lines.append(f"| {_short(t)} | {srange} | " + " | ".join(str(d.get(r, 0) or "") for r, _ in RESOURCES) + " |")
+    rows = {t: d for t, d in rep.per_table.items() if not _compiler_made(t)}
+    made = [d for t, d in rep.per_table.items() if _compiler_made(t)]
+    if made:
+        rows[f"(compiler-made steps and gateways: {len(made)})"] = {
+            "stages": set().union(*(d["stages"] for d in made)),
+            **{r: sum(d.get(r, 0) for d in made) for r, _ in RESOURCES}}
+
+    def srange(st):
+        st = sorted(st)
+        return f"{st[0]}" if len(st) == 1 else f"{st[0]}-{st[-1]}"
+    for t in sorted(rows, key=lambda n: (n.startswith("("), min(rows[n]["stages"]), n)):
+        d = rows[t]
+        lines.append(f"| {_short(t)} | {srange(d['stages'])} | "
+                     + " | ".join(str(d.get(r, 0) or "") for r, _ in RESOURCES) + " |")
     return "\n".join(lines) + "\n"
 
 

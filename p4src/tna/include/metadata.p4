@@ -42,12 +42,9 @@ struct ingress_metadata_t {
     bit<16>         l4_dport;
     /* sanity: "a > b" as a |-| b != 0, operands of one size */
     bit<4>          ihl;              /* hdr.ipv4.ihl, copied by the parser */
-    bit<16>         ihl_bytes;        /* IHL * 4 (constant table on IHL) */
-    bit<8>          opt_room;         /* IHL * 4 - 20 */
     bit<16>         len_short;        /* IHL*4 |-| total_len: != 0 is malformed */
-    bit<8>          opt_over;         /* other_9e_len |-| opt_room: != 0 is malformed */
+    bit<8>          opt_fit;          /* (IHL*4 - 20 + 1) |-| other_9e_len: 0 is malformed */
     /* coflow state */
-    bit<32>         slot_hash;
     tna_slot_t      slot;
     bit<1>          slot_assigned;
     tna_tag_t       tag;
@@ -62,6 +59,7 @@ struct ingress_metadata_t {
     prio_t          override_prio;
     bit<32>         meter_idx;
     bit<8>          color;
+    bit<1>          meter_red;        /* RED at the flow meter: DROP_METER_RED */
     queue_idx_t     queue_idx;
 }
 

@@ -39,6 +39,7 @@ parser CoflowIngressParser(packet_in pkt,
         meta.route_miss = 0;
         meta.forward = 0;
         meta.decide = 0;
+        meta.meter_red = 0;
         meta.l4_sport = 0;
         meta.l4_dport = 0;
         transition select(ig_intr_md.resubmit_flag) {

@@ -40,7 +40,7 @@ control CoflowCounter(inout headers_t hdr,
                       inout ingress_metadata_t meta) {
 
     CRCPolynomial<bit<32>>(TNA_SLOT_CRC_POLY, true, false, false, TNA_CRC_INIT, TNA_CRC_XOR) slot_poly;
-    Hash<bit<32>>(HashAlgorithm_t.CUSTOM, slot_poly) slot_hash;
+    Hash<bit<TNA_HASH_SLOT_BITS>>(HashAlgorithm_t.CUSTOM, slot_poly) slot_hash;  /* low bits */
     CRCPolynomial<bit<32>>(TNA_TAG_CRC_POLY, true, false, false, TNA_CRC_INIT, TNA_CRC_XOR) tag_poly;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, tag_poly) tag_hash;   /* CRC-32C; bit 31 is then set */
 
@@ -90,8 +90,11 @@ control CoflowCounter(inout headers_t hdr,
         meta.len_units = meta.frame_bytes >> TNA_BYTES_UNIT_SHIFT;
     }
 
+    /* the hashed slot, computed before the table (a default action cannot use the hash
+     * unit): meta.slot holds the hash; its top bit is TNA_HASH_SLOT_BASE (set here: a
+     * constant beside a hash in one action crashes this bf-p4c) */
     action hash_slot() {
-        meta.slot = TNA_HASH_SLOT_BASE + (tna_slot_t)meta.slot_hash[TNA_HASH_SLOT_BITS - 1:0];
+        meta.slot[TNA_SLOT_BITS - 1:TNA_HASH_SLOT_BITS] = 1;
         meta.slot_assigned = 0;
         meta.tag[31:31] = 1;
         meta.len_units = meta.frame_bytes >> TNA_BYTES_UNIT_SHIFT;
@@ -108,19 +111,23 @@ control CoflowCounter(inout headers_t hdr,
     }
 
     /* One hash per action: an action takes at most 32 bits from the hash units
-     * (the immediate path), and the two hashes are 63. */
+     * (the immediate path), and the two hashes are 15 + 32. The hashed slot is
+     * TNA_HASH_SLOT_BASE + the hash: the base is 2^TNA_HASH_SLOT_BITS, the top bit of the
+     * slot index, set by hash_slot; set_slot overwrites it all when the controller
+     * assigned a slot. */
     action get_slot_hash() {
-        meta.slot_hash = slot_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
-    }
-
-    action get_tag() {
-        meta.tag = tag_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
+        meta.slot[TNA_HASH_SLOT_BITS - 1:0] =
+            slot_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
     }
 
     @hidden table t_slot_hash {
         actions = { get_slot_hash; }
         const default_action = get_slot_hash();
         size = 1;
+    }
+
+    action get_tag() {
+        meta.tag = tag_hash.get({hdr.coflow_opt.external_id, hdr.coflow_opt.internal_id});
     }
 
     @hidden table t_tag {
@@ -130,33 +137,32 @@ control CoflowCounter(inout headers_t hdr,
     }
 
     apply {
-        if (!hdr.coflow_opt.isValid()) {
-            return;
+        /* lookups whenever tagged (placed early), state changes only if decide */
+        if (hdr.coflow_opt.isValid()) {
+            t_slot_hash.apply();
+            t_tag.apply();
+            meta.frame_bytes = hdr.ipv4.total_len
+                               + (ETH_HEADER_BYTES + (1 << (TNA_BYTES_UNIT_SHIFT - 1)));
+            coflow_slot.apply();
         }
-        t_slot_hash.apply();
-        t_tag.apply();
-        meta.frame_bytes = hdr.ipv4.total_len
-                           + (ETH_HEADER_BYTES + (1 << (TNA_BYTES_UNIT_SHIFT - 1)));
-        coflow_slot.apply();         /* lookups always (placed early), state changes if decide */
-        if (meta.decide == 0) {
-            return;
-        }
-        if (meta.slot_assigned == 1) {
-            meta.slot_owner = owner_claim.execute(meta.slot);
-        } else {
-            meta.slot_owner = owner_probe.execute(meta.slot);
-        }
-        if (meta.slot_owner == meta.tag) {
-            meta.bytes_before = bytes_add.execute(meta.slot);
-        } else if (meta.slot_assigned == 1 || meta.slot_owner == 0) {
-            bytes_restart.execute(meta.slot);     /* taken over: restart at 0 */
-            meta.bytes_before = 0;
-        } else {
-            meta.bytes_before = bytes_add.execute(meta.slot);   /* collision: shared */
-            slot_collisions.count(meta.slot);
-        }
-        if (meta.slot_assigned == 1) {
-            coflow_bytes.count(meta.slot);
+        if (meta.decide == 1) {
+            if (meta.slot_assigned == 1) {
+                meta.slot_owner = owner_claim.execute(meta.slot);
+            } else {
+                meta.slot_owner = owner_probe.execute(meta.slot);
+            }
+            if (meta.slot_owner == meta.tag) {
+                meta.bytes_before = bytes_add.execute(meta.slot);
+            } else if (meta.slot_assigned == 1 || meta.slot_owner == 0) {
+                bytes_restart.execute(meta.slot);     /* taken over: restart at 0 */
+                meta.bytes_before = 0;
+            } else {
+                meta.bytes_before = bytes_add.execute(meta.slot);   /* collision: shared */
+                slot_collisions.count(meta.slot);
+            }
+            if (meta.slot_assigned == 1) {
+                coflow_bytes.count(meta.slot);
+            }
         }
     }
 }

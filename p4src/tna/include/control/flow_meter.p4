@@ -37,7 +37,7 @@ control FlowMeter(inout headers_t hdr,
         if (flow_meter.apply().hit) {
             if (meta.color == (bit<8>)MeterColor_t.RED) {
                 meter_red_drops.count(meta.meter_idx);
-                meta.drop_reason = DROP_METER_RED;
+                meta.meter_red = 1;          /* DROP_METER_RED (coflow_tna.p4) */
             }
         }
     }

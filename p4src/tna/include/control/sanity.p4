@@ -15,48 +15,36 @@ control Sanity(inout headers_t hdr,
                inout ingress_metadata_t meta,
                in ingress_intrinsic_metadata_from_parser_t ig_prsr_md) {
 
-    /* IHL * 4, and IHL * 4 - 20: the bytes of options there is room for. The parser
-     * rejects IHL < 5. */
-    action set_ihl(bit<16> ihl_bytes, bit<8> opt_room) {
-        meta.ihl_bytes = ihl_bytes;
-        meta.opt_room = opt_room;
-    }
-
-    /* one ALU operation per field per action: the compares run a stage after t_ihl */
-    action slacks() {
-        meta.len_short = meta.ihl_bytes |-| hdr.ipv4.total_len;   /* > 0: total_len < IHL*4 */
-        meta.opt_over = meta.other_9e_len |-| meta.opt_room;      /* > 0: past the options */
+    /* Per IHL, IHL * 4 and one more than IHL * 4 - 20 (the bytes of options there is
+     * room for) as action data, each the first operand of one saturating subtract (the
+     * ALU takes action data as the first operand only). The parser rejects IHL < 5. */
+    action set_ihl(bit<16> ihl_bytes, bit<8> opt_room_1) {
+        meta.len_short = ihl_bytes |-| hdr.ipv4.total_len;   /* > 0: total_len < IHL*4 */
+        meta.opt_fit = opt_room_1 |-| meta.other_9e_len;     /* 0: len > room, past the options */
     }
 
     @hidden table t_ihl {
         key = { meta.ihl: exact; }
         actions = { set_ihl; }
         const entries = {
-            5 : set_ihl(20, 0);
-            6 : set_ihl(24, 4);
-            7 : set_ihl(28, 8);
-            8 : set_ihl(32, 12);
-            9 : set_ihl(36, 16);
-            10 : set_ihl(40, 20);
-            11 : set_ihl(44, 24);
-            12 : set_ihl(48, 28);
-            13 : set_ihl(52, 32);
-            14 : set_ihl(56, 36);
-            15 : set_ihl(60, 40);
+            5 : set_ihl(20, 1);
+            6 : set_ihl(24, 5);
+            7 : set_ihl(28, 9);
+            8 : set_ihl(32, 13);
+            9 : set_ihl(36, 17);
+            10 : set_ihl(40, 21);
+            11 : set_ihl(44, 25);
+            12 : set_ihl(48, 29);
+            13 : set_ihl(52, 33);
+            14 : set_ihl(56, 37);
+            15 : set_ihl(60, 41);
         }
-        const default_action = set_ihl(0, 0);
+        const default_action = set_ihl(0, 1);
         size = 16;
-    }
-
-    @hidden table t_slacks {
-        actions = { slacks; }
-        const default_action = slacks();
-        size = 1;
     }
 
     apply {
         t_ihl.apply();
-        t_slacks.apply();
         if (ig_prsr_md.parser_err != PARSER_ERROR_OK) {
             if ((ig_prsr_md.parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
                 meta.drop_reason = DROP_TRUNCATED;
@@ -64,7 +52,7 @@ control Sanity(inout headers_t hdr,
                 meta.drop_reason = DROP_PARSER_OTHER;
             }
         } else if (meta.other_9e == 1
-                   && (meta.other_9e_len < IPV4_OPT_MIN_LEN || meta.opt_over != 0)) {
+                   && (meta.other_9e_len < IPV4_OPT_MIN_LEN || meta.opt_fit == 0)) {
             meta.drop_reason = DROP_OPT_LEN;   /* type 0x9e, length < 2 or past the options */
         } else if (meta.drop_reason == DROP_NONE) {
             if (meta.len_short != 0) {
