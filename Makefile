@@ -11,7 +11,8 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 EXTRAS ?= test,p4,ctl,lint
 
-.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-ctl clean help results results-emu readme
+.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-ctl clean help results results-emu readme \
+	shell shell-venv
 
 all: help
 
@@ -21,6 +22,7 @@ help:
 	@echo "make bench  - simulator benchmarks on the FB trace and a 10x generated trace"
 	@echo "make p4 | ptf | bench-p4 - P4 data plane (see p4src/README.md)"
 	@echo "make p4-tofino | p4-tofino-fit - the TNA program with bf-p4c, its fit table (p4src/README.md)"
+	@echo "make shell SW=<switch> - p4runtime-shell (read-only backup client) on a switch a running controller manages"
 
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || $(BASE_PYTHON) -m venv --system-site-packages $(VENV)
@@ -38,10 +40,27 @@ sysdeps: $(VENV)/.installed
 
 test-py: $(VENV)/.installed sysdeps
 	@$(MAKE) --no-print-directory p4-if-available
+	-@$(MAKE) --no-print-directory -s shell-venv
 	$(PY) -m pytest -q tests
 
 test: test-py
 	@$(MAKE) --no-print-directory p4-tests-or-skip
+
+# p4runtime-shell in a venv of its own (it pins p4runtime and protobuf): `make shell SW=e0` opens it
+# as a backup client on a switch of a running `coflow ctl run --metrics 127.0.0.1:9100`
+# (SHELL_ARGS="--status-file F" or "--addr unix:/... --device-id N" otherwise);
+# tests/test_ctl_shell.py reads what the controller wrote through it (skips, saying so, without it).
+SHELL_VENV ?= .venv-shell
+P4RT_SHELL_VERSION ?= 0.0.6
+$(SHELL_VENV)/.installed:
+	@test -x $(SHELL_VENV)/bin/python || $(BASE_PYTHON) -m venv $(SHELL_VENV)
+	$(SHELL_VENV)/bin/python -m pip install -q "p4runtime-shell==$(P4RT_SHELL_VERSION)"
+	@touch $@
+
+shell-venv: $(SHELL_VENV)/.installed
+
+shell: $(VENV)/.installed $(SHELL_VENV)/.installed
+	@COFLOW_SHELL_VENV=$(abspath $(SHELL_VENV)) $(PY) -m coflow.ctl.shell $(SW) $(SHELL_ARGS)
 
 # ruff (pyflakes, pycodestyle, bugbear, blind excepts) and mypy over the package; CI runs it.
 LINT_PATHS := controller tests bench mininet ptf-tests p4src/bench
