@@ -398,3 +398,62 @@ def test_varys_admission_bad_config():
         varys_admission(["h0", "h1"], 0)
     with pytest.raises(ValueError):
         varys_admission(["h0", "h1"], {"h0": 1.0})
+
+
+def test_shared_registry_primary_writes_backup_follows_and_takes_over(tmp_path):
+    """Two controllers on one database: only the leader writes; the other follows with events,
+    and after a takeover continues the same coflows with fresh (never reused) ids."""
+    db = str(tmp_path / "shared.sqlite")
+    lead = {"a": True, "b": False}
+    a = CoflowRegistry(HOSTS, db_path=db, shared=True, leader=lambda: lead["a"])
+    b = CoflowRegistry(HOSTS, db_path=db, shared=True, leader=lambda: lead["b"])
+    seen = []
+    b.subscribe(lambda ev, rec: seen.append((ev, str(rec.cid))))
+    assert b.follow() == 0
+    c1 = a.register([("h0", "h1", 10)]).cid
+    c2 = a.register([("h1", "h2", None)]).cid
+    a.update(c1, sent={0: 4})
+    assert b.follow() == 2 and b.follow() == 0
+    assert seen == [("register", "1.0"), ("register", "2.0")]
+    assert b.get(c1).sent_bytes == {0: 4}
+    # the backup refuses changes, one line, and changes nothing
+    with pytest.raises(ApiError) as e:
+        b.register([("h0", "h2", 1)])
+    assert e.value.code == "FAILED_PRECONDITION" and "backup" in _one_line(e)
+    with pytest.raises(ApiError):
+        b.unregister(c1)
+    assert len(b) == 2 and len(a) == 2
+    a.add_flows(c2, [("h2", "h3", 5)])
+    a.unregister(c1)
+    b.follow()
+    assert seen[2:] == [("add_flows", "2.0"), ("unregister", "1.0")]
+    # takeover: b writes; ids continue after a's (3, not 1 again); a follows
+    lead.update(a=False, b=True)
+    c3 = b.register([("h3", "h0", 7)]).cid
+    assert c3 == CoflowId(3, 0)
+    assert a.follow() == 1 and [str(r.cid) for r in a.list()] == ["2.0", "3.0"]
+    b.update(c2, sizes={0: 100})
+    a.follow()
+    assert a.get(c2).flows[0].size_bytes == 100
+    a.close()
+    b.close()
+    # an unshared registry still holds the database alone
+    with pytest.raises(ValueError, match="shared=True needs a db_path"):
+        CoflowRegistry(HOSTS, shared=True)
+
+
+def test_shared_registry_keeps_its_state_when_the_database_is_damaged(tmp_path):
+    db = str(tmp_path / "shared.sqlite")
+    a = CoflowRegistry(HOSTS, db_path=db, shared=True)
+    b = CoflowRegistry(HOSTS, db_path=db, shared=True, leader=lambda: False)
+    a.register([("h0", "h1", 10)])
+    b.follow()
+    con = sqlite3.connect(db)
+    con.execute("UPDATE meta SET value = 'other/9' WHERE key = 'format'")
+    con.commit()
+    con.close()
+    with pytest.raises(RegistryDbError, match="not a coflow registry database"):
+        b.follow()
+    assert [str(r.cid) for r in b.list()] == ["1.0"]
+    a.close()
+    b.close()

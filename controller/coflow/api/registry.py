@@ -16,6 +16,15 @@ before it becomes visible, so a restarted controller rebuilds the same coflows a
 with the same next ids. The database is held with an exclusive lock while the registry is open:
 a second registry on the same file fails at once with a one-line :class:`RegistryDbError`.
 
+Shared (``shared=True``): a primary controller and its backups open one database (WAL mode, no
+exclusive lock). Only the **leader** writes: ``leader`` is a function the controller sets (True
+while it is primary); a mutation on a registry whose leader function says False fails with
+FAILED_PRECONDITION and changes nothing. The others :meth:`follow` the database (each round):
+when another connection committed (SQLite's ``data_version``), the registry reloads and emits
+the register / add_flows / update / unregister events that turn its old state into the new
+one, so a backup's controller tracks the primary's coflows and, when it takes over, continues
+them with the same ids. A leader catches up the same way before each write.
+
 Thread safety: one lock guards the state (the gRPC server runs handlers concurrently).
 Subscribers are called after the change, outside that lock, in the order the changes happened,
 with a snapshot of the record; they may read the registry but must not mutate it.
@@ -148,7 +157,8 @@ class CoflowRegistry:
     builds the Varys test from the scheduler core."""
 
     def __init__(self, hosts: Iterable[str], db_path: str | None = None, max_flows_per_coflow: int = 10000,
-                 admit: AdmitFn | None = None, clock: Callable[[], float] = time.time):
+                 admit: AdmitFn | None = None, clock: Callable[[], float] = time.time,
+                 shared: bool = False, leader: Callable[[], bool] | None = None):
         self.hosts = frozenset(hosts)
         if not self.hosts:
             raise ValueError("CoflowRegistry: the host set is empty")
@@ -158,6 +168,11 @@ class CoflowRegistry:
         self.admit = admit
         self.clock = clock
         self.db_path = db_path
+        if shared and db_path is None:
+            raise ValueError("CoflowRegistry: shared=True needs a db_path")
+        self.shared = shared
+        self.leader = leader           # None: always writable (an unshared registry)
+        self._data_version: int | None = None
         self._lock = threading.Lock()
         self._notify_lock = threading.Lock()
         self._pending: deque = deque()
@@ -249,6 +264,7 @@ class CoflowRegistry:
 
     def register(self, flows, parent=None, deadline_s: float | None = None, external: int | None = None) -> CoflowRecord:
         with self._lock:
+            self._writable()
             specs = self._check_flows(flows, "flows", existing=())
             deadline = self._check_deadline(deadline_s, specs)
             par = parse_cid(parent, "parent") if parent is not None and parent != "" else None
@@ -298,6 +314,7 @@ class CoflowRegistry:
     def add_flows(self, cid, flows) -> CoflowRecord:
         cid = parse_cid(cid)
         with self._lock:
+            self._writable()
             old = self._get(cid, "coflow_id")
             specs = self._check_flows(flows, "flows", existing=old.flows, cid=cid)
             if old.deadline_s is not None:
@@ -318,6 +335,7 @@ class CoflowRegistry:
     def update(self, cid, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None) -> CoflowRecord:
         cid = parse_cid(cid)
         with self._lock:
+            self._writable()
             old = self._get(cid, "coflow_id")
             sizes = self._check_counts(sizes, "sizes", old)
             sent = self._check_counts(sent, "sent_bytes", old)
@@ -343,6 +361,7 @@ class CoflowRegistry:
     def unregister(self, cid) -> CoflowRecord:
         cid = parse_cid(cid)
         with self._lock:
+            self._writable()
             rec = self._get(cid, "coflow_id")
             self._db_write(lambda db: self._db_unregister(db, cid))
             del self._recs[cid]
@@ -350,6 +369,18 @@ class CoflowRegistry:
             self._changed("unregister", rec)
         self._emit()
         return _copy(rec)
+
+    def follow(self) -> int:
+        """Catch up with the shared database: when another registry committed since the last
+        look, reload and emit the events that turn the old state into the new one. Returns the
+        number of events (0 when nothing changed, and always for an unshared registry)."""
+        if not self.shared:
+            return 0
+        with self._lock:
+            n = self._catch_up()
+        if n:
+            self._emit()
+        return n
 
     def close(self):
         """Release the database (the in-memory state stays readable)."""
@@ -365,6 +396,13 @@ class CoflowRegistry:
         self.close()
 
     # Validation (callers hold the lock) --------------------------------------------------------
+
+    def _writable(self):
+        if self.leader is not None and not self.leader():
+            raise ApiError("FAILED_PRECONDITION", "coflow_id",
+                           "this controller is a backup: the primary controller serves changes")
+        if self.shared:
+            self._catch_up()     # a backup that just took over writes on the latest state
 
     def _get(self, cid: CoflowId, fieldname: str) -> CoflowRecord:
         rec = self._recs.get(cid)
@@ -485,12 +523,17 @@ class CoflowRegistry:
         if os.path.isdir(path):
             raise RegistryDbError(f"{path}: is a directory, not a registry database")
         try:
-            db = sqlite3.connect(path, timeout=0.2, isolation_level=None, check_same_thread=False)
+            db = sqlite3.connect(path, timeout=2.0 if self.shared else 0.2, isolation_level=None,
+                                 check_same_thread=False)
         except sqlite3.Error as e:
             raise RegistryDbError(f"{path}: cannot open the registry database: {e}") from None
         try:
-            db.execute("PRAGMA locking_mode=EXCLUSIVE")
-            db.execute("BEGIN EXCLUSIVE")
+            if self.shared:
+                db.execute("PRAGMA journal_mode=WAL")   # readers never wait for the writer
+                db.execute("BEGIN IMMEDIATE")
+            else:
+                db.execute("PRAGMA locking_mode=EXCLUSIVE")
+                db.execute("BEGIN EXCLUSIVE")
             try:
                 tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 if not tables:
@@ -518,6 +561,45 @@ class CoflowRegistry:
             db.close()
             raise
         self._db = db
+        if self.shared:
+            self._data_version = db.execute("PRAGMA data_version").fetchone()[0]
+
+    def _catch_up(self) -> int:
+        """(Lock held.) Reload from the shared database if another connection committed; queue
+        the events of the difference."""
+        db = self._db
+        if db is None:
+            return 0
+        dv = db.execute("PRAGMA data_version").fetchone()[0]
+        if dv == self._data_version:
+            return 0
+        self._data_version = dv
+        old = (self._recs, self._seq, self._next_internal, self._version, self._next_external,
+               self._next_seq)
+        self._recs, self._seq, self._next_internal = {}, {}, {}
+        db.execute("BEGIN")
+        try:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            self._load(db, self.db_path or "", tables)
+        except BaseException:
+            # a damaged database loses nothing here: keep the last good state
+            (self._recs, self._seq, self._next_internal, self._version, self._next_external,
+             self._next_seq) = old
+            raise
+        finally:
+            db.execute("COMMIT")
+        old_recs = old[0]
+        events = []
+        for cid, rec in self._recs.items():           # registration order
+            was = old_recs.get(cid)
+            if was is None:
+                events.append(("register", rec))
+            elif rec != was:
+                events.append(("add_flows" if len(rec.flows) > len(was.flows) else "update", rec))
+        events += [("unregister", rec) for cid, rec in old_recs.items() if cid not in self._recs]
+        for ev, rec in events:
+            self._pending.append((ev, _copy(rec)))
+        return len(events)
 
     def _load(self, db: sqlite3.Connection, path: str, tables: set[str]):
         def bad(msg):
@@ -571,7 +653,7 @@ class CoflowRegistry:
             if self.db_path is not None:
                 raise RuntimeError("coflow registry: the database was closed")
             return
-        db.execute("BEGIN")
+        db.execute("BEGIN IMMEDIATE" if self.shared else "BEGIN")
         try:
             fn(db)
             db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(self._version + 1),))
@@ -579,6 +661,8 @@ class CoflowRegistry:
         except BaseException:
             db.execute("ROLLBACK")
             raise
+        if self.shared:   # our own commit is not news to us
+            self._data_version = db.execute("PRAGMA data_version").fetchone()[0]
 
     def _db_register(self, db, rec: CoflowRecord, seq: int, next_external: int):
         c = rec.cid
