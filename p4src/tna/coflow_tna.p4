@@ -89,6 +89,10 @@ control CoflowIngress(inout headers_t hdr,
         if (meta.forward == 1 && hdr.coflow_opt.isValid()) {
             if (meta.override_hit == 1) {
                 meta.prio = meta.override_prio;     /* the controller's class wins */
+            } else if (meta.decide == 1 && meta.managed == 1 && meta.slot_assigned == 0) {
+                /* a controller is in charge and did not register this coflow: served last
+                 * in every mode (with no controller, Aalo's fallback below) */
+                meta.prio = PRIO_LOWEST;
             } else if (meta.decide == 1 && meta.mode == MODE_DCLAS) {
                 dclas.apply(hdr, meta);
             } else if (meta.decide == 1 && meta.mode == MODE_FIFO_LM) {

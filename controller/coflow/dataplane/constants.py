@@ -72,6 +72,9 @@ IPV4_MIN_HEADER_BYTES = 20
 TNA_DROP_CTL = 1                                  # ig_dprsr_md.drop_ctl bit 0: drop
 IPV4_OPT_MIN_LEN = 2                              # an option's type + length bytes
 IPV4_OPT_WORDS = 10                               # TNA parser: options as 32-bit words (40 B)
+TNA_EPOCH_SHIFT = 16                              # slot age clock: MAC timestamp (ns) >> 16
+TNA_IDLE_SHIFT = 14                               # a 2^30-ns epoch in clock units: the idle age
+#                                                   is SLOT_IDLE_EPOCHS << 14 units = 8.6 s
 
 
 class P4Mode(enum.IntEnum):

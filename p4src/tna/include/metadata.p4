@@ -10,6 +10,20 @@
 typedef bit<TNA_SLOT_BITS> tna_slot_t;
 typedef bit<32> tna_units_t;       /* 2^TNA_BYTES_UNIT_SHIFT-byte units (a stateful ALU word) */
 typedef bit<32> tna_tag_t;         /* slot owner: {1, CRC-32C(ext, int)[30:0]}, 0 = free */
+
+/* What the owner register did with a packet (coflow_counter.p4) */
+enum slot_outcome_t {
+    SAME,       /* the slot's owner */
+    TAKE,       /* an idle hashed slot, or an assigned slot of another coflow: taken over */
+    CLAIM,      /* a free slot (an assigned one), claimed */
+    COLLIDE     /* another coflow's busy hashed slot: shared, nothing changes */
+}
+
+/* A slot's owner and the epoch of its owner's last packet: one stateful ALU word pair */
+struct slot_state_t {
+    tna_tag_t owner;
+    bit<32>   seen;
+}
 typedef bit<TNA_DCLAS_KEY_BITS> tna_dclas_key_t;
 typedef bit<32> queue_idx_t;       /* port ++ prio, as v1model's per-queue counter index */
 
@@ -38,6 +52,8 @@ struct ingress_metadata_t {
     prio_t          fair_prio;
     tna_units_t     heavy_bytes;      /* in units, like the counters */
     coflow_ext_t    fifo_base;
+    bit<1>          managed;          /* a controller is in charge: unregistered coflows last */
+    bit<32>         epoch;            /* slot age clock: MAC timestamp[47:16] */
     bit<16>         l4_sport;
     bit<16>         l4_dport;
     /* sanity: "a > b" as a |-| b != 0, operands of one size */
@@ -48,7 +64,6 @@ struct ingress_metadata_t {
     tna_slot_t      slot;
     bit<1>          slot_assigned;
     tna_tag_t       tag;
-    tna_tag_t       slot_owner;
     bit<16>         frame_bytes;      /* total_len + 14 + half a unit (16 bits, as total_len) */
     bit<16>         len_units;        /* frame_bytes in units (the ALU widens it) */
     tna_units_t     bytes_before;

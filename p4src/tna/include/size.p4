@@ -31,6 +31,11 @@
 #define ETH_HEADER_BYTES 14                                 /* frame bytes = total_len + 14 */
 
 #define TNA_UNITS_MAX 0xffffffff                         /* a saturated byte register */
+/* Slot age clock: the 48-bit ingress MAC timestamp (ns) >> 16, 32 bits of 65.536 us (it wraps
+ * with the timestamp, every 2^48 ns = 78 h; ages are differences modulo 2^32). The idle age
+ * is SLOT_IDLE_EPOCHS epochs of 2^30 ns (1.074 s; v1model's are 1.049 s): 8.6 s. */
+#define TNA_EPOCH_SHIFT 16
+#define TNA_IDLE_SHIFT 14                                   /* a 2^30-ns epoch in clock units */
 #define TNA_DROP_CTL 1                                      /* drop_ctl bit 0: drop */
 #define IPV4_MIN_HEADER_BYTES 20
 #define IPV4_OPT_MIN_LEN 2                                  /* type + length */

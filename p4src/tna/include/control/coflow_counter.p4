@@ -9,16 +9,19 @@
  * (open-p4studio p4_16_programs/tna_custom_hash); coflow.tofino.target.hash_slot()
  * computes the same slot.
  *
- * Each slot is two 32-bit registers (a stateful ALU word):
- *  - coflow_owner_reg: the owner tag {1, CRC-32C(ext, int)[30:0]} (0 = free):
- *    31 bits of a second, independent hash. Two coflows in one slot whose tags
- *    are equal (1 in 2^31) go unnoticed and share the slot's bytes.
+ * Each slot is a register pair and a register (stateful ALU words):
+ *  - coflow_owner_reg {owner, seen}: the owner tag {1, CRC-32C(ext, int)[30:0]}
+ *    (0 = free: 31 bits of a second, independent hash; two coflows in one slot
+ *    whose tags are equal, 1 in 2^31, go unnoticed and share the slot's bytes) and
+ *    the clock when its owner last sent (meta.epoch: MAC timestamp >> 16);
  *  - coflow_bytes_reg: bytes in 2^TNA_BYTES_UNIT_SHIFT-byte units, each packet's
  *    frame length (IPv4 total length + 14) rounded to the nearest unit (at most
  *    half a unit off per packet), saturating at 2^32 - 1 units (256 GiB).
- * The owner check is v1model's: an assigned slot with another owner is taken
- * over (bytes restart at 0); a hashed slot with another owner is a collision,
- * counted in slot_collisions[slot], and the coflows share its bytes.
+ * The slot lifecycle is v1model's: an assigned slot with another owner is taken
+ * over (bytes restart at 0); a hashed slot is taken over when free or idle for
+ * SLOT_IDLE_EPOCHS epochs of 2^30 ns, and otherwise another coflow collides:
+ * counted in slot_collisions[slot], the coflows share its bytes, and only the
+ * owner's packets keep the slot busy.
  *
  * coflow_bytes (Counter, read over P4Runtime) counts exact bytes per assigned
  * slot, the ones the controller reads (v1model counts packets too, for every
@@ -44,26 +47,49 @@ control CoflowCounter(inout headers_t hdr,
     CRCPolynomial<bit<32>>(TNA_TAG_CRC_POLY, true, false, false, TNA_CRC_INIT, TNA_CRC_XOR) tag_poly;
     Hash<bit<32>>(HashAlgorithm_t.CUSTOM, tag_poly) tag_hash;   /* CRC-32C; bit 31 is then set */
 
-    Register<tna_tag_t, tna_slot_t>(TNA_COFLOW_SLOTS, 0) coflow_owner_reg;
+    Register<slot_state_t, tna_slot_t>(TNA_COFLOW_SLOTS, {0, 0}) coflow_owner_reg;
     Register<tna_units_t, tna_slot_t>(TNA_COFLOW_SLOTS, 0) coflow_bytes_reg;
     /* the controller reads the slots it assigned; bytes only (two per SRAM word) */
     Counter<bit<64>, tna_slot_t>(TNA_ASSIGNED_SLOTS, CounterType_t.BYTES) coflow_bytes;
     Counter<bit<32>, tna_slot_t>(TNA_COFLOW_SLOTS, CounterType_t.PACKETS) slot_collisions;
+    Counter<bit<32>, tna_slot_t>(TNA_COFLOW_SLOTS, CounterType_t.PACKETS) slot_takeovers;
 
-    /* assigned slot: the packet's coflow owns it from now on */
-    RegisterAction<tna_tag_t, tna_slot_t, tna_tag_t>(coflow_owner_reg) owner_claim = {
-        void apply(inout tna_tag_t owner, out tna_tag_t previous) {
-            previous = owner;
-            owner = meta.tag;
+    /* assigned slot: the packet's coflow owns it from now on. out: slot_outcome_t.SAME (its
+     * owner), slot_outcome_t.CLAIM (was free) or slot_outcome_t.TAKE (another coflow's, which the
+     * controller re-assigned). Both register actions return the enum (one output kind
+     * per register). */
+    RegisterAction<slot_state_t, tna_slot_t, slot_outcome_t>(coflow_owner_reg) owner_claim = {
+        void apply(inout slot_state_t s, out slot_outcome_t outcome) {
+            if (s.owner == meta.tag) {
+                outcome = slot_outcome_t.SAME;
+            } else if (s.owner == 0) {
+                outcome = slot_outcome_t.CLAIM;
+            } else {
+                outcome = slot_outcome_t.TAKE;
+            }
+            s.owner = meta.tag;
+            s.seen = meta.epoch;
         }
     };
 
-    /* hashed slot: a free slot is taken, an owned one kept */
-    RegisterAction<tna_tag_t, tna_slot_t, tna_tag_t>(coflow_owner_reg) owner_probe = {
-        void apply(inout tna_tag_t owner, out tna_tag_t previous) {
-            previous = owner;
-            if (owner == 0) {
-                owner = meta.tag;
+    /* hashed slot: the owner's packet refreshes it; a free or idle slot (last seen at least
+     * SLOT_IDLE_EPOCHS << TNA_IDLE_SHIFT clock units ago, modulo 2^32; a free slot was "seen" at 0) is
+     * taken; anything else collides and changes nothing. The span is a constant: a stateful
+     * ALU takes two PHV inputs (the tag and the clock), so the controller's slot_idle_epochs
+     * does not reach it. Two conditions, what one stateful ALU has. out: which case, an
+     * enum, which bf-p4c returns as the ALU's predicate (the only way one stateful ALU
+     * tells more than one bit about its conditions). */
+    RegisterAction<slot_state_t, tna_slot_t, slot_outcome_t>(coflow_owner_reg) owner_probe = {
+        void apply(inout slot_state_t s, out slot_outcome_t outcome) {
+            if (s.owner == meta.tag) {
+                s.seen = meta.epoch;
+                outcome = slot_outcome_t.SAME;
+            } else if (meta.epoch - s.seen >= ((bit<32>)SLOT_IDLE_EPOCHS) << TNA_IDLE_SHIFT) {
+                s.owner = meta.tag;
+                s.seen = meta.epoch;
+                outcome = slot_outcome_t.TAKE;
+            } else {
+                outcome = slot_outcome_t.COLLIDE;
             }
         }
     };
@@ -146,19 +172,23 @@ control CoflowCounter(inout headers_t hdr,
             coflow_slot.apply();
         }
         if (meta.decide == 1) {
+            slot_outcome_t outcome;
             if (meta.slot_assigned == 1) {
-                meta.slot_owner = owner_claim.execute(meta.slot);
+                outcome = owner_claim.execute(meta.slot);
             } else {
-                meta.slot_owner = owner_probe.execute(meta.slot);
+                outcome = owner_probe.execute(meta.slot);
             }
-            if (meta.slot_owner == meta.tag) {
+            if (outcome == slot_outcome_t.SAME) {
                 meta.bytes_before = bytes_add.execute(meta.slot);
-            } else if (meta.slot_assigned == 1 || meta.slot_owner == 0) {
-                bytes_restart.execute(meta.slot);     /* taken over: restart at 0 */
-                meta.bytes_before = 0;
-            } else {
+            } else if (outcome == slot_outcome_t.COLLIDE) {
                 meta.bytes_before = bytes_add.execute(meta.slot);   /* collision: shared */
                 slot_collisions.count(meta.slot);
+            } else {
+                bytes_restart.execute(meta.slot);     /* taken or claimed: restart at 0 */
+                meta.bytes_before = 0;
+                if (outcome == slot_outcome_t.TAKE) {
+                    slot_takeovers.count(meta.slot);
+                }
             }
             if (meta.slot_assigned == 1) {
                 coflow_bytes.count(meta.slot);

@@ -23,22 +23,26 @@ control PipelineConfig(inout headers_t hdr,
     }
 
     action set_config(bit<8> mode, prio_t fair_prio, tna_units_t heavy_bytes,
-                      coflow_ext_t fifo_base) {
+                      coflow_ext_t fifo_base, bit<1> managed, epoch_t slot_idle_epochs) {
         meta.mode = mode;
         meta.fair_prio = fair_prio;
         meta.heavy_bytes = heavy_bytes;
         meta.fifo_base = fifo_base;
+        meta.managed = managed;
+        /* slot_idle_epochs: in the P4Info as on v1model; the TNA idle age is the constant
+         * SLOT_IDLE_EPOCHS << TNA_IDLE_SHIFT (coflow_counter.p4) */
     }
 
     table pipeline_config {
         actions = { set_config; }
-        default_action = set_config(MODE_DCLAS, 4, TNA_UNITS_MAX, 0);
+        default_action = set_config(MODE_DCLAS, 4, TNA_UNITS_MAX, 0, 0, SLOT_IDLE_EPOCHS);
         size = 1;
     }
 
     apply {
         port_role.apply();
         pipeline_config.apply();
+        meta.epoch = ig_intr_md.ingress_mac_tstamp[47:TNA_EPOCH_SHIFT];   /* slot age clock */
     }
 }
 
