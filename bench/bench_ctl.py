@@ -17,7 +17,8 @@
    reports 8 ms average, 19 ms p99; target p99 < 10 ms. Measured in steady state (no queue
    changes: read + compute only) and with 5 coflows demoted per round (about 35-40 override
    writes over 7-8 edges; 140 such rounds at most: every coflow is then in the last queue).
-   Wall and the controller process's CPU time per round.
+   Wall and the controller process's CPU time per round. On the same switches: the rate modes'
+   closed-loop read phase (flow_bytes of every edge in parallel, wildcard and by index).
 
 Reports medians and p99 and the ratio to the targets; the JSON goes to --out.
 """
@@ -153,9 +154,11 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
         t4 = time.perf_counter()
         # baseline: everything from scratch, full diff
         cb0, tb0 = time.process_time(), time.perf_counter()
-        p = plan("sebf", base_sched, ctl._records, ctl.host_port, cs.link_Bps, now + i * 0.01,
+        p = plan("sebf", base_sched, ctl._records, ctl.host_port, cs.link_payload_Bps, now + i * 0.01,
                  base_mem, cs.unknown_size_bytes, None)
-        meters = TR.meter_entities_arrays(TR.MeterContext(topo), p.cids, p.cf, p.src, p.dst, p.rates,
+        # the same meter indices as the controller's pool gave (a copy of its assignments)
+        meters = TR.meter_entities_arrays(TR.MeterContext(topo, pool=ctl._meter_ctx.pool.copy()),
+                                          p.cids, p.cf, p.src, p.dst, p.rates,
                                           ctl.slots.slot, cs)
         ov = [TR.override_entity(c, pr) for c, pr in p.prio.items()]
         slot_ents = TR.slot_entities(ctl.slots.slot)
@@ -284,6 +287,19 @@ def bench_dclas(rounds: int, p4info: str, bmv2_json: str) -> dict:
             t0 = time.perf_counter()
             a.client.read(a.client.counter_entity("coflow_bytes"))
             tw.append(time.perf_counter() - t0)
+        # the rate modes' closed-loop read phase (Controller._read_progress's reads): flow_bytes
+        # of every edge, all in flight together; 10k flows over 8 edges is ~1,250 meters per
+        # edge, read with one wildcard entity (all 4,096), 100 per edge by index
+        from coflow.ctl import model as M
+        loop_read: dict = {"wildcard_4096_per_edge": [], "indices_100_per_edge": []}
+        for kind, idx in (("wildcard_4096_per_edge", None),
+                          ("indices_100_per_edge", tuple(range(0, 4000, 40)))):
+            for _ in range(max(20, rounds // 5)):
+                t0 = time.perf_counter()
+                waits = [ctl.agents[e].read_counter_all_start(M.C_FLOW_BYTES, idx) for e in edges]
+                for w in waits:
+                    w()
+                loop_read[kind].append(time.perf_counter() - t0)
         ctl.stop()
         reg.close()
 
@@ -297,7 +313,8 @@ def bench_dclas(rounds: int, p4info: str, bmv2_json: str) -> dict:
                 "target_p99_ms": 10.0, "aalo_avg_ms": 8.0, "aalo_p99_ms": 19.0,
                 "ratio_to_target (p99, demotion rounds)": bz["total"]["p99_ms"] / 10.0,
                 "ratio_to_target (p99, steady)": st["total"]["p99_ms"] / 10.0,
-                "wildcard_read_1024_counters_ms": statistics.median(tw) * 1e3}
+                "wildcard_read_1024_counters_ms": statistics.median(tw) * 1e3,
+                "closed_loop_read_8_edges": {k: summary(v) for k, v in loop_read.items()}}
     finally:
         for b in sws.values():
             b.stop()
@@ -320,7 +337,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-sebf", action="store_true")
     args = ap.parse_args(argv)
     from coflow.dataplane import toolchain
-    res = {"protobuf": os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "?"),
+    from google.protobuf.internal import api_implementation
+    res = {"protobuf": api_implementation.Type(),
            "loadavg": os.getloadavg()}
     if args.skip_sebf:
         pass
@@ -361,6 +379,9 @@ def main(argv=None) -> int:
         print(f"  demotion rounds wrote {d['updates_per_demotion_round']:.0f} updates on average; "
               f"a wildcard read of all 1024 counters of one edge takes "
               f"{d['wildcard_read_1024_counters_ms']:.1f} ms (pure-Python protobuf)")
+        for k, v in d["closed_loop_read_8_edges"].items():
+            print(f"  rate modes' closed-loop read of flow_bytes, 8 edges in parallel, {k}: "
+                  f"median {v['median_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)

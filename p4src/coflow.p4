@@ -3,7 +3,8 @@
  * (v1model, started with --priority-queues 8).
  *
  * Ingress: sanity -> config (port role, mode) -> routing (LPM + ECMP) ->
- *   tagged:   [edge] coflow byte counter -> mode decision (fair/dclas/fifo-lm/rate)
+ *   tagged:   [edge] coflow byte counter -> mode decision (fair/dclas/fifo-lm/rate;
+ *             a coflow the controller did not register: the lowest class)
  *             [fabric, stamped] the stamp's priority
  *             -> override -> [edge] flow meter
  *   untagged: [edge] default class   [fabric] trust DSCP
@@ -63,7 +64,12 @@ control CoflowIngress(inout headers_t hdr,
         if (decide) {
             coflow_counter.apply(hdr, meta, std_meta);
         }
-        if (decide && meta.mode == MODE_DCLAS) {
+        if (decide && meta.managed == 1 && meta.slot_assigned == 0) {
+            /* A controller is in charge and did not register this coflow (no coflow_slot
+             * entry): it is served last in every mode, never above a registered coflow.
+             * With no controller (managed == 0) Aalo's fallback below applies instead. */
+            meta.prio = PRIO_LOWEST;
+        } else if (decide && meta.mode == MODE_DCLAS) {
             dclas.apply(hdr, meta, std_meta);
         } else if (decide && meta.mode == MODE_FIFO_LM) {
             fifo_lm.apply(hdr, meta, std_meta);

@@ -107,8 +107,7 @@ class Testbed:
                 "c = P4RuntimeClient(%r, device_id=0, election_id=1)\n"
                 "c.connect(); c.set_pipeline(%r, %r); c.close()\n"
                 % (self.grpc_addr, p4info, bmv2_json))
-        r = subprocess.run(self.nsexec(python, "-c", code), capture_output=True, text=True,
-                           env=dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python"))
+        r = subprocess.run(self.nsexec(python, "-c", code), capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError("pipeline push failed:\n" + r.stdout + r.stderr)
 
@@ -159,8 +158,7 @@ def main(argv=None) -> int:
             for i in range(args.ports):
                 cmd += ["--interface", f"0-{i}@{tb.hostport(i)}"]
             cmd += args.tests
-            env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
-            rc, summary = run_ptf(cmd, env)
+            rc, summary = run_ptf(cmd, dict(os.environ))
             if tb.switch is not None and tb.switch.poll() is not None:
                 print(f"simple_switch_grpc died during the tests (exit {tb.switch.returncode})",
                       file=sys.stderr)

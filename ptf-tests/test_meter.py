@@ -1,4 +1,5 @@
-"""Indirect flow meters at the sender's edge: RED packets are dropped and counted.
+"""Indirect flow meters at the sender's edge: RED packets are dropped and counted, GREEN and
+YELLOW ones pass and are counted per meter in ``flow_bytes`` (the rate modes' progress).
 
 Rates are P4Runtime units: bytes per second. The offered load is ~1000-byte frames every
 ~1.2 ms (~800 kB/s); the limits below leave wide margins on both sides.
@@ -41,6 +42,8 @@ class MeterTest(P4RuntimeTest):
         self._flow(cid, "10.0.0.2", fast_idx)
         red0 = self.drops(pk.DROP_METER_RED)
         slot_red0 = self.counter("meter_red_drops", slow_idx)[1]
+        fb0 = self.counter("flow_bytes", slow_idx)
+        fast0 = self.counter("flow_bytes", fast_idx)
         qdrop0 = self.counter("queue_drop", 1 * 8 + 7)[1]
 
         # above its rate: at most burst + rate * elapsed bytes pass (+2 frames of slack)
@@ -55,10 +58,16 @@ class MeterTest(P4RuntimeTest):
         self.assertEqual(self.counter("meter_red_drops", slow_idx)[1], slot_red0 + dropped)
         self.assertEqual(self.drops(pk.DROP_METER_RED), red0 + dropped)
         self.assertEqual(self.counter("queue_drop", 1 * 8 + 7)[1], qdrop0 + dropped)
+        # flow_bytes counts exactly what passed the meter (frame bytes, packets), not the RED
+        fb1 = self.counter("flow_bytes", slow_idx)
+        self.assertEqual((fb1[0] - fb0[0], fb1[1] - fb0[1]), (passed * self.SIZE, passed))
 
-        # below its rate: every packet passes
+        # below its rate: every packet passes, and is counted at its own meter index only
         passed, _ = self._blast(cid, "10.0.0.2")
         self.assertEqual(passed, self.N)
+        fast1 = self.counter("flow_bytes", fast_idx)
+        self.assertEqual((fast1[0] - fast0[0], fast1[1] - fast0[1]), (self.N * self.SIZE, self.N))
+        self.assertEqual(self.counter("flow_bytes", slow_idx), fb1)
         self.assertEqual(self.drops(pk.DROP_METER_RED), red0 + dropped)
 
         # unmetered flow of the same coflow: no meter, no drop

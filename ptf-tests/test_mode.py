@@ -1,6 +1,7 @@
 """Mode selection through pipeline_config, no recompilation: the same coflow state gives each
 mode's decision, and switching back restores the previous one."""
 from base_test import HOST_MAC, SWITCH_MAC, P4RuntimeTest, autocleanup, frame, new_coflow, pk
+from coflow.dataplane.constants import PRIO_LOWEST, SLOT_IDLE_EPOCHS
 from coflow.params import DclasParams
 
 
@@ -52,17 +53,21 @@ class ModeRestoredTest(P4RuntimeTest):
         before = self._config()
         # what the tests before this one (ModeSwitchTest among them) left: the compiled default
         self.assertEqual(before, {"mode": pk.MODE_DCLAS, "fair_prio": 4,
-                                  "heavy_bytes": (1 << 64) - 1, "fifo_base": 0})
+                                  "heavy_bytes": (1 << 64) - 1, "fifo_base": 0,
+                                  "managed": 0, "slot_idle_epochs": SLOT_IDLE_EPOCHS})
         probe = lambda: self.probe_prio(frame(cid, 100), 1)  # noqa: E731
         prio_before = probe()
         changed = dict(mode=pk.MODE_FIFO_LM, fair_prio=(before["fair_prio"] + 1) % 8,
-                       heavy_bytes=before["heavy_bytes"] // 2 + 1, fifo_base=cid.external - 3)
+                       heavy_bytes=before["heavy_bytes"] // 2 + 1, fifo_base=cid.external - 3,
+                       managed=1, slot_idle_epochs=before["slot_idle_epochs"] + 1)
 
         @autocleanup
         def body(test, fail):
             test.set_config(**changed)
             test.assertEqual(test._config(), changed)
-            test.assertEqual(probe(), 4)             # FIFO-LM rank 3, light: priority 4
+            # managed: cid has no coflow_slot entry (unregistered), so it is served last
+            # (without managed, FIFO-LM rank 3 would give it priority 4)
+            test.assertEqual(probe(), PRIO_LOWEST)
             if fail:
                 raise RuntimeError("the test body failed")
 

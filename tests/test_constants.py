@@ -147,7 +147,8 @@ def test_the_shared_names_exist_in_the_v1model_program():
     names = set(consts) | {f"{e.removesuffix('_t')}.{m}" for e, ms in enums.items() for m in ms}
     for n in ("IPOPT_COFLOW_TYPE", "IPOPT_COFLOW_LEN", "NUM_PRIOS", "QUEUE_COUNTER_SIZE", "ASSIGNED_SLOTS",
               "HASH_SLOT_BASE", "HASH_SLOTS", "HASH_SLOT_BITS", "COFLOW_SLOTS", "FLOW_SLOTS_PER_COFLOW",
-              "FLOW_METERS", "DROP_REASONS", "PRIO_HIGHEST", "PRIO_LOWEST", "FIFO_LM_MAX_RANK"):
+              "FLOW_METERS", "DROP_REASONS", "PRIO_HIGHEST", "PRIO_LOWEST", "FIFO_LM_MAX_RANK",
+              "EPOCH_BITS", "EPOCH_SHIFT", "SLOT_IDLE_EPOCHS"):
         assert n in names, n
     for e in (C.DropReason, C.P4Mode, C.PortRole):
         prefix = {"DropReason": "DROP_", "P4Mode": "MODE_", "PortRole": "ROLE_"}[e.__name__]
@@ -169,4 +170,13 @@ def test_python_sizes_are_derived_consistently():
     assert C.COFLOW_SLOTS == C.ASSIGNED_SLOTS + C.HASH_SLOTS and C.HASH_SLOT_BASE == C.ASSIGNED_SLOTS
     assert C.QUEUE_COUNTER_SIZE == C.MAX_PORTS * C.NUM_PRIOS
     assert C.FLOW_METERS == C.ASSIGNED_SLOTS * C.FLOW_SLOTS_PER_COFLOW
+    # the rate modes' payload <-> frame conversion (p4src/README.md Meters): the headers of a
+    # tagged TCP segment with timestamps, and what is left of a 1500-byte MTU for payload
+    assert C.FRAME_OVERHEAD_BYTES == (C.ETH_HEADER_BYTES + C.IPV4_MIN_HEADER_BYTES + C.IPOPT_COFLOW_LEN
+                                      + C.TCP_HEADER_BYTES + C.TCP_TIMESTAMPS_BYTES) == 74
+    assert C.MAX_FRAME_BYTES == C.ETH_HEADER_BYTES + C.IP_MTU == 1514
+    assert C.TCP_MSS_BYTES == C.MAX_FRAME_BYTES - C.FRAME_OVERHEAD_BYTES == 1440
     assert set(C.MODE_CODE) == set(C.MODES) and set(C.RATE_MODES) <= set(C.MODES)
+    # slot lifecycle: the idle age fits epoch_t, an epoch is about a second on v1model
+    assert 1 <= C.SLOT_IDLE_EPOCHS < 1 << C.EPOCH_BITS
+    assert C.EPOCH_SECONDS == (1 << C.EPOCH_SHIFT) / 1e6 and 0.5 < C.EPOCH_SECONDS < 2

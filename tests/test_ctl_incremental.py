@@ -105,10 +105,12 @@ class World:
             np.array(dst, dtype=np.int64), np.array(rate)
 
 
-def reference(w: World) -> dict:
-    """From scratch: every switch's desired state rebuilt (fresh translation caches)."""
+def reference(w: World, pool: TR.MeterPool) -> dict:
+    """From scratch: every switch's desired state rebuilt (fresh translation caches; the meter
+    indices are the pool's: a copy of the incremental path's assignments)."""
     cids, cf, src, dst, rate = w.arrays()
-    meters = TR.meter_entities_arrays(TR.MeterContext(TOPO), cids, cf, src, dst, rate, w.slots.slot, S)
+    meters = TR.meter_entities_arrays(TR.MeterContext(TOPO, pool=pool.copy()), cids, cf, src, dst,
+                                      rate, w.slots.slot, S)
     static = static_for(w.fifo_base)
     slot_ents = TR.slot_entities(w.slots.slot)
     out = {}
@@ -170,7 +172,7 @@ def test_incremental_writes_equal_full_rebuild(seed):
                 ch = [k for k, v in full.items() if old.get(k) != v] + [k for k in old if k not in full]
                 book.set("overrides", sw, {k: full[k] for k in ch if k in full}, changed=ch)
             last_ovr[sw] = full
-        ref = reference(w)
+        ref = reference(w, ctx.pool)
         for sw in SWITCHES:
             assert book.state(sw).entities == ref[sw].entities, (seed, step, sw)
             if in_sync[sw]:
@@ -231,8 +233,9 @@ def test_meter_patches_only_changed_rates():
     u = ctx.update(cids, cf, src, dst, np.array([1e5, 2.5e5, 3e5]), slots, S)
     assert u.sets == []
     [(comp, sw, ents, keys)] = u.patches
-    assert comp == ("meters", (1, 0)) and sw == "e0" and keys == [("meter", M.M_FLOW, 3 * 8 + 1)]
-    assert ents[keys[0]].cir == 250_000
+    # each pair its own meter from the pool: (1, 0)'s pairs got e0's indices 0 and 1
+    assert comp == ("meters", (1, 0)) and sw == "e0" and keys == [("meter", M.M_FLOW, 1)]
+    assert ents[keys[0]] == TR.meter_config(1, 2.5e5, S)
     u = ctx.update(cids[1:], cf[2:] - 1, src[2:], dst[2:], np.array([3e5]), slots, S)
     assert {(c, sw, len(e)) for c, sw, e in u.sets} == {(("flow_meter", (1, 0)), "e0", 0),
                                                        (("meters", (1, 0)), "e0", 0)}
@@ -301,10 +304,11 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
                     c._compute_rates(now)
                 desired = c._desired()
             if mode == "sebf":
-                p = plan("sebf", ref_sched, c._records, c.host_port, c.ctl.link_Bps, now, ref_mem,
-                         c.ctl.unknown_size_bytes, None)
-                meters = TR.meter_entities_arrays(TR.MeterContext(t), p.cids, p.cf, p.src, p.dst,
-                                                  p.rates, c.slots.slot, c.ctl)
+                p = plan("sebf", ref_sched, c._records, c.host_port, c.ctl.link_payload_Bps, now,
+                         ref_mem, c.ctl.unknown_size_bytes, None)
+                meters = TR.meter_entities_arrays(
+                    TR.MeterContext(t, pool=c._meter_ctx.pool.copy()), p.cids, p.cf, p.src, p.dst,
+                    p.rates, c.slots.slot, c.ctl)
                 overrides = {e: p.prio for e in c.edges}
             else:
                 meters = {}

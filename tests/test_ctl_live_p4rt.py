@@ -74,23 +74,26 @@ def test_sebf_meters_and_overrides_read_back(switches):
         assert wait_for(lambda: ag.actual is not None and len(ag.actual.of_kind("meter")) == 3)
         got = ag.read_state()  # from the switch, not the cache
         meters = {m.index: (m.cir, m.pir, m.cburst) for m in got.of_kind("meter")}
-        # slots 0 and 1; 10 Mb/s = 1,250,000 B/s; burst 20 ms = 25,000 B
-        assert meters == {0: (1_250_000, 1_250_000, 25_000), 8: (12_500, 12_500, 15_140),
-                          9: (1_250_000, 1_250_000, 25_000)}
+        # one meter per flow from s0's pool (0, 1, 2); 10 Mb/s = 1,250,000 frame B/s (the
+        # scheduler's full payload rate, 1,188,904 B/s, x 1514/1440); burst 5 ms = 6,250 B,
+        # at least two frames
+        assert meters == {0: (1_250_000, 1_250_000, 6_250), 1: (12_500, 12_500, 3_028),
+                          2: (1_250_000, 1_250_000, 6_250)}
         ov = {dict(e.match)["external_id"]: dict(e.params)["prio"] for e in got.table(M.T_OVERRIDE)}
         assert ov == {a.cid.external: 7, b.cid.external: 6}
         fm = sorted(dict(e.params)["index"] for e in got.table(M.T_FLOW_METER))
-        assert fm == [0, 8, 9]
+        assert fm == [0, 1, 2]
         # the raw MeterConfig on the wire: bytes per second
         cfg = ag.client.read_meter("flow_meters", 0)
         assert (cfg.cir, cfg.pir) == (1_250_000, 1_250_000)
-        # A finishes: its meter is reset and its entries deleted; B's two flows now share h2's
-        # downlink (MADD: equal bottleneck times, 625,000 B/s each)
+        # A finishes (the API's Update still counts): its meter is reset and its entries
+        # deleted; B's two flows now share h2's downlink (MADD: equal bottleneck times, 625,000
+        # frame B/s each)
         c.registry.update(a.cid, sent={0: 1_000_000})
         assert wait_for(lambda: {m.index: m.cir for m in ag.actual.of_kind("meter")}
-                        == {8: 625_000, 9: 625_000})
+                        == {1: 625_000, 2: 625_000})
         got = ag.read_state()
-        assert {m.index: m.cir for m in got.of_kind("meter")} == {8: 625_000, 9: 625_000}
+        assert {m.index: m.cir for m in got.of_kind("meter")} == {1: 625_000, 2: 625_000}
         assert {dict(e.match)["external_id"] for e in got.table(M.T_OVERRIDE)} == {b.cid.external}
         assert c.status()["switches"]["s0"]["write_errors"] == 0
     finally:
@@ -292,14 +295,16 @@ def test_telemetry_reads_the_data_plane_counters(switches):
                    settings={"telemetry_s": "0.05"}).start()
     try:
         a = c.registry.register([("h0", "h1", 1_000_000)])
-        assert wait_for(lambda: (a.cid.external, a.cid.internal) in c.slots.slot)
-        slot = c.slots.slot[(a.cid.external, a.cid.internal)]
+        assert wait_for(lambda: c._meter_ctx.flows((a.cid.external, a.cid.internal)))
+        [(_, _, _, meter)] = c._meter_ctx.flows((a.cid.external, a.cid.internal))
         cl = c.agents["s0"].client
         cl.write_counter(M.C_DROP_REASONS, 5, packet_count=3)           # OPT_LEN
         cl.write_counter(M.C_DROP_REASONS, 10, packet_count=2)          # METER_RED
         cl.write_counter(M.C_COLLISIONS, 700, packet_count=4)
         cl.write_counter(M.C_COLLISIONS, 1024, packet_count=50)        # the no-collision index
-        cl.write_counter(M.C_RED_DROPS, slot * 8 + 1, packet_count=2)
+        cl.write_counter(M.C_TAKEOVERS, 600, packet_count=3)
+        cl.write_counter(M.C_TAKEOVERS, 1024, packet_count=40)         # the no-take-over index
+        cl.write_counter(M.C_RED_DROPS, meter, packet_count=2)         # the coflow's meter
         cl.write_counter(M.C_QUEUE_DROP, 2 * 8 + 6, packet_count=2)
         assert wait_for(lambda: c.status()["dataplane"].get("s0", {}).get("drops", {})
                         .get("OPT_LEN") == 3 and c.status()["dataplane"]["s0"]["queue_drops"])
@@ -309,13 +314,127 @@ def test_telemetry_reads_the_data_plane_counters(switches):
         assert dp["drops"]["OPT_LEN"] == 3 and dp["drops"]["METER_RED"] == 2
         assert dp["drops_total"] == 5
         assert dp["slot_collisions"] == 4 and dp["collision_slots"] == {"700": 4}
+        assert dp["slot_takeovers"] == 3
         assert dp["meter_red_drops"] == 2 and dp["queue_drops"] == {"2/6": 2}
         assert [x["meter_red_drops"] for x in st["coflows"]] == [2]
         with urllib.request.urlopen(f"http://{c.metrics_addr}/metrics", timeout=5) as r:
             lines = set(r.read().decode().splitlines())
         assert 'coflow_dp_drops_total{reason="OPT_LEN",switch="s0"} 3.0' in lines
         assert 'coflow_dp_slot_collisions_total{switch="s0"} 4.0' in lines
+        assert 'coflow_dp_slot_takeovers_total{switch="s0"} 3.0' in lines
         assert 'coflow_dp_meter_red_drops_total{switch="s0"} 2.0' in lines
         assert 'coflow_dp_queue_drops_total{port="2",priority="6",switch="s0"} 2.0' in lines
     finally:
+        c.stop()
+
+
+def test_rate_mode_restart_keeps_meters_and_progress(switches, tmp_path):
+    """SEBF: the closed loop reads flow_bytes (written here into the switch's counter: a
+    zero-port switch gets no packets; tests/test_ctl_live_closed_loop.py sends real ones);
+    a restarted controller adopts the flow's meter index, so the counter is not reset and
+    the bytes sent survive."""
+    from coflow import topology as T
+    from coflow.api.registry import CoflowRegistry
+    from coflow.ctl import model as M
+    t = offset_ids(T.bigswitch(4))
+    addrs, _ = switches(t)
+    db = str(tmp_path / "reg.sqlite")
+    reg = CoflowRegistry([h.name for h in t.hosts], db_path=db)
+    c1 = controller(t, addrs, "sebf", registry=reg, settings={"progress_s": "0.02"}).start()
+    try:
+        x = reg.register([("h3", "h1", 1_000_000)])    # takes index 0, then leaves
+        assert wait_for(lambda: len(c1.agents["s0"].actual.table(M.T_FLOW_METER)) == 1)
+        r = reg.register([("h0", "h1", 1_000_000), ("h0", "h2", 1_000_000)])   # one uplink
+        cid = (r.cid.external, r.cid.internal)
+        reg.unregister(x.cid)
+        assert wait_for(lambda: len(c1._meter_ctx.flows(cid)) == 2
+                        and len(c1.agents["s0"].actual.table(M.T_FLOW_METER)) == 2)
+        idx = {(a, b): i for a, b, _, i in c1._meter_ctx.flows(cid)}
+        rates0 = {m.index: m.cir for m in c1.agents["s0"].actual.of_kind("meter")}
+        assert rates0[idx[(0, 1)]] == rates0[idx[(0, 2)]]
+        c1.agents["s0"].client.write_counter(M.C_FLOW_BYTES, idx[(0, 1)], 100 * 1514, 100)
+        assert wait_for(lambda: c1.progress.sent(cid).get((0, 1)) == 144_000)
+        # the flow drained: MADD shares h0's uplink by remaining bytes (856 kB vs 1 MB)
+        assert wait_for(lambda: (lambda r: r.get(idx[(0, 1)], 0) * 1_000_000 == pytest.approx(
+            r.get(idx[(0, 2)], 0) * 856_000, rel=1e-3))(
+            {m.index: m.cir for m in c1.agents["s0"].actual.of_kind("meter")}))
+    finally:
+        c1.stop()
+        reg.close()
+    reg2 = CoflowRegistry([h.name for h in t.hosts], db_path=db)
+    c2 = controller(t, addrs, "sebf", registry=reg2, settings={"progress_s": "0.02"})
+    try:
+        c2.start()
+        assert {(a, b): i for a, b, _, i in c2._meter_ctx.flows(cid)} == idx   # adopted
+        assert c2.agents["s0"].client.read_counter(M.C_FLOW_BYTES, idx[(0, 1)]) == (100 * 1514, 100)
+        assert wait_for(lambda: c2.progress.sent(cid).get((0, 1)) == 144_000)
+    finally:
+        c2.stop()
+        reg2.close()
+
+
+def test_shared_registry_backup_continues_the_primarys_coflows(switches, tmp_path):
+    """Two controllers on one shared registry database: the primary takes registrations, the
+    backup follows them (and refuses changes), and after the primary stops the backup owns
+    the switches with the same coflows in the same slots, and goes on with fresh ids."""
+    from coflow import topology as T
+    from coflow.api.registry import ApiError, CoflowRegistry
+    from coflow.ctl import model as M
+    t = offset_ids(T.leafspine(2, 2, 2))
+    addrs, _ = switches(t)
+    db = str(tmp_path / "shared.sqlite")
+    hosts = [h.name for h in t.hosts]
+    ra = CoflowRegistry(hosts, db_path=db, shared=True)
+    rb = CoflowRegistry(hosts, db_path=db, shared=True)
+    a = controller(t, addrs, "dclas", election_id=20, registry=ra).start()
+    b = controller(t, addrs, "dclas", election_id=10, registry=rb)
+    try:
+        b.start()
+        assert a.is_primary() and not b.is_primary()
+        c1 = ra.register([("h0", "h2", None)]).cid
+        c2 = ra.register([("h1", "h3", None)]).cid
+        key1 = (c1.external, c1.internal)
+        assert wait_for(lambda: key1 in b.slots.slot and len(rb) == 2, 3.0)   # b follows
+        assert a.slots.slot == b.slots.slot                                   # same slots
+        with pytest.raises(ApiError) as e:
+            rb.register([("h0", "h3", None)])
+        assert e.value.code == "FAILED_PRECONDITION"
+        a.stop()
+        assert wait_for(lambda: b.is_primary(), 5.0)
+        c3 = rb.register([("h3", "h0", None)]).cid
+        assert c3.external == c2.external + 1          # ids continue, none reused
+        assert b.wait_installed(c3, 3.0)
+        for e in ("l0", "l1"):
+            slots = {(dict(x.match)["external_id"], dict(x.match)["internal_id"]): dict(x.params)["slot"]
+                     for x in b.agents[e].read_state().table(M.T_SLOT)}
+            assert slots == dict(b.slots.slot) and len(slots) == 3
+    finally:
+        a.stop()
+        b.stop()
+        ra.close()
+        rb.close()
+
+
+def test_register_answers_once_the_slot_is_on_the_edges(switches):
+    """The API's Register waits for Controller.wait_installed: when it returns, every edge
+    already holds the coflow's slot entry (its first packets are classed as registered)."""
+    from coflow import topology as T
+    from coflow.api.client import CoflowClient
+    from coflow.api.server import serve
+    from coflow.ctl import model as M
+    t = offset_ids(T.leafspine(2, 2, 2))
+    addrs, _ = switches(t)
+    c = controller(t, addrs, "dclas").start()
+    server = serve(c.registry, "127.0.0.1:0", after_register=lambda rec: c.wait_installed(rec.cid))
+    try:
+        with CoflowClient(server.coflow_addresses[0]) as cl:
+            for _ in range(5):
+                cid = cl.register([("h0", "h2", None), ("h3", "h1", None)])
+                ext, internal = (int(x) for x in str(cid).split("."))
+                for e in ("l0", "l1"):     # read from the switches, not the cache
+                    got = {(dict(x.match)["external_id"], dict(x.match)["internal_id"])
+                           for x in c.agents[e].read_state().table(M.T_SLOT)}
+                    assert (ext, internal) in got, (e, cid)
+    finally:
+        server.stop(None)
         c.stop()

@@ -121,6 +121,35 @@ def test_names_exist_in_p4info(codec):
         assert c in codec.counter_id
 
 
+def test_flow_bytes_counter_is_per_meter_in_p4info():
+    """flow_bytes (issue 20): one packets-and-bytes entry per flow meter, as the meter array and
+    meter_red_drops, so the pool's index addresses all three."""
+    if not os.path.exists(P4INFO):
+        pytest.skip(f"{P4INFO} missing: run `make p4` (needs p4c)")
+    from coflow.dataplane.constants import FLOW_METERS
+    from coflow.dataplane.p4rt import P4InfoHelper
+    from coflow.dataplane.pb import p4info_pb2
+    h = P4InfoHelper.from_file(P4INFO)
+    fb, red = h.get("counters", M.C_FLOW_BYTES), h.get("counters", M.C_RED_DROPS)
+    meter = h.get("meters", M.M_FLOW)
+    assert fb.size == red.size == meter.size == FLOW_METERS
+    assert fb.spec.unit == p4info_pb2.CounterSpec.BOTH
+
+
+def test_diff_zeroes_flow_bytes_before_a_flow_meter_entry():
+    """A pool index handed to a new flow starts at 0: the diff resets flow_bytes[index] right
+    before inserting (or re-pointing) the flow_meter entry, not when the entry stays."""
+    from coflow import topology as T
+    ctx = TR.MeterContext(T.bigswitch(4))
+    e = ctx.flow_meter((1, 0), 0, 1, 5)
+    ops = M.diff(M.SwitchState.of([e]), M.SwitchState())
+    assert ops == [M.Op("MODIFY", M.CounterReset(M.C_FLOW_BYTES, 5)), M.Op("INSERT", e)]
+    moved = e._replace(params=(("index", 6),))
+    ops = M.diff(M.SwitchState.of([moved]), M.SwitchState.of([e]))
+    assert ops == [M.Op("MODIFY", M.CounterReset(M.C_FLOW_BYTES, 6)), M.Op("MODIFY", moved)]
+    assert M.diff(M.SwitchState.of([e]), M.SwitchState.of([e])) == []
+
+
 def test_codec_round_trip(codec):
     from coflow import topology as T
     from coflow.params import DclasParams

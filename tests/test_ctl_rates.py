@@ -58,7 +58,8 @@ def test_sebf_hand_checked(reg):
     ctl = TR.CtlSettings(link_mbps=10)
     out = TR.meter_entities(t, p.flows, {(1, 0): 0, (2, 0): 1}, ctl)
     meters = {m.index: m.cir for m in M.SwitchState.of(out["s0"]).of_kind("meter")}
-    assert meters == {0: 1_250_000, 8: 12_500, 9: 1_250_000}  # paused flow: the 1% floor
+    # one meter per flow from the pool; payload rates as frame rates (x 1514/1440)
+    assert meters == {0: 1_314_237, 1: 12_500, 2: 1_314_237}  # paused flow: the 1% floor
 
 
 def test_same_rates_as_the_core_directly(reg):

@@ -28,7 +28,7 @@ class FakeCodec:
                   M.C_QUEUE_DROP: 14}
 
     def counter_reads(self, counter, indices):
-        from p4.v1 import p4runtime_pb2 as pb
+        from coflow.dataplane.pb import p4runtime_pb2 as pb
         out = []
         for i in indices:
             e = pb.Entity()
@@ -92,7 +92,7 @@ def test_prometheus_exposition():
 
 
 def test_packet_counts_parsed_like_protobuf():
-    from p4.v1 import p4runtime_pb2 as pb
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
     resp = pb.ReadResponse()
     want = {}
     for i, p in [(0, 0), (3, 1), (1024, 2 ** 40 + 1), (9, 2 ** 63 - 1)]:
@@ -117,7 +117,7 @@ class FakeClient:
         self.counts, self.fail, self.requests = counts, fail, []
 
     def read_raw_start(self, request, timeout=None):
-        from p4.v1 import p4runtime_pb2 as pb
+        from coflow.dataplane.pb import p4runtime_pb2 as pb
         req = pb.ReadRequest.FromString(request)
         self.requests.append(req)
 
@@ -193,3 +193,30 @@ def test_background_thread_starts_only_with_a_period(interval):
     finally:
         t.stop()
     assert (t.polls > 0) == (interval > 0)
+
+
+class TakeoverCodec(FakeCodec):
+    counter_id = {**FakeCodec.counter_id, M.C_TAKEOVERS: 15}
+
+
+def test_slot_takeovers_read_where_the_program_has_them(monkeypatch):
+    """slot_takeovers (coflow_counter.p4: packets that took a slot over from an idle or
+    replaced owner) is read at the collision switches when the P4Info has it, shown in the
+    status and exported; the discard index (1024) is left out. A P4Info without it (a program
+    that predates it) is not asked for it, and the switch is still read."""
+    counts = {**reading(), M.C_TAKEOVERS: {520: 2, 900: 1, 1024: 50}}
+    t = Telemetry(TakeoverCodec(), {"s0": (1,)}, collision_switches=("s0",))
+    monkeypatch.setattr(FakeCodec, "counter_id", TakeoverCodec.counter_id)  # FakeClient's ids
+    c = FakeClient(counts)
+    assert t.poll({"s0": FakeAgent("s0", c)}) == 1
+    asked = {e.counter_entry.counter_id for r in c.requests for e in r.entities}
+    assert TakeoverCodec.counter_id[M.C_TAKEOVERS] in asked
+    monkeypatch.undo()
+    assert t.status()["s0"]["slot_takeovers"] == 3
+    m = Metrics()
+    m.registry.register(t)
+    assert 'coflow_dp_slot_takeovers_total{switch="s0"} 3.0' in m.exposition().decode().splitlines()
+    old = telemetry()
+    assert M.C_TAKEOVERS not in old.counters_of("s0") and M.C_COLLISIONS in old.counters_of("s0")
+    old.record("s0", reading())
+    assert old.status()["s0"]["slot_takeovers"] == 0

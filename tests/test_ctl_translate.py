@@ -1,11 +1,17 @@
 """Translation (pure): topology -> routes/roles/config/thresholds, coflows -> slots, overrides,
 meters (bytes per second), plus the controller settings parser."""
+import os
+import re
+
 import pytest
 
 from coflow import topology as T
 from coflow.ctl import model as M
 from coflow.ctl import translate as TR
+from coflow.dataplane.constants import SLOT_IDLE_EPOCHS
 from coflow.params import MB, DclasParams
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +57,8 @@ def test_config_and_thresholds(ft):
     _, st = ft
     e0 = M.SwitchState.of(st["e0"])
     (cfg,) = e0.of_kind("default")
-    assert dict(cfg.params) == {"mode": 1, "fair_prio": 4, "heavy_bytes": (1 << 64) - 1, "fifo_base": 0}
+    assert dict(cfg.params) == {"mode": 1, "fair_prio": 4, "heavy_bytes": (1 << 64) - 1, "fifo_base": 0,
+                                "managed": 1, "slot_idle_epochs": SLOT_IDLE_EPOCHS}
     th = sorted(e0.table(M.T_DCLAS), key=lambda e: dict(e.match)["bytes"])
     # hand-checked: Q1 = 10 MB = 10485760 B, x10 per queue, queue q -> priority 8 - q
     assert dict(th[0].match)["bytes"] == (0, 10 * MB - 1) and dict(th[0].params)["prio"] == 7
@@ -82,8 +89,48 @@ def test_dclas_k_above_8_rejected():
 
 def test_fifo_lm_config():
     cfg = TR.config_entity("fifo-lm", 4, 10 * MB, 7)
-    assert dict(cfg.params) == {"mode": 2, "fair_prio": 4, "heavy_bytes": 10 * MB, "fifo_base": 7}
+    assert dict(cfg.params) == {"mode": 2, "fair_prio": 4, "heavy_bytes": 10 * MB, "fifo_base": 7,
+                                "managed": 1, "slot_idle_epochs": SLOT_IDLE_EPOCHS}
     assert dict(TR.config_entity("hug").params)["mode"] == 3
+
+
+@pytest.mark.parametrize("mode", TR.MODES)
+def test_the_controller_config_says_a_controller_is_in_charge(mode):
+    """Whatever the mode, the pipeline_config the controller writes on every switch has
+    managed = 1 (unregistered coflows are served last: coflow.p4) and the slot idle age from
+    the setting; the P4 program's own default (no controller) has managed = 0."""
+    t = T.leafspine(2, 2, 2)
+    st = TR.static_state(t, T.routes(t), mode, DclasParams(K=8), slot_idle_epochs=3)
+    for sw in t.switches:
+        (cfg,) = M.SwitchState.of(st[sw.name]).of_kind("default")
+        assert cfg.table == M.T_CONFIG and cfg.action == M.A_SET_CONFIG
+        assert dict(cfg.params)["managed"] == 1 and dict(cfg.params)["slot_idle_epochs"] == 3
+    assert dict(TR.config_entity(mode, target="tofino").params)["managed"] == 1
+    p4 = open(os.path.join(REPO, "p4src", "include", "control", "config.p4")).read()
+    default = re.search(r"default_action = set_config\(([^)]*)\);", p4).group(1)
+    assert [a.strip() for a in default.split(",")][4:] == ["0", "SLOT_IDLE_EPOCHS"]
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(REPO, "build", "coflow.p4info.txt")),
+                    reason="build/coflow.p4info.txt missing: run `make p4`")
+def test_controller_desired_state_sets_the_flag_and_the_p4info_takes_it():
+    """The Controller's own desired state (daemon._static, from --set slot_idle_epochs) and
+    its codec: the P4 program's set_config has both parameters at the widths written."""
+    from coflow.ctl.daemon import Controller
+    build = os.path.join(REPO, "build")
+    t = T.leafspine(2, 2, 2)
+    c = Controller(t, "dclas", os.path.join(build, "coflow.p4info.txt"),
+                   os.path.join(build, "coflow.json"), {s.name: "127.0.0.1:1" for s in t.switches},
+                   settings={"slot_idle_epochs": "5"})
+    try:
+        for name, state in c._static().items():
+            (cfg,) = state.of_kind("default")
+            assert dict(cfg.params)["managed"] == 1 and dict(cfg.params)["slot_idle_epochs"] == 5
+            ent = c.codec.encode(cfg)
+            got = c.codec.decode(ent)
+            assert got == cfg, name
+    finally:
+        c.stop()
 
 
 def test_slot_table():
@@ -110,47 +157,58 @@ def test_override_priority_range():
 
 
 def test_meter_units_bytes_per_second():
+    """cir/pir: the scheduler's payload rate as frame bytes PER SECOND (x 1514/1440); burst:
+    one RTT of it, clamped to [2 frames, half the port buffer]."""
     s = TR.CtlSettings(link_mbps=10)  # 1.25e6 B/s
-    m = TR.meter_config(42, 250_000.0, s)  # 2 Mb/s
-    assert (m.cir, m.pir) == (250_000, 250_000)  # bytes/s, not bytes/us (would be 0.25)
-    assert m.cburst == m.pburst == max(int(250_000 * 0.020), 10 * 1514) == 15140
+    m = TR.meter_config(42, 250_000.0, s)  # 2 Mb/s of payload
+    assert (m.cir, m.pir) == (262_848, 262_848)  # 250,000 * 1514 / 1440, bytes/s (not bytes/us)
+    assert m.cburst == m.pburst == 2 * 1514  # 5 ms of 263 kB/s = 1,315 B < 2 frames
     big = TR.meter_config(1, 100e6, s)
-    assert big.cburst == 2_000_000  # 20 ms of 100 MB/s
+    assert big.cburst == 32 * 1514 // 2  # 5 ms of 105 MB/s: capped at half the port buffer
+    mid = TR.meter_config(1, 1_000_000.0, TR.CtlSettings(rtt_us=10_000))
+    assert mid.cburst == 10_514  # 10 ms of 1,051,389 B/s
     floor = TR.meter_config(1, 0.0, s)
-    assert floor.cir == 12_500  # 1% of the link: a paused flow keeps a trickle
+    assert floor.cir == 12_500  # 1% of the link (frame bytes): a paused flow keeps a trickle
+    full = TR.meter_config(1, s.link_payload_Bps, s)
+    assert full.cir == 1_250_000  # the whole link's payload rate is the link's frame rate
 
 
-def test_meter_entities_index_and_sharing():
+def test_meter_entities_one_meter_per_pair():
+    """Each (coflow, src, dst) pair its own meter index from the pool of its sender's edge;
+    flows on the same pair share the table key, hence the meter, at the sum of their rates."""
     t = T.fattree(4)
     s = TR.CtlSettings(min_rate_frac=0)
     cid = (7, 2)
-    flows = [(cid, "h0", "h5", 1000.0), (cid, "h0", "h5", 500.0),  # same pair: one meter, summed
-             (cid, "h1", "h9", 300.0), (cid, "h2", "h3", 200.0)]
-    out = TR.meter_entities(t, flows, {cid: 11}, s)
+    flows = [(cid, "h0", "h5", 1440.0), (cid, "h0", "h5", 720.0),  # same pair: one meter, summed
+             (cid, "h1", "h9", 288.0), (cid, "h2", "h3", 144.0)]
+    out = TR.meter_entities(t, flows, None, s)
     assert sorted(out) == ["e0", "e1"]  # h0, h1 on e0; h2 on e1: the sender's edge
     e0 = M.SwitchState.of(out["e0"])
     fm = {(dict(e.match)["ipv4_src"], dict(e.match)["ipv4_dst"]): dict(e.params)["index"]
           for e in e0.table(M.T_FLOW_METER)}
-    assert fm == {(TR.ip_int("10.0.0.1"), TR.ip_int("10.0.0.6")): 88,   # 11 * 8 + 0
-                  (TR.ip_int("10.0.0.2"), TR.ip_int("10.0.0.10")): 89}
+    assert fm == {(TR.ip_int("10.0.0.1"), TR.ip_int("10.0.0.6")): 0,
+                  (TR.ip_int("10.0.0.2"), TR.ip_int("10.0.0.10")): 1}
     meters = {m.index: m for m in e0.of_kind("meter")}
-    assert (meters[88].cir, meters[89].cir) == (1500, 300)
+    assert (meters[0].cir, meters[1].cir) == (2271, 303)  # ceil(x * 1514 / 1440)
     e1 = M.SwitchState.of(out["e1"])
-    assert [m.index for m in e1.of_kind("meter")] == [88]  # per-switch meter arrays
-    # no slot: not metered
-    assert TR.meter_entities(t, flows, {}, s) == {}
+    assert [m.index for m in e1.of_kind("meter")] == [0]  # per-switch pools
 
 
-def test_meter_pairs_beyond_eight_share_slots():
+def test_meter_every_pair_enforced_exactly():
+    """10 pairs of one coflow at one edge: 10 meters, each at its own pair's rate (the old
+    slot*8 + rank mod 8 scheme shared token buckets beyond 8 pairs)."""
     t = T.bigswitch(16)
     s = TR.CtlSettings(min_rate_frac=0)
     cid = (1, 0)
-    flows = [(cid, "h0", f"h{d}", 100.0 * d) for d in range(1, 11)]  # 10 pairs, one edge
-    out = M.SwitchState.of(TR.meter_entities(t, flows, {cid: 0}, s)["s0"])
-    idx = sorted(dict(e.params)["index"] for e in out.table(M.T_FLOW_METER))
-    assert idx == [0, 0, 1, 1, 2, 3, 4, 5, 6, 7]
+    flows = [(cid, "h0", f"h{d}", 1440.0 * d) for d in range(1, 11)]
+    out = M.SwitchState.of(TR.meter_entities(t, flows, None, s)["s0"])
+    idx = {TR.ip_int(f"10.0.0.{d + 1}"): dict(e.params)["index"]
+           for d in range(1, 11) for e in out.table(M.T_FLOW_METER)
+           if dict(e.match)["ipv4_dst"] == TR.ip_int(f"10.0.0.{d + 1}")}
+    assert sorted(idx.values()) == list(range(10))
     meters = {m.index: m.cir for m in out.of_kind("meter")}
-    assert meters[0] == 100 + 900 and meters[1] == 200 + 1000 and meters[7] == 800
+    for d in range(1, 11):
+        assert meters[idx[TR.ip_int(f"10.0.0.{d + 1}")]] == 1514 * d
 
 
 def test_split_settings():
@@ -168,3 +226,27 @@ def test_split_settings():
         TR.split_settings({"control_max_len": "-1"})
     with pytest.raises(ValueError, match="control_max_len"):
         TR.split_settings({"control_max_len": "70000"})
+
+
+@pytest.mark.parametrize("kv, msg", [
+    ({"rtt_us": "0"}, "rtt_us"), ({"rtt_us": "-5"}, "rtt_us"), ({"rtt_us": "nan"}, "rtt_us"),
+    ({"rtt_us": "fast"}, "rtt_us"), ({"port_buffer_bytes": "3000"}, "port_buffer_bytes"),
+    ({"port_buffer_bytes": "6055", "burst_buffer_frac": "0.5"}, "port_buffer_bytes"),
+    ({"burst_buffer_frac": "0"}, "burst_buffer_frac"), ({"burst_buffer_frac": "1.5"}, "burst_buffer_frac"),
+    ({"progress_s": "-1"}, "progress_s"), ({"min_rate_frac": "2"}, "min_rate_frac")])
+def test_burst_settings_are_validated_in_one_line(kv, msg):
+    with pytest.raises(ValueError, match=msg) as err:
+        TR.split_settings(kv)
+    assert "\n" not in str(err.value)
+
+
+def test_burst_settings_accepted():
+    ctl, rest = TR.split_settings({"rtt_us": "250", "port_buffer_bytes": "6056",
+                                   "burst_buffer_frac": "1", "progress_s": "0"})
+    assert (ctl.rtt_us, ctl.port_buffer_bytes, ctl.burst_buffer_frac, ctl.progress_s) == \
+        (250.0, 6056, 1.0, 0.0) and rest == {}
+    assert TR.split_settings({})[0].slot_idle_epochs == SLOT_IDLE_EPOCHS
+    assert TR.split_settings({"slot_idle_epochs": "2"})[0].slot_idle_epochs == 2
+    for bad in ("0", "65536"):
+        with pytest.raises(ValueError, match="slot_idle_epochs"):
+            TR.split_settings({"slot_idle_epochs": bad})

@@ -18,7 +18,7 @@ def test_varint():
 
 
 def test_parse_counter_bytes_matches_protobuf():
-    from p4.v1 import p4runtime_pb2 as pb
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
     resp = pb.ReadResponse()
     want = {}
     for i, b in [(0, 0), (1, 1), (511, 2 ** 40 + 3), (1023, 12345), (7, 2 ** 63 - 1)]:
@@ -38,7 +38,7 @@ def test_compiled_counter_parser_matches_protobuf():
     """The compiled walker agrees with protobuf on random responses (interleaved other
     entities, zero fields omitted, counts up to 2^63 - 1)."""
     import random
-    from p4.v1 import p4runtime_pb2 as pb
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
     rng = random.Random(5)
     for trial in range(40):
         resp = pb.ReadResponse()
@@ -71,7 +71,7 @@ def codec():
 
 
 def test_write_request_bytes_match_protobuf(codec):
-    from p4.v1 import p4runtime_pb2 as pb
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
     from coflow.dataplane.p4rt import P4RuntimeClient
     cache = wire.EncodedCache(codec)
     ops = [M.Op("MODIFY", M.CounterReset(M.C_COFLOW_BYTES, 4)),

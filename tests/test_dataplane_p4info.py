@@ -1,33 +1,16 @@
 """P4Info name lookup and P4Runtime entity building from a small P4Info fixture.
 
-PyPI's p4runtime modules load only under the pure-Python protobuf implementation, which must be
-chosen before protobuf is first imported (p4-notes). If another test module imported protobuf
-first, this module re-runs itself in a fresh interpreter with the right setting.
+The P4Runtime modules are the ones generated at first use (coflow.dataplane.p4rt_gen), which
+run under any protobuf implementation.
 """
 import importlib.util
-import os
-import subprocess
-import sys
 
 import pytest
 
 if importlib.util.find_spec("p4") is None:
     pytest.skip("p4runtime package not installed (pip install .[p4])", allow_module_level=True)
 
-_PB_LOADED = "google.protobuf" in sys.modules
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-from google.protobuf.internal import api_implementation  # noqa: E402
-
-if api_implementation.Type() != "python":
-    def test_in_fresh_interpreter():
-        env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            __file__], env=env, capture_output=True, text=True)
-        assert r.returncode == 0, r.stdout + r.stderr
-
-    _RUN = False
-else:
-    _RUN = True
+_RUN = True
 
 if _RUN:
     from coflow.dataplane import p4rt  # noqa: E402

@@ -89,6 +89,16 @@ def test_scaled_thresholds():
     assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3"}
     cfg = EmuConfig(settings={"audit_s": "5"})
     assert mode_settings(cfg, "fair", p)["audit_s"] == "5"
+    # the rate modes' meter bursts come from the fabric: RTT of its longest path at the link
+    # rate (k=4 fat-tree: 5 switch hops) and its queue budget; --set still wins
+    from coflow import topology as topo
+    from coflow.ctl.translate import split_settings
+    ft = topo.fattree(4)
+    cfg = EmuConfig(rate_mbps=1.0, settings={"port_buffer_bytes": "30000"})
+    s = mode_settings(cfg, "sebf", p, ft)
+    assert s["rtt_us"] == str(5 * ((1514 + 66) * 8 + 2000)) and s["port_buffer_bytes"] == "30000"
+    assert split_settings(s)[0].rtt_us == 73_200.0
+    assert "rtt_us" not in mode_settings(cfg, "dclas", p, ft)
 
 
 def test_schedule_commands_and_registration():

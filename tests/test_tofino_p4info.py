@@ -11,7 +11,7 @@ import os
 import pytest
 
 from coflow.dataplane.p4rt import P4InfoHelper  # sets the protobuf implementation first
-from p4.config.v1 import p4info_pb2
+from coflow.dataplane.pb import p4info_pb2
 
 from coflow.ctl import model as M
 from coflow.dataplane.toolchain import find_tofino_compiler, tofino_missing_reason
@@ -100,8 +100,35 @@ def test_both_p4infos_serve_the_controller():
         pytest.skip("build/tofino/coflow_tna.p4info.txt missing: run make p4-tofino")
     if not os.path.exists(V1_P4INFO):
         pytest.skip("build/coflow.p4info.txt missing: run make p4 (needs p4c-bm2-ss)")
-    problems = P.compare_files(V1_P4INFO, TNA_P4INFO)
+    v1 = P4InfoHelper.from_file(V1_P4INFO).p4info
+    tna = P4InfoHelper.from_file(TNA_P4INFO).p4info
+    # what the v1model program has and the TNA one does not have yet (listed below, with why)
+    # is left out; everything else must match, and a listed item the TNA program has by now
+    # must leave the list
+    def names(info):
+        return {o.preamble.name for kind in ("counters", "meters", "tables", "actions")
+                for o in getattr(info, kind)}
+
+    def params(info):
+        return {(a.preamble.name, p.name) for a in info.actions for p in a.params}
+    assert set(NOT_YET_ON_TNA) <= names(v1) and not set(NOT_YET_ON_TNA) & names(tna)
+    assert set(PARAMS_NOT_YET_ON_TNA) <= params(v1) and not set(PARAMS_NOT_YET_ON_TNA) & params(tna)
+    for a in v1.actions:
+        for i in reversed(range(len(a.params))):
+            if (a.preamble.name, a.params[i].name) in PARAMS_NOT_YET_ON_TNA:
+                del a.params[i]
+    problems = [p for p in P.compare(P4InfoHelper(v1), P4InfoHelper(tna))
+                if not any(f" {n}: missing in TNA" in p for n in NOT_YET_ON_TNA)]
     assert problems == [], "\n".join(problems)
+
+
+#: Controller names the v1model program has and the TNA program does not have yet, with why
+#: (each is ported by whoever owns p4src/tna/, who then removes it from here).
+NOT_YET_ON_TNA: dict = {}
+
+
+#: (action, parameter) the v1model program has and the TNA one does not have yet, with why
+PARAMS_NOT_YET_ON_TNA: dict = {}
 
 
 def test_tna_sources_declare_every_controller_name():
@@ -121,6 +148,8 @@ def test_tna_sources_declare_every_controller_name():
                 controls[m.group(1)] = text[m.start():]
     for objs in P.controller_names().values():
         for name in objs:
+            if name in NOT_YET_ON_TNA:
+                continue
             top, inst, obj = name.split(".")
             assert top == "CoflowIngress" and inst in instances, name
             body = controls[instances[inst]]

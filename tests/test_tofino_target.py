@@ -118,14 +118,16 @@ def test_static_state_and_slots_and_meters_for_tofino():
         assert len(d) == 6
     slots = TR.SlotTable(TOFINO.assigned_slots)
     assert slots.assign((1, 0)) == 0 and slots.size == C.TNA_ASSIGNED_SLOTS
-    # a coflow in a slot past the metered ones is counted but not metered
+    # meters come from a pool of the target's size per edge, whatever the coflow's slot
     ctx = TR.MeterContext(t, TOFINO.metered_slots)
+    assert ctx.pool.size == C.TNA_FLOW_METERS
     last = len(t.hosts) - 1
     out = TR.meter_entities_arrays(ctx, [(1, 0), (2, 0)], [0, 1], [0, 0], [last, last], [1e5, 1e5],
                                    {(1, 0): 3, (2, 0): C.TNA_METERED_SLOTS}, TR.CtlSettings())
-    metered = {dict(e.match).get("external_id") for ents in out.values() for e in ents.values()
+    metered = {(dict(e.match).get("external_id"), dict(e.params)["index"])
+               for ents in out.values() for e in ents.values()
                if getattr(e, "table", None) == M.T_FLOW_METER}
-    assert metered == {1}
+    assert metered == {(1, 0), (2, 1)}
 
 
 def test_tm_plan_strict_and_weighted():

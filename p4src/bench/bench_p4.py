@@ -27,8 +27,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "ptf-tests"))   # the PTF testbed (a script directory, not a package)
 
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-
 from runner import Testbed  # noqa: E402
 
 FRAME = 256          # bytes per frame
@@ -136,8 +134,7 @@ def measure(name, bmv2_json, p4info, seconds, log_dir) -> tuple[float, float]:
                 "c = P4RuntimeClient(%r, 0, 1); c.connect(); c.load_p4info(%r)\n"
                 "bench_p4.program_entries(%r, c); c.close()\n"
                 % (HERE, tb.grpc_addr, p4info, name))
-        subprocess.run(tb.nsexec(sys.executable, "-c", code), check=True,
-                       env=dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python"))
+        subprocess.run(tb.nsexec(sys.executable, "-c", code), check=True)
         trial(tb, data, 1000, 0.5)  # warm-up
         good, good_cpu, bad = 0.0, 0.0, None
         rate = START_RATE

@@ -20,6 +20,8 @@ typedef bit<32> coflow_ext_t;  /* Aalo external id (job / DAG) */
 typedef bit<8>  coflow_int_t;  /* Aalo internal id (stage in the DAG) */
 typedef bit<48> coflow_tag_t;  /* {8w1, ext, int}: slot-owner tag, 0 = free */
 typedef bit<64> bytes_t;
+#define EPOCH_BITS 16
+typedef bit<EPOCH_BITS> epoch_t;  /* slot age clock: ingress timestamp >> EPOCH_SHIFT, mod 2^16 */
 
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  IP_PROTO_TCP = 6;
@@ -42,6 +44,11 @@ const bit<1> ROLE_EDGE   = 1;
 const prio_t PRIO_HIGHEST = 7;   /* Aalo queue 1 */
 const prio_t PRIO_LOWEST  = 0;   /* Aalo queue 8 */
 const prio_t FIFO_LM_MAX_RANK = 6; /* FIFO-LM uses priorities 7..1 (ranks 0..6) */
+
+/* Slot lifecycle (coflow_counter.p4): a hashed slot whose owner sent nothing for at least
+ * this many epochs (~1 s each; EPOCH_SHIFT is per target) is taken over by the next coflow
+ * that hashes to it. The default of pipeline_config; the controller may write another. */
+const epoch_t SLOT_IDLE_EPOCHS = 8;
 
 /* Drop reasons: index of the drop_reasons counter. */
 const bit<8> DROP_NONE          = 0;

@@ -90,6 +90,8 @@ struct local_metadata_t {
     prio_t       fair_prio;
     bytes_t      heavy_bytes;
     coflow_ext_t fifo_base;
+    bit<1>       managed;        /* a controller is in charge: unregistered coflows go last */
+    epoch_t      slot_idle_epochs; /* a hashed slot idle this long is taken over */
     /* flow identity */
     bit<16>      l4_sport;
     bit<16>      l4_dport;
@@ -98,6 +100,8 @@ struct local_metadata_t {
     bit<1>       slot_assigned;
     coflow_tag_t tag;            /* {1, ext, int} of this packet */
     coflow_tag_t slot_owner;     /* tag stored in the slot */
+    epoch_t      epoch;          /* now: ingress timestamp >> EPOCH_SHIFT */
+    epoch_t      slot_seen;      /* epoch of the slot owner's last packet */
     bytes_t      bytes_before;   /* the coflow's bytes before this packet */
     prio_t       prio;
     bit<32>      meter_idx;

@@ -19,6 +19,6 @@
 #define DCLAS_TABLE_SIZE 16           /* K <= 8 ranges, room for two sets during updates */
 #define UNTAGGED_CLASS_TABLE_SIZE 64
 
-#define FLOW_SLOTS_PER_COFLOW 8        /* meters per coflow: index = coflow slot * 8 + flow slot */
+#define FLOW_SLOTS_PER_COFLOW 8        /* meters per assigned slot: sizes the per-flow meter pool (FLOW_METERS) */
 
 #endif

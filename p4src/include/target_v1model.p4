@@ -18,6 +18,10 @@ const bit<2> METER_RED    = 2;
 
 #define ECMP_HASH_WIDTH 32            /* crc32 over the 5-tuple */
 
+/* Slot age clock: standard_metadata.ingress_global_timestamp counts microseconds since the
+ * switch started; >> 20 makes an epoch 1.048576 s (epoch_t wraps after 2^16 epochs, ~19 h). */
+#define EPOCH_SHIFT 20
+
 #define ASSIGNED_SLOTS 512            /* slots 0..511: controller-assigned (coflow_slot table) */
 #define HASH_SLOT_BITS 9
 #define HASH_SLOTS (1 << HASH_SLOT_BITS)          /* hash(ext, int) fallback slots */

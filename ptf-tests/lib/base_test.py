@@ -17,14 +17,13 @@ import sys
 import time
 from functools import wraps
 
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-
 import ptf  # noqa: E402
 import ptf.testutils as testutils  # noqa: E402
 from ptf.base_tests import BaseTest  # noqa: E402
 from scapy.all import IP, TCP, UDP, Ether, Raw, raw  # noqa: E402
 
 from coflow.dataplane import packet as pk  # noqa: E402
+from coflow.dataplane.constants import SLOT_IDLE_EPOCHS  # noqa: E402
 from coflow.dataplane.p4rt import P4RuntimeClient  # noqa: E402
 from coflow.params import DclasParams, hw_priority  # noqa: E402
 
@@ -258,11 +257,14 @@ class P4RuntimeTest(BaseTest):
         return self._group_id
 
     def set_config(self, mode: int = pk.MODE_DCLAS, fair_prio: int = 4,
-                   heavy_bytes: int = (1 << 64) - 1, fifo_base: int = 0):
+                   heavy_bytes: int = (1 << 64) - 1, fifo_base: int = 0, managed: int = 0,
+                   slot_idle_epochs: int = SLOT_IDLE_EPOCHS):
+        """The defaults are the compiled default (no controller: ``managed`` 0)."""
         self.p4rt.modify(self.p4rt.table_entry(
             "pipeline_config", default=True, action="set_config",
             params={"mode": mode, "fair_prio": fair_prio, "heavy_bytes": heavy_bytes,
-                    "fifo_base": fifo_base}))
+                    "fifo_base": fifo_base, "managed": managed,
+                    "slot_idle_epochs": slot_idle_epochs}))
 
     def set_port_role(self, port: int, edge: bool):
         self.p4rt.insert(self.p4rt.table_entry("port_role", {"ingress_port": port}, "set_role",

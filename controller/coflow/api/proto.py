@@ -16,8 +16,8 @@ half-written module.
 
 The generated modules live in a private top-level package, ``coflow_v1_gen``, loaded from the
 cache by path (``sys.path`` is not touched). They are plain descriptor-based modules, so they
-work with protobuf's upb and pure-Python implementations alike (a process that also imports
-p4runtime's modules runs with ``PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python``).
+work with protobuf's upb and pure-Python implementations alike (so do the P4Runtime stubs,
+:mod:`coflow.dataplane.p4rt_gen`, built into the same cache roots).
 
 ``python -m coflow.api.proto [--out DIR]`` builds ahead of time (e.g. at install time) and prints
 the directory.

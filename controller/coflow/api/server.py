@@ -42,8 +42,20 @@ def _flows(msgs) -> list[FlowSpec]:
 
 
 class CoflowServicer(pb2_grpc.CoflowServiceServicer):
-    def __init__(self, registry: CoflowRegistry):
+    def __init__(self, registry: CoflowRegistry, after_register=None):
         self.registry = registry
+        # called with the new record before Register answers: the controller waits there
+        # until the coflow's slot is on the switches (Controller.wait_installed)
+        self.after_register = after_register
+
+    def _register(self, *a, **kw):
+        rec = self.registry.register(*a, **kw)
+        if self.after_register is not None:
+            try:
+                self.after_register(rec)
+            except Exception:  # noqa: BLE001 - registered all the same; the wait is a courtesy
+                log.exception("coflow API: after_register failed for %s", rec.cid)
+        return rec
 
     def _call(self, context, fn, *a, **kw):
         try:
@@ -56,7 +68,7 @@ class CoflowServicer(pb2_grpc.CoflowServiceServicer):
         return pb2.CoflowReply(coflow=record_to_pb(rec), version=self.registry.version)
 
     def Register(self, request, context):
-        return self._call(context, self.registry.register, _flows(request.flows), parent=request.parent or None,
+        return self._call(context, self._register, _flows(request.flows), parent=request.parent or None,
                           deadline_s=request.deadline_s if request.HasField("deadline_s") else None,
                           external=request.external if request.HasField("external") else None)
 
@@ -83,14 +95,15 @@ def unix_address(path: str) -> str:
 
 
 def serve(registry: CoflowRegistry, address: str | None = DEFAULT_ADDRESS, extra_addresses=(),
-          max_workers: int = 8) -> grpc.Server:
+          max_workers: int = 8, after_register=None) -> grpc.Server:
     """Start the service on ``address`` (``host:port``; port 0 picks a free one) and every
     ``extra_addresses`` entry (``unix:/path`` or ``host:port``). Returns the started server; its
     attribute ``coflow_addresses`` lists the bound addresses with real port numbers.
-    Raises ``OSError`` when an address cannot be bound."""
+    Raises ``OSError`` when an address cannot be bound. ``after_register(record)`` runs before
+    Register answers (the controller's :meth:`~coflow.ctl.daemon.Controller.wait_installed`)."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="coflow-api"),
                          options=[("grpc.so_reuseport", 0)])
-    pb2_grpc.add_CoflowServiceServicer_to_server(CoflowServicer(registry), server)
+    pb2_grpc.add_CoflowServiceServicer_to_server(CoflowServicer(registry, after_register), server)
     bound = []
     addrs = ([address] if address else []) + [unix_address(a) if a.startswith("unix:") or "/" in a else a
                                               for a in extra_addresses]

@@ -62,7 +62,11 @@ def cmd_run(args) -> int:
         return 2
     registry = None
     from ..api.registry import CoflowRegistry
-    registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db)
+    try:
+        registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db, shared=args.db_shared)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         ctl = Controller(t, args.mode, args.p4info, args.json, addrs, registry=registry,
                          settings=settings, election_id=args.election_id,
@@ -83,7 +87,8 @@ def cmd_run(args) -> int:
             from ..api.server import serve
             extra = (f"unix:{args.api_unix}" if not args.api_unix.startswith("unix:")
                      else args.api_unix,) if args.api_unix else ()
-            server = serve(registry, address=args.api, extra_addresses=extra)
+            server = serve(registry, address=args.api, extra_addresses=extra,
+                           after_register=lambda rec: ctl.wait_installed(rec.cid))
         print(json.dumps({"controller": "running", "mode": args.mode, "switches": addrs,
                           "api": getattr(server, "coflow_addresses", None),
                           "metrics": ctl.metrics_addr}), flush=True)
@@ -143,7 +148,8 @@ def add_commands(sub) -> None:
     p.add_argument("--mode", required=True, choices=MODES)
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="scheduler parameter (e.g. K=8, T=2) or controller setting (link_mbps, "
-                        "fair_prio, burst_ms, min_burst_bytes, min_rate_frac, audit_s)")
+                        "fair_prio, rtt_us, port_buffer_bytes, burst_buffer_frac, min_rate_frac, progress_s, "
+                        "audit_s, slot_idle_epochs)")
     p.add_argument("--switch", action="append", metavar="NAME=HOST:PORT",
                    help="gRPC address of one switch (default 127.0.0.1:grpc_base+device_id)")
     p.add_argument("--grpc-base", type=int, default=50000)
@@ -161,6 +167,9 @@ def add_commands(sub) -> None:
     p.add_argument("--api", help="serve the coflow API on HOST:PORT")
     p.add_argument("--api-unix", help="also serve it on this unix socket path")
     p.add_argument("--db", help="registry SQLite file (a restarted controller reloads it)")
+    p.add_argument("--db-shared", action="store_true",
+                   help="share --db with the other controllers of these switches: the primary "
+                        "takes changes, backups follow it and continue its coflows on takeover")
     p.add_argument("--metrics", default=None, metavar="HOST:PORT",
                    help="serve /metrics (Prometheus) and /status (JSON), e.g. 127.0.0.1:9100")
     p.add_argument("--status-file", help="also write the JSON status here (about once a second)")

@@ -13,13 +13,13 @@ from . import model as M
 
 
 def _pb():
-    from p4.v1 import p4runtime_pb2
+    from coflow.dataplane.pb import p4runtime_pb2
     return p4runtime_pb2
 
 
 class Codec:
     def __init__(self, helper: P4InfoHelper):
-        from p4.config.v1 import p4info_pb2 as info
+        from coflow.dataplane.pb import p4info_pb2 as info
         self.h = helper
         self._mt = info.MatchField
         self.table_id: dict[str, int] = {}

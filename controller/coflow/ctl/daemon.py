@@ -26,13 +26,12 @@ from .. import topology as topo_mod
 from ..sched.base import INF, params_dict
 from . import model as M
 from . import translate as TR
-from ..dataplane.constants import FLOW_SLOTS_PER_COFLOW
 from .codec import Codec
 from .coord import DclasCoordinator
 
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
-from .rates import plan as rate_plan
+from .rates import FlowProgress, plan as rate_plan
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from . import wire
 from .wire import EncodedCache
@@ -45,6 +44,9 @@ log = logging.getLogger(__name__)
 def default_switch_addrs(topology, grpc_base: int = 50000, host: str = "127.0.0.1") -> dict:
     return {s.name: f"{host}:{grpc_base + s.device_id}" for s in topology.switches}
 
+
+#: seconds an unregistered coflow keeps its slot entry (its connections' last packets)
+SLOT_LINGER_S = 1.0
 
 class Controller:
     def __init__(self, topology, mode: str, p4info: str, bmv2_json: str, switch_addrs: dict,
@@ -85,6 +87,8 @@ class Controller:
             from ..api.registry import CoflowRegistry
             registry = CoflowRegistry([h.name for h in topology.hosts])
         self.registry = registry
+        if getattr(registry, "shared", False) and registry.leader is None:
+            registry.leader = self.is_primary    # only the primary takes changes
         self.metrics = Metrics()
         self._metric_children: dict = {}
         # data-plane drop / collision counters, read every telemetry_s (observe.Telemetry)
@@ -106,6 +110,7 @@ class Controller:
         # model (guarded by _mu)
         self._mu = threading.RLock()
         self.slots = TR.SlotTable(self.target.assigned_slots)
+        self._gone: dict = {}   # unregistered coflow -> when (monotonic): its slot lingers
         self.coord = DclasCoordinator(self.dclas_params)
         self.sched_memory: dict = {}
         self._records: list = []
@@ -121,6 +126,10 @@ class Controller:
         self._ovr_src: dict = {}  # dclas: edge -> the override dict its component was built from
         self._view_cache: dict = {}
         self._meter_ctx = TR.MeterContext(topology, self.target.metered_slots)
+        # rate modes' closed loop: bytes sent per flow from the edges' flow_bytes counters
+        self.progress = FlowProgress()
+        self._progress_used = 0   # progress.version the last allocation used
+        self.progress_reads = 0
         # desired state per switch, kept incrementally (components + keys changed since each
         # switch's last successful sync)
         self.book = DesiredBook(self.agents)
@@ -211,6 +220,28 @@ class Controller:
         elif c0 > t0 // 2:
             gc.collect(0)
 
+    def _hand_back(self) -> None:
+        """On a clean stop, rewrite pipeline_config with ``managed = 0`` on every switch this
+        controller is primary for: no controller is in charge any more, so coflows it never
+        registered get Aalo's fallback again instead of the lowest class (p4src/README.md,
+        "What a host can gain by lying"). A crashed controller leaves ``managed = 1``."""
+        static = self._static_cache[1] if self._static_cache is not None else {}
+        for name, a in self.agents.items():
+            if name not in static:
+                continue
+            for cfg in static[name].of_kind("default"):
+                if cfg.table != M.T_CONFIG:
+                    continue
+                off = cfg._replace(params=tuple((k, 0 if k == "managed" else v) for k, v in cfg.params))
+                with a.lock:
+                    if a.state != a.MASTER or a.client is None:
+                        continue
+                    try:
+                        a.client.write_raw(a.client.write_header() + a.encoded.op(M.Op("MODIFY", off)),
+                                           timeout=2.0)
+                    except Exception as e:  # noqa: BLE001 - a switch going away: nothing to hand back
+                        log.warning("%s: could not hand pipeline_config back: %s", name, e)
+
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
@@ -224,6 +255,7 @@ class Controller:
             except Exception:  # noqa: BLE001
                 pass
             self._unsubscribe = None
+        self._hand_back()
         for a in self.agents.values():
             a.stop()
         self._pool.shutdown(wait=False)
@@ -236,6 +268,34 @@ class Controller:
 
     def __exit__(self, *exc):
         self.stop()
+        return False
+
+    def is_primary(self) -> bool:
+        """Primary for every switch that is up (and up somewhere): what a shared registry asks
+        before it takes a change (a backup controller only follows)."""
+        up = [a.state for a in self.agents.values() if a.state != SwitchAgent.DOWN]
+        return bool(up) and all(s == SwitchAgent.MASTER for s in up)
+
+    def wait_installed(self, cid, timeout: float = 0.5) -> bool:
+        """Block until coflow ``cid``'s slot entry is on every edge switch this controller is
+        primary for (so its first packets are classed as a registered coflow's), at most
+        ``timeout`` s. False on timeout, or at once when no slot could be assigned (the slot
+        table is full: the coflow is served as unregistered). The API's Register calls it
+        before answering."""
+        key = (cid.external, cid.internal) if hasattr(cid, "external") else tuple(cid)
+        entry = ("table", M.T_SLOT, (("external_id", key[0]), ("internal_id", key[1])), 0)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._stop.is_set():
+            if key in self.slots.slot:
+                if all(a.actual is not None and entry in a.actual.entities
+                       for a in (self.agents[e] for e in self.edges) if a.state == SwitchAgent.MASTER):
+                    return True
+            elif not self._registry_dirty and key not in {(r.cid.external, r.cid.internal)
+                                                          for r in self._records}:
+                pass      # the round has not seen it yet
+            elif not self._registry_dirty:
+                return False   # seen, and no slot: the table is full
+            time.sleep(0.002)
         return False
 
     # events --------------------------------------------------------------------------------
@@ -252,8 +312,9 @@ class Controller:
         self._wake.set()
 
     def _seed_from_switches(self) -> None:
-        """Adopt slot assignments and D-CLAS overrides that the switches hold for coflows the
-        registry knows (a restarted controller keeps slots, hence counters, and queues)."""
+        """Adopt slot assignments, D-CLAS overrides and rate-mode meter indices that the
+        switches hold for coflows the registry knows (a restarted controller keeps slots and
+        meters, hence counters, and queues)."""
         with self._mu:
             known = {(r.cid.external, r.cid.internal) for r in self.registry.list()}
             for name in self.edges:
@@ -264,6 +325,14 @@ class Controller:
                     cid = (dict(e.match)["external_id"], dict(e.match)["internal_id"])
                     if cid in known:
                         self.slots.seed(cid, dict(e.params)["slot"])
+                if self.policy.rate:  # each flow keeps its meter, hence its flow_bytes
+                    pos = {ip: i for i, ip in enumerate(self._meter_ctx.ip)}
+                    for e in a.actual.table(M.T_FLOW_METER):
+                        mt = dict(e.match)
+                        cid = (mt["external_id"], mt["internal_id"])
+                        src, dst = pos.get(mt["ipv4_src"]), pos.get(mt["ipv4_dst"])
+                        if cid in known and src is not None and dst is not None:
+                            self._meter_ctx.pool.seed(name, (cid, src, dst), dict(e.params)["index"])
                 if self.policy.dclas:
                     for e in a.actual.table(M.T_OVERRIDE):
                         cid = (dict(e.match)["external_id"], dict(e.match)["internal_id"])
@@ -277,12 +346,20 @@ class Controller:
             if self.policy.coordinated:
                 timeout = self.delta_s
             else:
-                timeout = min(0.5, max(0.0, self._next_event - time.time()))
+                # rate modes' closed loop: read the meters' counters every progress_s while
+                # any meter is in use
+                top = self.ctl.progress_s if (self.policy.rate and self.ctl.progress_s > 0
+                                              and self._meter_ctx.pool.index_of) else 0.5
+                timeout = min(top, max(0.0, self._next_event - time.time()))
             self._wake.wait(timeout)
             self._wake.clear()
             if self._stop.is_set():
                 break
             try:
+                # a shared registry: catch up with what the primary (or, after a takeover,
+                # the previous one) committed; its events mark the registry dirty
+                if getattr(self.registry, "shared", False):
+                    self.registry.follow()
                 self.round()
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 log.exception("controller round failed")
@@ -294,9 +371,18 @@ class Controller:
         self._rates_stale = True
         self._records = self.registry.list()
         live = {(r.cid.external, r.cid.internal) for r in self._records}
+        # an unregistered coflow keeps its slot entry SLOT_LINGER_S longer: its connections'
+        # last packets (FIN, final ACKs) are still classed as its own, not as unregistered
+        now = time.monotonic()
         for cid in [c for c in self.slots.slot if c not in live]:
-            self.slots.release(cid)
-            self.coord.forget(cid)
+            gone = self._gone.setdefault(cid, now)
+            if now - gone >= SLOT_LINGER_S:
+                del self._gone[cid]
+                self.slots.release(cid)
+                self.coord.forget(cid)
+        for cid in [c for c in self._gone if c in live or c not in self.slots.slot]:
+            del self._gone[cid]
+        self.progress.forget_except(live)
         new = set()
         for cid in sorted(live):
             if cid not in self.slots.slot:
@@ -341,9 +427,15 @@ class Controller:
         t0 = time.perf_counter()
         c0 = time.process_time()
         with self._mu:
-            if self._registry_dirty:
+            if self._registry_dirty or (self._gone and min(self._gone.values()) + SLOT_LINGER_S
+                                        <= time.monotonic()):
                 self._refresh_coflows()
-        t_read = self._read_counters() if self.policy.coordinated else 0.0
+        if self.policy.coordinated:
+            t_read = self._read_counters()
+        elif self.policy.rate:
+            t_read = self._read_progress()
+        else:
+            t_read = 0.0
         t1 = time.perf_counter()
         with self._mu:
             if self.policy.coordinated:
@@ -360,7 +452,7 @@ class Controller:
         written, errors = self._write(desired)
         t3 = time.perf_counter()
         m = self._metric
-        if self.policy.coordinated:
+        if self.policy.coordinated or t_read:
             m("round_seconds", "read").observe(t_read)
         m("round_seconds", "compute").observe(t2 - t1)
         m("round_seconds", "write").observe(t3 - t2)
@@ -389,19 +481,77 @@ class Controller:
                   self.ctl.unknown_size_bytes)
 
     def _rates_due(self) -> bool:
-        return self._rates_stale or time.time() >= self._next_event
+        return (self._rates_stale or time.time() >= self._next_event
+                or self.progress.version != self._progress_used)
+
+    def _read_progress(self) -> float:
+        """Rate modes' read phase (the closed loop): one read of ``flow_bytes`` at every edge
+        holding meters (its meters in use, or a wildcard read when more than 1,024 are), all
+        in flight together; each metered pair's reading (frame bytes,
+        packets) goes to :class:`FlowProgress`, but only once the switch holds the pair's
+        ``flow_meter`` entry (its write zeroed the counter first: a reading before that could
+        be an earlier owner's)."""
+        ctx = self._meter_ctx
+        if self.ctl.progress_s <= 0 or not ctx.pool.index_of:
+            return 0.0
+        t0 = time.perf_counter()
+        by_sw: dict = {}
+        with self._mu:
+            for (cid, a, b), (sw, idx) in ctx.pool.index_of.items():
+                e = ctx.flow_entry(cid, a, b, idx)
+                if e is not None:
+                    by_sw.setdefault(sw, []).append((idx, cid, a, b, e))
+        waits = {}
+        for sw in by_sw:
+            ag = self.agents[sw]
+            if ag.state not in (SwitchAgent.MASTER, SwitchAgent.BACKUP) or ag.actual is None:
+                continue
+            # the meters in use only (0.3-0.5 ms on BMv2), or all of them with one wildcard
+            # entity when many are (4,096 counters: ~1.6 ms on BMv2 + 0.5 ms to parse)
+            idx = tuple(sorted(x[0] for x in by_sw[sw])) if len(by_sw[sw]) <= 1024 else None
+            try:
+                waits[sw] = ag.read_counter_all_start(M.C_FLOW_BYTES, idx)
+            except Exception:  # noqa: BLE001
+                self.metrics.read_errors.labels(sw).inc()
+        for sw, wait in waits.items():
+            try:
+                counts = wait()
+            except Exception:  # noqa: BLE001
+                self.metrics.read_errors.labels(sw).inc()
+                continue
+            actual = self.agents[sw].actual
+            if actual is None:
+                continue
+            have = actual.entities
+            with self._mu:
+                for idx, cid, a, b, e in by_sw[sw]:
+                    got = counts.get(idx)
+                    if got is not None and have.get(e.key) == e:
+                        self.progress.observe(cid, a, b, (sw, idx), got[0], got[1])
+        self.progress_reads += 1
+        return time.perf_counter() - t0
 
     def _compute_rates(self, now: float | None = None, timings: dict | None = None) -> None:
         """The core's Allocation on the registered coflows -> priorities and meters, handed to
         the desired-state book (``timings``: seconds per phase, for the benchmark)."""
-        p = rate_plan(self.mode, self.sched, self._records, self.host_port, self.ctl.link_Bps,
-                      time.time() if now is None else now, self.sched_memory,
-                      self.ctl.unknown_size_bytes, self._view_cache, timings)
+        self._progress_used = self.progress.version
+        measured = self.progress.measured(self._records, self.host_port) if self.progress.version else None
+        p = rate_plan(self.mode, self.sched, self._records, self.host_port,
+                      self.ctl.link_payload_Bps, time.time() if now is None else now,
+                      self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache, timings,
+                      measured)
         t0 = time.perf_counter()
         self._rates_stale = False
         self._next_event = p.next_event
-        self._prio = p.prio
-        u = self._meter_ctx.update(p.cids, p.cf, p.src, p.dst, p.rates, self.slots.slot, self.ctl)
+        ctx = self._meter_ctx
+        u = ctx.update(p.cids, p.cf, p.src, p.dst, p.rates, self.slots.slot, self.ctl)
+        # no priority without enforcement: a coflow the pool could not meter gets no override
+        # (it stays in the fair class) and is counted
+        self._prio = {c: pr for c, pr in p.prio.items() if c not in ctx.unmetered} \
+            if ctx.unmetered else p.prio
+        self.metrics.unmetered_coflows.set(len(ctx.unmetered))
+        self.metrics.unmetered_flows.set(ctx.unmetered_flows)
+        self.metrics.meters_in_use.set(ctx.pool.in_use())
         for comp, name, ents in u.sets:
             self.book.set(comp, name, ents)
         for comp, name, ents, keys in u.patches:
@@ -425,7 +575,7 @@ class Controller:
             st = TR.static_state(self.topo, self.routes, self.mode, self.dclas_params,
                                  self.ctl.fair_prio, self.heavy_bytes, key,
                                  self.ctl.control_prio, self.ctl.control_max_len,
-                                 target=self.target)
+                                 target=self.target, slot_idle_epochs=self.ctl.slot_idle_epochs)
             cache = (key, {n: M.SwitchState.of(ents) for n, ents in st.items()})
             self._static_cache = cache
         return cache[1]
@@ -539,9 +689,17 @@ class Controller:
                                 "global_bytes": self._sizes.get(c), "queue": self._queues.get(c),
                                 "override_prio": self._prio.get(c) if self.policy.rate
                                 else {e: o[c] for e, o in self._overrides.items() if c in o}})
-                if self.policy.rate and slot is not None:
-                    coflows[-1]["meter_red_drops"] = self.telemetry.red_drops_of_slot(
-                        slot, FLOW_SLOTS_PER_COFLOW)
+                if self.policy.rate:
+                    mflows = self._meter_ctx.flows(c)
+                    sent = self.progress.sent(c)
+                    coflows[-1].update(
+                        metered=self._meter_ctx.metered(c),
+                        unmetered_flows=self._meter_ctx.unmetered.get(c, 0),
+                        meters={f"{sw}/{i}": [self._meter_ctx.names[a], self._meter_ctx.names[b]]
+                                for a, b, sw, i in mflows},
+                        bytes_sent_measured=sum(sent.values()),
+                        meter_red_drops=self.telemetry.red_drops_of(
+                            [(sw, i) for _, _, sw, i in mflows]))
             return {"mode": self.mode, "election_id": self.election_id,
                     "scheduler": {"name": self.sched.name, "params": params_dict(self.sched)},
                     "settings": self.ctl.__dict__, "delta_s": self.delta_s,
@@ -549,4 +707,11 @@ class Controller:
                     "last_round": self.last_round,
                     "switches": {n: a.status() for n, a in self.agents.items()},
                     "coflows": coflows, "metrics_addr": self.metrics_addr,
-                    "dataplane": self.telemetry.status()}
+                    "dataplane": self.telemetry.status(),
+                    "meters": self._meter_status() if self.policy.rate else None}
+
+    def _meter_status(self) -> dict:
+        ctx = self._meter_ctx
+        return {"pool_per_edge": ctx.pool.size, "in_use": ctx.pool.in_use(),
+                "unmetered_coflows": len(ctx.unmetered), "unmetered_flows": ctx.unmetered_flows,
+                "closed_loop": self.ctl.progress_s > 0, "progress_reads": self.progress_reads}

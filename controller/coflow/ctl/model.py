@@ -41,7 +41,9 @@ A_SET_METER = "CoflowIngress.flow_meter.set_meter"
 P_ECMP = "CoflowIngress.routing.ecmp_selector"
 C_COFLOW_BYTES = "CoflowIngress.coflow_counter.coflow_bytes"
 C_COLLISIONS = "CoflowIngress.coflow_counter.slot_collisions"
+C_TAKEOVERS = "CoflowIngress.coflow_counter.slot_takeovers"
 C_RED_DROPS = "CoflowIngress.flow_meter.meter_red_drops"
+C_FLOW_BYTES = "CoflowIngress.flow_meter.flow_bytes"
 C_DROP_REASONS = "CoflowIngress.queue_stats.drop_reasons"
 C_QUEUE_DROP = "CoflowIngress.queue_stats.queue_drop"
 M_FLOW = "CoflowIngress.flow_meter.flow_meters"
@@ -121,7 +123,9 @@ class MeterConfig(NamedTuple):
 class CounterReset(NamedTuple):
     """Not state: a one-off write that zeroes one index of an indirect counter. The diff emits
     it right before inserting or re-pointing a ``coflow_slot`` entry (the mirror counter of a
-    slot the controller (re)assigns must start at 0, as the data plane's register does)."""
+    slot the controller (re)assigns must start at 0, as the data plane's register does) and a
+    ``flow_meter`` entry (``flow_bytes`` of a meter index the pool hands to a new flow starts
+    at 0: the controller reads it as that flow's progress)."""
     counter: str
     index: int
 
@@ -201,7 +205,7 @@ def diff(desired: SwitchState, actual: SwitchState,
     entries, groups, members, meters; by key inside each phase. Table entries in tables the
     controller does not manage and default actions it has no opinion on are left alone. A
     ``coflow_slot`` entry that is inserted, or modified to another slot, is preceded by a reset
-    of that slot's counter."""
+    of that slot's counter; a ``flow_meter`` entry likewise by a reset of its ``flow_bytes``."""
     want, have = desired.entities, actual.entities
     keys = [k for k, v in want.items() if have.get(k) is not v]
     keys += [k for k in have if k not in want]
@@ -241,6 +245,10 @@ def diff_keys(desired: SwitchState, actual: SwitchState, keys: Iterable,
             slot = dict(w.params).get("slot")
             if h is None or dict(h.params).get("slot") != slot:
                 out.append(Op("MODIFY", CounterReset(C_COFLOW_BYTES, slot)))
+        elif kind == "table" and w.table == T_FLOW_METER:
+            index = dict(w.params).get("index")
+            if h is None or dict(h.params).get("index") != index:
+                out.append(Op("MODIFY", CounterReset(C_FLOW_BYTES, index)))
         out.append(Op("INSERT" if h is None and kind not in ("default", "meter") else "MODIFY", w))
     out += [Op("DELETE", h) for _, _, h in dels]
     return out

@@ -13,6 +13,10 @@ every ``telemetry_s`` in a thread of its own, outside the rounds:
 - ``slot_collisions[slot]``: packets of a coflow that found its hashed slot owned by another
   (the last index counts the packets that did not collide and is left out); at the edges,
   where a managed fabric counts per coflow;
+- ``slot_takeovers[slot]``: packets that took a counter slot over from a previous owner (a
+  hashed slot whose owner had been idle ``slot_idle_epochs``, or an assigned slot the controller
+  re-assigned; the last index counts the others and is left out); read where the P4 program
+  has it, at the edges;
 - ``meter_red_drops[index]``: packets the flow meters coloured RED and the pipeline dropped
   (edges in the rate modes, the only place the meters run);
 - ``queue_drop[port * 8 + priority]``: pipeline drops per egress queue, for the switch's ports.
@@ -59,6 +63,15 @@ class Metrics:
                              "rate modes: by priority order rank)", ["queue"], registry=r)
         self.reconnects = Counter("coflow_ctl_reconnects", "Switch reconnections", ["switch"],
                                   registry=r)
+        # rate modes: per-flow meters from a pool; a coflow that cannot get one per flow gets
+        # neither meters nor an override (fair class)
+        self.meters_in_use = Gauge("coflow_ctl_meters_in_use", "Flow meters the rate modes' "
+                                   "pool has given out (all edges)", registry=r)
+        self.unmetered_coflows = Gauge("coflow_ctl_unmetered_coflows", "Rate-mode coflows left "
+                                       "without meters and override (meter pool exhausted)",
+                                       registry=r)
+        self.unmetered_flows = Gauge("coflow_ctl_unmetered_flows", "Flows (host pairs) of the "
+                                     "unmetered coflows", registry=r)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -117,7 +130,7 @@ class Telemetry:
     counters, monotonic while the switch runs; a restarted switch starts again at 0, which
     Prometheus treats as a counter reset)."""
 
-    COUNTERS = (M.C_DROP_REASONS, M.C_COLLISIONS, M.C_RED_DROPS, M.C_QUEUE_DROP)
+    COUNTERS = (M.C_DROP_REASONS, M.C_COLLISIONS, M.C_TAKEOVERS, M.C_RED_DROPS, M.C_QUEUE_DROP)
 
     def __init__(self, codec, switch_ports: dict, meter_switches=(), collision_switches=None,
                  interval_s: float = 2.0, on_error=None, coflow_slots: int = COFLOW_SLOTS):
@@ -146,6 +159,8 @@ class Telemetry:
                                      for q in range(NUM_PRIOS))}
         if self.collision_switches is None or name in self.collision_switches:
             out[M.C_COLLISIONS] = None
+            if M.C_TAKEOVERS in self.codec.counter_id:   # a program without it: not read
+                out[M.C_TAKEOVERS] = None
         if name in self.meter_switches:
             out[M.C_RED_DROPS] = None
         return out
@@ -154,7 +169,7 @@ class Telemetry:
         key = (name, counter, device_id)
         req = self._requests.get(key)
         if req is None:
-            from p4.v1 import p4runtime_pb2 as pb
+            from coflow.dataplane.pb import p4runtime_pb2 as pb
             r = pb.ReadRequest()
             r.device_id = device_id
             if indices is None:
@@ -209,6 +224,7 @@ class Telemetry:
         """Turn one switch's reading (counter name -> {index: packets}) into its snapshot."""
         drops = counts.get(M.C_DROP_REASONS, {})
         coll = counts.get(M.C_COLLISIONS, {})
+        take = counts.get(M.C_TAKEOVERS, {})
         red = counts.get(M.C_RED_DROPS, {})
         qd = counts.get(M.C_QUEUE_DROP, {})
         ports = self.ports.get(name, ())
@@ -220,6 +236,8 @@ class Telemetry:
             "slot_collisions": int(sum(v for i, v in coll.items() if i < self.coflow_slots)),
             "collision_slots": {int(i): int(v) for i, v in sorted(coll.items())
                                 if v and i < self.coflow_slots},
+            # the same discard index as slot_collisions
+            "slot_takeovers": int(sum(v for i, v in take.items() if i < self.coflow_slots)),
             "meter_red_drops": int(sum(red.values())),
             "red_drops_by_meter": {int(i): int(v) for i, v in sorted(red.items()) if v},
             "queue_drops": {f"{p}/{q}": int(qd.get(p * NUM_PRIOS + q, 0))
@@ -246,6 +264,13 @@ class Telemetry:
             out[name] = s
         return out
 
+    def red_drops_of(self, meters) -> int:
+        """RED drops at the given (switch, meter index) pairs (a coflow's meters; an index the
+        pool reused also carries its earlier owners' drops)."""
+        with self._lock:
+            return sum(self._snap.get(sw, {}).get("red_drops_by_meter", {}).get(i, 0)
+                       for sw, i in meters)
+
     def red_drops_of_slot(self, slot: int, per_slot: int) -> int:
         """RED drops of a coflow's meters (indices slot * per_slot ..), summed over switches."""
         lo, hi = slot * per_slot, (slot + 1) * per_slot
@@ -262,6 +287,9 @@ class Telemetry:
         coll = CounterMetricFamily("coflow_dp_slot_collisions", "Packets whose coflow found its "
                                    "hashed byte-counter slot owned by another coflow",
                                    labels=["switch"])
+        take = CounterMetricFamily("coflow_dp_slot_takeovers", "Packets that took a byte-"
+                                   "counter slot over from a previous owner (idle hashed slot "
+                                   "or re-assigned slot)", labels=["switch"])
         red = CounterMetricFamily("coflow_dp_meter_red_drops", "Packets the flow meters coloured "
                                   "RED (dropped)", labels=["switch"])
         qd = CounterMetricFamily("coflow_dp_queue_drops", "Packets the pipeline dropped per "
@@ -271,11 +299,12 @@ class Telemetry:
             for reason, v in s["drops"].items():
                 drops.add_metric([name, reason], v)
             coll.add_metric([name], s["slot_collisions"])
+            take.add_metric([name], s.get("slot_takeovers", 0))
             red.add_metric([name], s["meter_red_drops"])
             for key, v in s["queue_drops"].items():
                 port, prio = key.split("/")
                 qd.add_metric([name, port, prio], v)
-        return [drops, coll, red, qd]
+        return [drops, coll, take, red, qd]
 
     # background --------------------------------------------------------------------------
     def start(self, agents) -> None:

@@ -2,8 +2,11 @@
 Allocation -> per-flow rates and per-coflow priorities (pure; the daemon pushes them).
 
 The View is the simulator's fabric model over the topology's hosts: one big switch whose port
-i is the host of index i, uplink and downlink capacity = the host link rate. Flow sizes and
-bytes sent come from the registry (Register / Update); flows of unknown size get
+i is the host of index i, uplink and downlink capacity = the host link rate (in payload
+bytes/s: ``CtlSettings.link_payload_Bps``). Flow sizes come from the registry (Register); bytes
+sent from the registry (Update) and, closing the loop, from the data plane: ``measured``
+(cid -> {flow index: payload bytes}, the controller's reading of the sender edges'
+``flow_bytes`` counters, :class:`FlowProgress`), the larger of the two per flow; flows of unknown size get
 ``unknown_size_bytes`` remaining (so a clairvoyant order puts them last). Scheduler memory
 (Varys's starvation clock (T, δ), Utopia's virtual time) is a dict the caller keeps between
 rounds, exactly as the simulator does.
@@ -70,9 +73,11 @@ class _RecordArrays:
             return self.k
         n = len(self.flows)
         sent = np.zeros(n)
-        for i, b in sb.items():
-            if 0 <= i < n:
-                sent[i] = b
+        if sb:
+            idx = np.fromiter(sb.keys(), np.int64, len(sb))
+            val = np.fromiter(sb.values(), np.float64, len(sb))
+            ok = (idx >= 0) & (idx < n)
+            sent[idx[ok]] = val[ok]
         rem = np.where(self.known, self.size - sent, float(unknown))
         m = self.valid & (rem > 0)
         self.k = int(m.sum())
@@ -84,9 +89,11 @@ class _RecordArrays:
 
 
 def build_view(records, host_port: dict, link_Bps: float, now: float, memory: dict,
-               unknown_size: int, cache: dict | None = None) -> tuple[View, tuple, list]:
+               unknown_size: int, cache: dict | None = None,
+               measured: dict | None = None) -> tuple[View, tuple, list]:
     """(View, (cf, src, dst) arrays per View flow, [cid] per View coflow). ``cache`` (a dict
-    the caller keeps) holds each record's arrays between rounds."""
+    the caller keeps) holds each record's arrays between rounds; ``measured`` (cid -> {flow
+    index: bytes sent}, from the switches' counters) raises the registry's bytes sent."""
     cache = {} if cache is None else cache
     P = len(host_port)
     parts = []
@@ -100,7 +107,12 @@ def build_view(records, host_port: dict, link_Bps: float, now: float, memory: di
         ra = cache.get(c)
         if ra is None or ra.flows != rec.flows:
             ra = cache[c] = _RecordArrays(rec, host_port)
-        k = ra.active(rec.sent_bytes or {}, unknown_size)
+        sb = rec.sent_bytes or {}
+        got = measured.get(c) if measured else None
+        if got:
+            sb = got if not sb else {i: max(sb.get(i, 0), got.get(i, 0))
+                                     for i in (sb.keys() | got.keys())}
+        k = ra.active(sb, unknown_size)
         if k == 0:
             continue
         parts.append(ra)
@@ -152,11 +164,12 @@ def priorities(mode: str, sched: Scheduler, v: View, alloc: Allocation, cids: li
 
 def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float, now: float,
          memory: dict, unknown_size: int, cache: dict | None = None,
-         timings: dict | None = None) -> RatePlan:
-    """``timings`` (optional): gets the seconds spent in ``view``, ``allocate``, ``priorities``."""
+         timings: dict | None = None, measured: dict | None = None) -> RatePlan:
+    """``timings`` (optional): gets the seconds spent in ``view``, ``allocate``, ``priorities``;
+    ``measured``: bytes sent read from the data plane (:func:`build_view`)."""
     t0 = time.perf_counter()
     v, (cf, src, dst), cids = build_view(records, host_port, link_Bps, now, memory, unknown_size,
-                                         cache)
+                                         cache, measured)
     hosts = sorted(host_port, key=host_port.get)
     t1 = time.perf_counter()
     if not cids:
@@ -169,3 +182,99 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
     if timings is not None:
         timings.update(view=t1 - t0, allocate=t2 - t1, priorities=time.perf_counter() - t2)
     return RatePlan(cids, cf, src, dst, alloc.rates, hosts, prio, alloc.next_event, alloc, v)
+
+
+class FlowProgress:
+    """Bytes sent per flow, read from the data plane (the rate modes' closed loop).
+
+    Every round the controller reads ``flow_bytes`` (frame bytes and packets that passed the
+    meter) at the sender edges and hands each metered pair's reading to :meth:`observe`
+    (``where``: the (switch, index) the pool gave the pair). A pair's payload bytes are
+    ``base + payload_bytes(reading)``: ``base`` keeps what an earlier index of the same pair
+    counted (a pair metered again after losing its meter) and what a counter held before it
+    went back to 0 (a restarted switch, whose entries the controller re-inserts with a reset).
+    :meth:`measured` spreads a pair's bytes over the coflow's flows on that pair, in flow
+    order, each up to its size (the last one takes the excess), as the View's ``sent``."""
+
+    def __init__(self):
+        self._pairs: dict = {}   # cid -> {(src pos, dst pos): [base, last, where]}
+        self._cache: dict = {}   # cid -> (flows list, {pair: [flow indices]})
+        self._ver: dict = {}     # cid -> its pairs' changes
+        self._out: dict = {}     # cid -> (version, flows list, {flow index: bytes})
+        self.version = 0         # bumped whenever a pair's bytes changed
+
+    def observe(self, cid, src: int, dst: int, where, frame_bytes: int, packets: int) -> bool:
+        """One reading; returns whether the pair's bytes changed."""
+        from .translate import payload_bytes
+        per = self._pairs.get(cid)
+        if per is None:
+            per = self._pairs[cid] = {}
+        st = per.get((src, dst))
+        if st is None:
+            st = per[(src, dst)] = [0, 0, where]
+        v = payload_bytes(frame_bytes, packets)
+        if st[2] != where:       # a new index: the old one's bytes stay counted
+            st[0] += st[1]
+            st[1] = 0
+            st[2] = where
+        if v == st[1]:
+            return False
+        if v < st[1]:            # the counter went back (switch restart): keep what it had
+            st[0] += st[1]
+        st[1] = v
+        self.version += 1
+        self._ver[cid] = self._ver.get(cid, 0) + 1
+        return True
+
+    def sent(self, cid) -> dict:
+        """(src, dst) -> payload bytes of a coflow's pairs."""
+        return {p: st[0] + st[1] for p, st in self._pairs.get(cid, {}).items()}
+
+    def forget_except(self, live) -> None:
+        for c in [c for c in self._pairs if c not in live]:
+            del self._pairs[c]
+            self._cache.pop(c, None)
+            self._ver.pop(c, None)
+            self._out.pop(c, None)
+
+    def measured(self, records, host_port: dict) -> dict:
+        """cid -> {flow index: payload bytes} for the coflows with readings (a coflow whose
+        readings did not change since the last call gets the same dict object: the View's
+        per-coflow arrays are then reused)."""
+        out: dict = {}
+        for rec in records:
+            c = (rec.cid.external, rec.cid.internal)
+            per = self._pairs.get(c)
+            if not per:
+                continue
+            ver = self._ver.get(c, 0)
+            prev = self._out.get(c)
+            if prev is not None and prev[0] == ver and prev[1] is rec.flows:
+                out[c] = prev[2]
+                continue
+            cached = self._cache.get(c)
+            if cached is None or cached[0] is not rec.flows and cached[0] != rec.flows:
+                groups: dict = {}
+                for i, f in enumerate(rec.flows):
+                    groups.setdefault((host_port[f.src], host_port[f.dst]), []).append(i)
+                cached = self._cache[c] = (rec.flows, groups)
+            groups = cached[1]
+            got: dict = {}
+            flows = rec.flows
+            for pair, st in per.items():
+                idx = groups.get(pair)
+                if idx is None:
+                    continue
+                left = st[0] + st[1]
+                if len(idx) == 1:  # the common case: one flow per host pair
+                    got[idx[0]] = left
+                    continue
+                last = len(idx) - 1
+                for k, i in enumerate(idx):
+                    size = flows[i].size_bytes
+                    take = left if size is None or k == last else min(left, int(size))
+                    got[i] = take
+                    left -= take
+            out[c] = got
+            self._out[c] = (ver, rec.flows, got)
+        return out

@@ -54,7 +54,7 @@ def read_via_shell(address: str, device_id: int, tables, codec, defaults=(),
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"p4runtime-shell on {address}: exit {r.returncode}: {last}")
-    from p4.v1 import p4runtime_pb2
+    from coflow.dataplane.pb import p4runtime_pb2
     out = []
     for line in r.stdout.splitlines():
         if not line.startswith("{"):

@@ -55,6 +55,7 @@ class SwitchAgent:
         self.connect_timeout = connect_timeout
         self.encoded = encoded or wire.EncodedCache(codec)
         self._read_req: tuple = ((), b"")  # (indices, serialised ReadRequest)
+        self._wild_req: dict = {}  # ("*", counter) -> serialised wildcard ReadRequest
         self.client: P4RuntimeClient | None = None
         self.state = self.DOWN
         self.actual: M.SwitchState | None = None
@@ -260,7 +261,7 @@ class SwitchAgent:
                 raise P4RuntimeError(f"{self.name}: not connected", code="UNAVAILABLE")
         key = (counter, idx)
         if self._read_req[0] != key:
-            from p4.v1 import p4runtime_pb2 as pb
+            from coflow.dataplane.pb import p4runtime_pb2 as pb
             req = pb.ReadRequest()
             req.device_id = self.device_id
             req.entities.extend(self.codec.counter_reads(counter, idx))
@@ -272,6 +273,42 @@ class SwitchAgent:
             for resp in wait():
                 wire.parse_counter_bytes_fast(resp, out)
             return out
+        return result
+
+    def read_counter_all_start(self, counter: str, indices: tuple | None = None):
+        """A read of ``counter`` started without waiting: a wildcard read of every index (one
+        entity with only the counter id), or of ``indices`` only (entities encoded on the wire
+        directly, the request kept while the indices stay the same); the returned function
+        waits and gives index -> (bytes, packets). Allowed for a backup too."""
+        with self.lock:
+            c = self.client
+            if c is None or not c.connected:
+                raise P4RuntimeError(f"{self.name}: not connected", code="UNAVAILABLE")
+        if indices is None:
+            key: tuple = ("*", counter)
+            req = self._wild_req.get(key)
+            if req is None:
+                from coflow.dataplane.pb import p4runtime_pb2 as pb
+                r = pb.ReadRequest()
+                r.device_id = self.device_id
+                r.entities.add().counter_entry.counter_id = self.codec.counter_id[counter]
+                req = self._wild_req[key] = r.SerializeToString()
+        else:
+            key = (counter, indices)
+            got = self._wild_req.get("idx")
+            if got is None or got[0] != key:
+                got = self._wild_req["idx"] = (key, wire.counter_read_request(
+                    self.device_id, self.codec.counter_id[counter], indices))
+            req = got[1]
+        wait = c.read_raw_start(req, timeout=2.0)
+
+        def result() -> dict:
+            nb: dict = {}
+            npk: dict = {}
+            for resp in wait():
+                wire.parse_counter_bytes_fast(resp, nb)
+                wire.parse_counter_packets_fast(resp, npk)
+            return {i: (b, npk.get(i, 0)) for i, b in nb.items()}
         return result
 
     def status(self) -> dict:

@@ -3,9 +3,24 @@
 Everything here returns :mod:`coflow.ctl.model` values per switch name; nothing talks to a
 switch. Units: rates in bytes per second (P4Runtime's MeterConfig unit for a bytes meter, and
 the scheduler core's), bursts in bytes, counters in Ethernet frame bytes without FCS.
+
+What the rate modes enforce (p4src/README.md "Meters"): every (coflow, src, dst) pair of a
+coflow's active flows gets a meter of its own at the sender's edge (an index from a pool,
+:class:`MeterPool`), configured with the rate the scheduler computed for that pair (the sum of
+its flows' rates), converted from the scheduler's **payload** bytes/s to **frame** bytes/s
+(x ``MAX_FRAME_BYTES / TCP_MSS_BYTES`` = 1514/1440: full-size tagged TCP segments with
+timestamps; :func:`frame_rate`); the scheduler sees each host link as ``link_payload_Bps``
+(the link's frame rate x 1440/1514), so the meters of a saturated link add up to its frame
+rate. Bursts are one RTT of the frame rate, clamped to [2 maximum frames, ``burst_buffer_frac``
+x ``port_buffer_bytes``] (:func:`burst_bytes`). A floor of ``min_rate_frac`` of the link keeps a
+paused flow's TCP alive, so a paused flow passes up to that trickle. A coflow that cannot
+get a meter for every pair (pool exhausted) gets no meter and no override (fair class), and is
+counted. Progress comes back through ``flow_bytes[index]`` (frame bytes and packets that passed
+the meter): payload = bytes - packets x ``FRAME_OVERHEAD_BYTES`` (:func:`payload_bytes`).
 """
 from __future__ import annotations
 
+import collections
 import functools
 import ipaddress
 import math
@@ -19,10 +34,14 @@ from ..tofino.target import BMV2, Target, get_target  # noqa: F401 (the targets,
 from . import model as M
 
 from ..dataplane.constants import (  # noqa: F401 (MODES, RATE_MODES: the ctl's public names)
-    ASSIGNED_SLOTS, FLOW_SLOTS_PER_COFLOW, HASH_SLOT_BASE, MODE_CODE, MODES, RATE_MODES, SCHEDULER_OF)
+    ASSIGNED_SLOTS, EPOCH_BITS, FLOW_SLOTS_PER_COFLOW, HASH_SLOT_BASE, MODE_CODE, MODES, RATE_MODES,
+    SCHEDULER_OF, SLOT_IDLE_EPOCHS)
+
+from ..dataplane.constants import (FLOW_METERS, FRAME_OVERHEAD_BYTES, MAX_FRAME_BYTES,
+                                   TCP_MSS_BYTES)
 
 NO_HEAVY = (1 << 64) - 1
-MAX_FRAME = 1514              # Ethernet frame without FCS at MTU 1500
+MAX_FRAME = MAX_FRAME_BYTES   # Ethernet frame without FCS at MTU 1500
 IP_PROTO_TCP = 6
 # IP total length of the largest "control" segment: 20 (IP) + 20 (TCP) + 40 (options: timestamps
 # and up to three SACK blocks) = 80; the next size up, 128, leaves room and holds no data segment
@@ -37,7 +56,13 @@ class CtlSettings:
     - ``link_mbps``: capacity of every host link in the rate modes' big-switch view (Mb/s,
       10^6 bit/s); the scheduler's rates are bytes/s of this.
     - ``fair_prio``: BMv2 priority of fair mode and of unordered coflows in the rate modes.
-    - ``burst_ms`` / ``min_burst_bytes``: meter burst = max(rate * burst_ms, min_burst_bytes).
+    - ``rtt_us``: the fabric's round-trip time (µs); a meter's burst is one RTT of its rate
+      (what a TCP flow sends at once), at least two maximum-size frames;
+    - ``port_buffer_bytes`` / ``burst_buffer_frac``: a burst is at most this share of the
+      port's buffer (default: the emulation's 32 frames of queue budget, half of it).
+    - ``progress_s``: rate modes' closed loop: every this often (at most) a round reads the
+      sender edges' ``flow_bytes`` counters and feeds the flows' bytes sent to the scheduler
+      (0 = open loop: bytes sent only from the API's Update).
     - ``min_rate_frac``: floor of a meter's rate as a fraction of the link (a flow the schedule
       pauses keeps a trickle, so its TCP connection does not back off for seconds).
     - ``unknown_size_bytes``: remaining bytes assumed for a flow whose size the application did
@@ -50,21 +75,33 @@ class CtlSettings:
     - ``control_prio`` / ``control_max_len``: untagged TCP packets of at most this IP total
       length (the receivers' pure ACKs, SYN-ACKs, FINs) go in this class at the edges
       (``untagged_class``); ``control_max_len=0`` leaves them in the default class.
+    - ``slot_idle_epochs``: a hashed counter slot whose owner sent nothing for this many data-
+      plane epochs (about a second each, ``EPOCH_SECONDS`` on BMv2) is taken over by the next
+      coflow hashing to it (``pipeline_config``; the P4 default is ``SLOT_IDLE_EPOCHS``).
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
-    burst_ms: float = 20.0
-    min_burst_bytes: int = 10 * MAX_FRAME
+    rtt_us: float = 5000.0
+    port_buffer_bytes: int = 32 * MAX_FRAME
+    burst_buffer_frac: float = 0.5
+    progress_s: float = 0.1
     min_rate_frac: float = 0.01
     unknown_size_bytes: int = 1 << 40
     audit_s: float = 5.0
     telemetry_s: float = 2.0
     control_prio: int = HW_QUEUES - 1
     control_max_len: int = CONTROL_MAX_LEN
+    slot_idle_epochs: int = SLOT_IDLE_EPOCHS
 
     @property
     def link_Bps(self) -> float:
         return self.link_mbps * 1e6 / 8
+
+    @property
+    def link_payload_Bps(self) -> float:
+        """The link's capacity in TCP payload bytes/s (what the rate modes' scheduler shares):
+        full-size segments, ``TCP_MSS_BYTES`` of every ``MAX_FRAME_BYTES``."""
+        return self.link_Bps * TCP_MSS_BYTES / MAX_FRAME_BYTES
 
 
 def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dict[str, str]]:
@@ -89,8 +126,19 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
         raise ValueError(f"setting control_prio: must be in 0..{HW_QUEUES - 1}")
     if not 0 <= s.control_max_len < 1 << 16:
         raise ValueError("setting control_max_len: must be in 0..65535 (0 = off)")
-    if s.burst_ms < 0 or s.min_burst_bytes < 1 or not 0 <= s.min_rate_frac <= 1:
-        raise ValueError("settings burst_ms >= 0, min_burst_bytes >= 1, 0 <= min_rate_frac <= 1")
+    if not 1 <= s.slot_idle_epochs < 1 << EPOCH_BITS:
+        raise ValueError(f"setting slot_idle_epochs: must be in 1..{(1 << EPOCH_BITS) - 1}")
+    if not 0 <= s.min_rate_frac <= 1:
+        raise ValueError("setting min_rate_frac: must be in 0..1")
+    if not (math.isfinite(s.progress_s) and s.progress_s >= 0):
+        raise ValueError(f"setting progress_s: must be >= 0 seconds (0 = open loop), got {s.progress_s}")
+    if not (math.isfinite(s.rtt_us) and s.rtt_us > 0):
+        raise ValueError(f"setting rtt_us: must be > 0 (microseconds), got {s.rtt_us}")
+    if not (math.isfinite(s.burst_buffer_frac) and 0 < s.burst_buffer_frac <= 1):
+        raise ValueError(f"setting burst_buffer_frac: must be in (0, 1], got {s.burst_buffer_frac}")
+    if s.port_buffer_bytes * s.burst_buffer_frac < 2 * MAX_FRAME:
+        raise ValueError(f"setting port_buffer_bytes: burst_buffer_frac x port_buffer_bytes must "
+                         f"hold 2 frames ({2 * MAX_FRAME} B), got {s.port_buffer_bytes}")
     return s, rest
 
 
@@ -134,12 +182,17 @@ def routing_entities(switch, routes) -> list:
 
 
 def config_entity(mode: str, fair_prio: int = 4, heavy_bytes: int = NO_HEAVY,
-                  fifo_base: int = 0, target: Target | str = BMV2) -> M.DefaultAction:
-    """``heavy_bytes`` as the target compares it (bytes on bmv2, 64-byte units on Tofino)."""
+                  fifo_base: int = 0, target: Target | str = BMV2,
+                  slot_idle_epochs: int = SLOT_IDLE_EPOCHS) -> M.DefaultAction:
+    """``heavy_bytes`` as the target compares it (bytes on bmv2, 64-byte units on Tofino).
+    ``managed`` is always 1: the controller writes this, so a controller is in charge, and a
+    tagged coflow without a ``coflow_slot`` entry (one it did not register) is served at the
+    lowest priority (p4src/README.md, "What a host can gain by lying")."""
     return M.DefaultAction(M.T_CONFIG, M.A_SET_CONFIG,
                            M.params(mode=MODE_CODE[mode], fair_prio=fair_prio,
                                     heavy_bytes=get_target(target).heavy_param(heavy_bytes),
-                                    fifo_base=fifo_base))
+                                    fifo_base=fifo_base, managed=1,
+                                    slot_idle_epochs=slot_idle_epochs))
 
 
 def dclas_entities(p: DclasParams, target: Target | str = BMV2) -> list:
@@ -167,12 +220,12 @@ def control_class_entities(prio: int = HW_QUEUES - 1, max_len: int = CONTROL_MAX
 def static_state(topo, routes: Mapping[str, list], mode: str, dclas: DclasParams,
                  fair_prio: int = 4, heavy_bytes: int = NO_HEAVY, fifo_base: int = 0,
                  control_prio: int = HW_QUEUES - 1, control_max_len: int = CONTROL_MAX_LEN,
-                 target: Target | str = BMV2) -> dict:
+                 target: Target | str = BMV2, slot_idle_epochs: int = SLOT_IDLE_EPOCHS) -> dict:
     """Per switch: routing (members, ECMP groups, LPM), port roles (switch-facing ports are
     fabric; unlisted ports are edges), the pipeline config, the D-CLAS thresholds and the
     control-segment class of untagged TCP (:func:`control_class_entities`)."""
     out = {}
-    cfg = config_entity(mode, fair_prio, heavy_bytes, fifo_base, target)
+    cfg = config_entity(mode, fair_prio, heavy_bytes, fifo_base, target, slot_idle_epochs)
     thresholds = dclas_entities(dclas, target) + control_class_entities(control_prio, control_max_len)
     for sw in topo.switches:
         ents = routing_entities(sw, routes.get(sw.name, []))
@@ -257,25 +310,138 @@ def order_priorities(order: Iterable, top: int = 7, bottom: int = 1) -> dict:
 
 # Meters --------------------------------------------------------------------------------------
 
+def frame_rate(payload_Bps: float) -> float:
+    """Payload bytes/s -> the frame bytes/s a meter must pass for it: full-size tagged TCP
+    segments carry ``TCP_MSS_BYTES`` of payload in ``MAX_FRAME_BYTES`` of frame
+    (``FRAME_OVERHEAD_BYTES`` of Ethernet, IPv4, CoflowId option and TCP headers with
+    timestamps; ``coflow.dataplane.constants``)."""
+    return float(payload_Bps) * MAX_FRAME_BYTES / TCP_MSS_BYTES
+
+
+def payload_bytes(frame_bytes: int, packets: int) -> int:
+    """A ``flow_bytes`` reading (frame bytes without FCS, packets) -> payload bytes: each packet
+    carries ``FRAME_OVERHEAD_BYTES`` of headers (exact for data segments with timestamps; a SYN
+    over-counts by its 8 extra option bytes, a segment without timestamps under-counts by 12)."""
+    return max(0, int(frame_bytes) - int(packets) * FRAME_OVERHEAD_BYTES)
+
+
+def burst_bytes(frame_Bps: float, s: CtlSettings) -> int:
+    """A meter's burst: one round trip of its (frame) rate, at least two maximum-size frames
+    (a token bucket below one frame passes nothing, one frame serialises every burst) and at
+    most ``burst_buffer_frac`` of the port buffer (a larger burst would be absorbed by no
+    queue: the meter would let through what the port then drops)."""
+    hi = int(s.port_buffer_bytes * s.burst_buffer_frac)
+    return min(max(int(math.ceil(frame_Bps * s.rtt_us / 1e6)), 2 * MAX_FRAME_BYTES), hi)
+
+
 def meter_config(index: int, rate_Bps: float, s: CtlSettings) -> M.MeterConfig:
-    """MeterConfig for a bytes meter: cir = pir = the rate in BYTES PER SECOND (P4Runtime's unit;
-    the Thrift CLI would want bytes per microsecond), floored at ``min_rate_frac`` of the link;
-    burst = max(rate * burst_ms, min_burst_bytes), at least one maximum-size frame."""
+    """MeterConfig for a bytes meter of one flow whose scheduler rate is ``rate_Bps`` payload
+    bytes/s: cir = pir = :func:`frame_rate` of it in BYTES PER SECOND (P4Runtime's unit; the
+    Thrift CLI would want bytes per microsecond), floored at ``min_rate_frac`` of the link;
+    burst = :func:`burst_bytes` (rate x RTT, clamped to [2 frames, a share of the port
+    buffer])."""
     floor = s.min_rate_frac * s.link_Bps
-    rate = max(float(rate_Bps), floor, 1.0)
-    cir = int(math.ceil(rate))
-    burst = max(int(math.ceil(rate * s.burst_ms / 1e3)), int(s.min_burst_bytes), MAX_FRAME)
+    rate = max(frame_rate(rate_Bps), floor, 1.0)
+    cir = int(math.ceil(rate - 1e-6))  # (no 1-byte/s step from float noise)
+    burst = burst_bytes(cir, s)
     return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, burst)
 
 
 EMPTY: dict = {}  # a shared empty component (never mutated)
 
 
+class MeterPool:
+    """Meter indices 0..size-1 of each edge switch, handed out one per (coflow, src, dst) flow.
+
+    ``take`` gives a flow the lowest free index of its sender's edge (the one it already holds,
+    if any); ``release`` frees it. A released index is *held* until :meth:`commit` (the next
+    round) and then goes to the back of the free list, so it is reused after every other free
+    index: no round both removes and installs the same meter key (the desired-state book
+    keeps components disjoint), and a late packet of a finished flow rarely meets a new owner
+    (``flow_bytes`` of a reused index is zeroed when its entry is written, model.diff)."""
+
+    def __init__(self, size: int = FLOW_METERS):
+        if size < 1:
+            raise ValueError("meter pool size must be >= 1")
+        self.size = size
+        self._free: dict = {}   # switch -> deque of free indices (lowest first, then released)
+        self._held: list = []   # (switch, index) released this round
+        self.index_of: dict = {}  # (cid, src, dst) -> (switch, index)
+        self.owner: dict = {}     # (switch, index) -> (cid, src, dst)
+        self.generation = 0       # counts commits that freed something
+
+    def _q(self, sw) -> collections.deque:
+        q = self._free.get(sw)
+        if q is None:
+            q = self._free[sw] = collections.deque(range(self.size))
+        return q
+
+    def available(self, sw) -> int:
+        return len(self._q(sw))
+
+    def take(self, sw, flow) -> int | None:
+        """The flow's index on ``sw`` (taking the lowest free one); None when none is free."""
+        got = self.index_of.get(flow)
+        if got is not None:
+            if got[0] == sw:
+                return got[1]
+            self.release(flow)  # (a host moved edge: not in a fixed topology)
+        q = self._q(sw)
+        if not q:
+            return None
+        i = q.popleft()
+        self.index_of[flow] = (sw, i)
+        self.owner[(sw, i)] = flow
+        return i
+
+    def release(self, flow) -> None:
+        got = self.index_of.pop(flow, None)
+        if got is not None:
+            del self.owner[got]
+            self._held.append(got)
+
+    def seed(self, sw, flow, index: int) -> bool:
+        """Adopt an index read back from a switch (a restarted controller keeps its flows'
+        meters, hence their ``flow_bytes``). False if it is taken or out of range."""
+        q = self._q(sw)
+        if not 0 <= index < self.size or flow in self.index_of or (sw, index) in self.owner:
+            return False
+        try:
+            q.remove(index)
+        except ValueError:
+            return False
+        self.index_of[flow] = (sw, index)
+        self.owner[(sw, index)] = flow
+        return True
+
+    def commit(self) -> None:
+        """The indices released since the last commit become free (at the back)."""
+        if self._held:
+            for sw, i in self._held:
+                self._q(sw).append(i)
+            self._held = []
+            self.generation += 1
+
+    def in_use(self) -> int:
+        return len(self.index_of)
+
+    def copy(self) -> "MeterPool":
+        """An independent pool with the same assignments (a from-scratch translation that must
+        pick the same indices: the tests' and the benchmark's reference)."""
+        p = MeterPool(self.size)
+        p._free = {sw: collections.deque(q) for sw, q in self._free.items()}
+        p._held = list(self._held)
+        p.index_of = dict(self.index_of)
+        p.owner = dict(self.owner)
+        p.generation = self.generation
+        return p
+
+
 @dataclass
 class MeterUpdate:
     """One round of meter translation as changes to desired-state components. Components are
     per coflow: ``("flow_meter", cid)`` and ``("meters", cid)`` on each switch (a coflow's
-    meter indices are its slot's, so components never share a key).
+    meter indices are its own flows', from the pool, so components never share a key).
     ``sets``: (component, switch, entities) replacing a component (empty = gone), removals
     first; ``patches``: (component, switch, entities, changed keys) where only those keys'
     meter configs changed (rates moved). The entity dicts are the translator's own: meters are
@@ -286,22 +452,34 @@ class MeterUpdate:
 
 class _CoflowMeters:
     """One coflow's pairs and meters: flow -> pair, pair -> meter (positions in this coflow's
-    flows, pairs and meters) and its entities per switch, rebuilt only when its flows' hosts
-    or its slot change."""
+    flows, pairs and meters; one meter per pair) and its entities per switch, rebuilt only
+    when its flows' hosts change."""
     __slots__ = ("key", "pinv", "npairs", "minv", "nmeters", "m_sw", "m_index", "fm", "meters",
-                 "moff", "mrate")
+                 "moff", "mrate", "flows")
 
 
 class MeterContext:
     """Per-topology state of the vectorised meter translation: hosts by position (the rate
-    modes' port numbers), their addresses and edge switches, caches of entity objects (an
-    unchanged pair or meter config is the same object round after round) and each coflow's
-    pair/meter structure. A round whose flows and slots are those of the previous one (only
+    modes' port numbers), their addresses and edge switches, the meter pool, caches of entity
+    objects (an unchanged pair or meter config is the same object round after round) and each
+    coflow's pair/meter structure. A round whose flows are those of the previous one (only
     rates moved, the common case) costs two bincounts and the meters whose rate changed; a
-    coflow that arrives, leaves or whose active flows change costs its own flows."""
+    coflow that arrives, leaves or whose active flows change costs its own flows.
 
-    def __init__(self, topo, metered_slots: int = ASSIGNED_SLOTS):
-        self.metered_slots = metered_slots  # coflows in higher slots are not metered (Tofino)
+    Every (coflow, src, dst) pair of a coflow's active flows gets a meter index of its own at
+    the sender's edge (:class:`MeterPool`, ``meters`` indices per edge: ``FLOW_METERS``, or
+    ``metered_slots * FLOW_SLOTS_PER_COFLOW``), so each meter enforces exactly the rate the
+    scheduler computed for that pair (flows of one coflow on the same host pair share the
+    table key, hence one meter, at the sum of their rates). All or nothing per coflow: a
+    coflow whose pairs do not all get an index (pool exhausted at an edge) gets no meter at
+    all; it is listed in :attr:`unmetered` (cid -> its pairs) and the controller gives it no
+    override either (fair class). Coflows are served in the order given (registration order);
+    an unmetered coflow is tried again when indices are freed."""
+
+    def __init__(self, topo, metered_slots: int = ASSIGNED_SLOTS, meters: int | None = None,
+                 pool: MeterPool | None = None):
+        self.pool = pool if pool is not None else MeterPool(
+            meters if meters is not None else metered_slots * FLOW_SLOTS_PER_COFLOW)
         hosts = sorted(topo.hosts, key=lambda h: h.index)
         self.names = [h.name for h in hosts]
         self.pos = {h.name: i for i, h in enumerate(hosts)}
@@ -314,6 +492,24 @@ class MeterContext:
         self._glob = None  # (key, sel, inv, minv, npairs, nmeters, [(cid, _CoflowMeters)])
         self._mrate = None  # last round's rate per meter (global order)
         self._settings = None
+        self.unmetered: dict = {}  # cid -> pairs that got no meter (the whole coflow: none)
+
+    @property
+    def unmetered_flows(self) -> int:
+        return sum(self.unmetered.values())
+
+    def metered(self, cid) -> bool:
+        return cid in self._cf
+
+    def flows(self, cid) -> list:
+        """[(src, dst, switch, index)] of a metered coflow's pairs (host positions)."""
+        cm = self._cf.get(cid)
+        return [] if cm is None else cm.flows
+
+    def flow_entry(self, cid, src: int, dst: int, index: int) -> M.TableEntry | None:
+        """The flow_meter entry of a metered pair (None if there is none)."""
+        per = self._fm.get(cid)
+        return None if per is None else per.get((src, dst, index))
 
     def flow_meter(self, cid, src: int, dst: int, index: int) -> M.TableEntry:
         """The flow_meter entry (the same object while the coflow lives: a coflow whose flows
@@ -336,50 +532,65 @@ class MeterContext:
         # (index, rate) seen would grow without bound (and lengthen garbage collections)
         return meter_config(index, rate, s)
 
-    def _coflow(self, cid, slot: int, src, dst) -> _CoflowMeters:
-        """Pairs in order of first appearance get flow slots 0..7 per (coflow, sender's edge),
-        beyond 8 they share slot ``i mod 8``; meter index = slot * 8 + flow slot."""
+    def _coflow(self, cid, src, dst, old: _CoflowMeters | None) -> _CoflowMeters | None:
+        """Pairs in order of first appearance, each with its own index from the pool (kept
+        from ``old`` for pairs it had); None, holding nothing, when some pair gets none. The
+        pairs ``old`` had and this one has not are released."""
         P = len(self.names)
-        cm = _CoflowMeters()
+        pool = self.pool
         pair = src * P + dst
         upair, first, inv = np.unique(pair, return_index=True, return_inverse=True)
-        psrc, pdst = src[first], dst[first]
-        pedge = self.edge_of[psrc]
-        order = np.lexsort((first, pedge))  # pairs by edge, then first appearance
-        g = pedge[order]
-        starts = np.r_[0, np.flatnonzero(g[1:] != g[:-1]) + 1]
-        run_start = np.repeat(starts, np.diff(np.r_[starts, g.size]))
-        rank = np.empty(g.size, dtype=np.int64)
-        rank[order] = np.arange(g.size) - run_start
-        pindex = slot * FLOW_SLOTS_PER_COFLOW + rank % FLOW_SLOTS_PER_COFLOW
-        span = self.metered_slots * FLOW_SLOTS_PER_COFLOW
-        umk, minv = np.unique(pedge * span + pindex, return_inverse=True)
+        order = np.argsort(first, kind="stable")  # pairs in first-appearance order
+        rank = np.empty(order.size, dtype=np.int64)
+        rank[order] = np.arange(order.size)
+        psrc, pdst = src[first[order]].tolist(), dst[first[order]].tolist()
         names = self.switches
-        cm.pinv, cm.minv = inv.reshape(-1), minv.reshape(-1)
-        cm.npairs, cm.nmeters = upair.size, umk.size
-        cm.m_sw = [names[k // span] for k in umk.tolist()]
-        cm.m_index = [k % span for k in umk.tolist()]
+        pedge = [names[e] for e in self.edge_of[src[first[order]]].tolist()]
+        keep = {(a, b) for a, b in zip(psrc, pdst)}
+        if old is not None:
+            for a, b, _, _ in old.flows:
+                if (a, b) not in keep:
+                    pool.release((cid, a, b))
+        need: dict = {}
+        for a, b, sw in zip(psrc, pdst, pedge):
+            got = pool.index_of.get((cid, a, b))
+            if got is None or got[0] != sw:
+                need[sw] = need.get(sw, 0) + 1
+        if any(pool.available(sw) < n for sw, n in need.items()):
+            for a, b in keep:
+                pool.release((cid, a, b))
+            return None
+        cm = _CoflowMeters()
+        idx = [pool.take(sw, (cid, a, b)) for a, b, sw in zip(psrc, pdst, pedge)]
+        cm.flows = list(zip(psrc, pdst, pedge, idx))
+        cm.pinv = rank[inv.reshape(-1)]
+        cm.npairs = cm.nmeters = len(idx)
+        cm.minv = np.arange(cm.npairs, dtype=np.int64)
+        cm.m_sw = pedge
+        cm.m_index = idx
         fm: dict = {}
-        ps, pd, pi, pe = psrc.tolist(), pdst.tolist(), pindex.tolist(), pedge.tolist()
-        for k in np.argsort(first, kind="stable").tolist():  # first-appearance order
-            e = self.flow_meter(cid, ps[k], pd[k], pi[k])
-            fm.setdefault(names[pe[k]], {})[e.key] = e
+        for a, b, sw, i in cm.flows:
+            e = self.flow_meter(cid, a, b, i)
+            fm.setdefault(sw, {})[e.key] = e
         cm.fm = fm
         cm.meters = None
         cm.mrate = None
         return cm
 
-    def update(self, cids: list, cf, src, dst, rate, slots: Mapping, s: CtlSettings) -> MeterUpdate:
+    def update(self, cids: list, cf, src, dst, rate, slots: Mapping | None = None,
+               s: CtlSettings | None = None) -> MeterUpdate:
         """Flows as arrays (coflow position in ``cids``, src and dst host positions, rate
-        bytes/s) -> this round's :class:`MeterUpdate`. Coflows without a slot are not metered."""
+        payload bytes/s) -> this round's :class:`MeterUpdate`. ``slots`` is not used (meters
+        come from the pool, not from the counter slot; kept for the callers' signature)."""
+        if s is None:
+            s = CtlSettings()
+        self.pool.commit()
         cf = np.asarray(cf, dtype=np.int64)
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         rate = np.asarray(rate, dtype=float)
-        ms = self.metered_slots
-        slot_of = np.array([sl if 0 <= (sl := slots.get(c, -1)) < ms else -1 for c in cids],
-                           dtype=np.int64)
-        key = (tuple(cids), slot_of.tobytes(), cf.tobytes(), src.tobytes(), dst.tobytes())
+        retry = self.pool.generation if self.unmetered else -1
+        key = (tuple(cids), cf.tobytes(), src.tobytes(), dst.tobytes(), retry)
         sets: list = []
         glob = self._glob
         if self._settings != s:
@@ -389,7 +600,7 @@ class MeterContext:
                 cm.mrate = None  # every meter again
             self._mrate = None
         if glob is None or glob[0] != key:
-            glob = self._global(key, cids, cf, src, dst, slot_of, sets)
+            glob = self._global(key, cids, cf, src, dst, sets)
         _, sel, inv, minv, npairs, nmeters, members, moffs = glob
         r = rate if sel is None else rate[sel]
         prate = np.bincount(inv, weights=r, minlength=npairs)
@@ -431,10 +642,10 @@ class MeterContext:
         self._mrate = mrate
         return MeterUpdate(sets, patches)
 
-    def _global(self, key, cids, cf, src, dst, slot_of, sets: list) -> tuple:
-        """The round's coflows: reuse the unchanged ones, build the new or changed ones, drop
-        the gone ones (their components emptied in ``sets``, first); concatenate their pair
-        and meter maps."""
+    def _global(self, key, cids, cf, src, dst, sets: list) -> tuple:
+        """The round's coflows: reuse the unchanged ones, build the new or changed ones (or
+        leave them unmetered when the pool cannot meter all their pairs), drop the gone ones
+        (their components emptied in ``sets``, first); concatenate their pair and meter maps."""
         n = cf.size
         if n and np.any(cf[1:] < cf[:-1]):
             order = np.argsort(cf, kind="stable")  # flows of a coflow together, in order
@@ -448,18 +659,24 @@ class MeterContext:
         new_cf: dict = {}
         built: list = []
         bl = bounds.tolist()
-        sl = slot_of.tolist()
+        seen: set = set()
+        unmetered: dict = {}
         for k, cid in enumerate(cids):
             lo, hi = bl[k], bl[k + 1]
-            slot = sl[k]
-            if slot < 0 or hi == lo or cid in new_cf:
+            if hi == lo or cid in seen:
                 continue
+            seen.add(cid)
             s_k, d_k = srco[lo:hi], dsto[lo:hi]
-            ck = (slot, s_k.tobytes(), d_k.tobytes())
+            ck = (s_k.tobytes(), d_k.tobytes())
             cm = self._cf.get(cid)
             if cm is None or cm.key != ck:
                 old = cm
-                cm = self._coflow(cid, slot, s_k, d_k)
+                cm = self._coflow(cid, s_k, d_k, old)
+                if cm is None:
+                    unmetered[cid] = int(np.unique(s_k * len(self.names) + d_k).size)
+                    if old is not None:
+                        built.append((cid, old, None))
+                    continue
                 cm.key = ck
                 built.append((cid, old, cm))
             new_cf[cid] = cm
@@ -467,21 +684,32 @@ class MeterContext:
             inv_parts.append(cm.pinv)
             minv_parts.append(cm.minv)
             spans.append((lo, hi, cm.npairs, cm.nmeters))
-        # components: gone coflows first (a slot, hence meter keys, may pass to a new coflow)
+        # components: gone coflows first (a key never passes between coflows in one round:
+        # the pool holds released indices until the next)
         for cid, cm in self._cf.items():
             if cid not in new_cf:
+                for a, b, _, _ in cm.flows:  # (held by the pool until the next round)
+                    self.pool.release((cid, a, b))
                 self._fm.pop(cid, None)
                 sets.extend((("flow_meter", cid), sw, EMPTY) for sw in sorted(cm.fm))
                 sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(cm.meters or ()))
         for cid, old, cm in built:
-            if old is not None:
+            if old is not None and cm is not None:
                 sets.extend((("flow_meter", cid), sw, EMPTY) for sw in sorted(old.fm) if sw not in cm.fm)
                 sw_now = set(cm.m_sw)
                 sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(old.meters or ())
                             if sw not in sw_now)
         for cid, _old, cm in built:
-            sets.extend((("flow_meter", cid), sw, cm.fm[sw]) for sw in sorted(cm.fm))
+            if cm is not None:
+                sets.extend((("flow_meter", cid), sw, cm.fm[sw]) for sw in sorted(cm.fm))
         self._cf = new_cf
+        self.unmetered = unmetered
+        pool = self.pool
+        if len(pool.index_of) != sum(len(cm.flows) for cm in new_cf.values()):
+            # indices no current pair holds (adopted from a switch for flows that are done)
+            held = {(cid, a, b) for cid, cm in new_cf.items() for a, b, _, _ in cm.flows}
+            for fl in [fl for fl in pool.index_of if fl not in held]:
+                pool.release(fl)
         if members:
             sp = np.array(spans, dtype=np.int64)
             nflows = sp[:, 1] - sp[:, 0]
@@ -514,24 +742,23 @@ class MeterContext:
         return out
 
 
-def meter_entities_arrays(ctx: MeterContext, cids: list, cf, src, dst, rate, slots: Mapping,
+def meter_entities_arrays(ctx: MeterContext, cids: list, cf, src, dst, rate, slots: Mapping | None,
                           s: CtlSettings) -> dict:
     """Vectorised :func:`meter_entities`: flows as arrays (coflow position in ``cids``, src and
-    dst host positions, rate bytes/s). Returns switch -> {key: entity} (fresh dicts)."""
+    dst host positions, rate payload bytes/s). Returns switch -> {key: entity} (fresh dicts)."""
     ctx.update(cids, cf, src, dst, rate, slots, s)
     return {sw: d for sw, d in sorted(ctx.state().items())}
 
 
-def meter_entities(topo, flows: Iterable, slots: Mapping, s: CtlSettings) -> dict:
+def meter_entities(topo, flows: Iterable, slots: Mapping | None, s: CtlSettings,
+                   ctx: MeterContext | None = None) -> dict:
     """Per switch: flow_meter entries and meter configs for metered flows.
 
-    ``flows``: (cid, src host name, dst host name, rate bytes/s). A meter sits at the sender's
-    edge switch and meters one (coflow, src, dst) pair (the table's key), so flows of a coflow
-    on the same host pair share it (their rates add). Each (coflow, edge switch) has 8 flow
-    slots: pairs get slots in order of first appearance; beyond 8, pairs share slot
-    ``i mod 8`` and that meter enforces the sum of their rates. Coflows without an assigned
-    counter slot are not metered."""
-    ctx = MeterContext(topo)
+    ``flows``: (cid, src host name, dst host name, rate payload bytes/s). A meter sits at the
+    sender's edge switch and meters one (coflow, src, dst) pair (the table's key), so flows of
+    a coflow on the same host pair share it (their rates add); every pair has its own meter
+    index from the pool (:class:`MeterContext`). ``slots`` is not used."""
+    ctx = MeterContext(topo) if ctx is None else ctx
     cids, cpos = [], {}
     cf, src, dst, rate = [], [], [], []
     for cid, a, b, r in flows:

@@ -23,7 +23,7 @@ from ..dataplane import p4rt as _p4rt  # noqa: F401  (protobuf implementation fi
 
 
 def _numbers():
-    from p4.v1 import p4runtime_pb2 as pb
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
     n = lambda m, f: getattr(pb, m).DESCRIPTOR.fields_by_name[f].number  # noqa: E731
     return {
         "resp_entities": n("ReadResponse", "entities"),
@@ -247,6 +247,20 @@ def parse_counter_packets_fast(resp: bytes, out: dict | None = None) -> dict:
     return parse_counter_bytes_fast(resp, out, "data_packets")
 
 
+def counter_read_request(device_id: int, counter_id: int, indices) -> bytes:
+    """A serialised ReadRequest for ``indices`` of one counter, built on the wire format (the
+    same bytes as protobuf's: fields in number order, zero scalars omitted, the ``index``
+    submessage always present, also for index 0)."""
+    rr_dev, rr_ent = _fnum("ReadRequest", "device_id"), _fnum("ReadRequest", "entities")
+    e_ce = _fnum("Entity", "counter_entry")
+    ce_id, ce_idx = _fnum("CounterEntry", "counter_id"), _fnum("CounterEntry", "index")
+    head = _uint(ce_id, counter_id)
+    ix = N["index_index"]
+    body = b"".join(_msg(rr_ent, _msg(e_ce, head + _msg(ce_idx, _uint(ix, int(i)))))
+                    for i in indices)
+    return _uint(rr_dev, device_id) + body
+
+
 def update_bytes(typ: str, entity: bytes) -> bytes:
     """One serialised ``Update`` as a WriteRequest field (tag, length, body)."""
     body = (varint(N["up_type"] << 3) + varint(UPDATE_TYPE[typ])
@@ -255,7 +269,7 @@ def update_bytes(typ: str, entity: bytes) -> bytes:
 
 
 def _fnum(msg: str, field: str) -> int:
-    from p4.v1 import p4runtime_pb2 as pb
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
     d = pb
     for part in msg.split("."):
         d = getattr(d, part)
@@ -306,7 +320,7 @@ class FastEncoder:
         self.CE = {k: f("CounterEntry", k) for k in ("counter_id", "index", "data")}
 
     def _match(self, table: str, match) -> bytes | None:
-        from p4.config.v1 import p4info_pb2 as info
+        from coflow.dataplane.pb import p4info_pb2 as info
         mt = info.MatchField
         ev, FM = self.encode_value, self.FM
         want = dict(match)

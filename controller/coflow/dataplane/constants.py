@@ -44,8 +44,14 @@ HASH_SLOT_BASE = ASSIGNED_SLOTS
 COFLOW_SLOTS = ASSIGNED_SLOTS + HASH_SLOTS
 HASH_MUL_EXT = 0x9E3779B1           # v1model slot hash: 2^32 / golden ratio (Fibonacci hashing)
 HASH_MUL_INT = 0x85EBCA77
-FLOW_SLOTS_PER_COFLOW = 8           # meter index = coflow slot * 8 + flow slot
+FLOW_SLOTS_PER_COFLOW = 8           # meters per assigned slot (sizing only: a pool, FLOW_METERS)
 FLOW_METERS = ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW
+
+# Slot lifecycle (define.p4, target_v1model.p4; coflow_counter.p4) ---------------------------
+EPOCH_BITS = 16                     # epoch_t: the slot age clock wraps after 2^16 epochs
+EPOCH_SHIFT = 20                    # v1model: ingress_global_timestamp (us) >> 20: 1.048576 s
+SLOT_IDLE_EPOCHS = 8                # a hashed slot idle this many epochs is taken over
+EPOCH_SECONDS = (1 << EPOCH_SHIFT) / 1e6    # v1model epoch length in seconds
 
 # Sizes of the TNA program (p4src/tna/include/size.p4; p4src/README.md "Tofino (TNA)") ---------
 TNA_HASH_SLOT_BITS = 15
@@ -75,6 +81,17 @@ IPV4_OPT_WORDS = 10                               # TNA parser: options as 32-bi
 TNA_EPOCH_SHIFT = 16                              # slot age clock: MAC timestamp (ns) >> 16
 TNA_IDLE_SHIFT = 14                               # a 2^30-ns epoch in clock units: the idle age
 #                                                   is SLOT_IDLE_EPOCHS << 14 units = 8.6 s
+
+# Rate modes: payload <-> frame bytes (p4src/README.md "Meters"). A tagged TCP segment's frame
+# carries these headers besides its payload (Linux: timestamps on, net.ipv4.tcp_timestamps=1);
+# the meters and flow_bytes count frames without FCS, the scheduler counts payload.
+IP_MTU = 1500
+TCP_HEADER_BYTES = 20
+TCP_TIMESTAMPS_BYTES = 12                         # NOP, NOP, timestamps (10)
+FRAME_OVERHEAD_BYTES = (ETH_HEADER_BYTES + IPV4_MIN_HEADER_BYTES + IPOPT_COFLOW_LEN
+                        + TCP_HEADER_BYTES + TCP_TIMESTAMPS_BYTES)   # 74 per packet
+MAX_FRAME_BYTES = ETH_HEADER_BYTES + IP_MTU       # 1514
+TCP_MSS_BYTES = MAX_FRAME_BYTES - FRAME_OVERHEAD_BYTES               # 1440 payload bytes
 
 
 class P4Mode(enum.IntEnum):

@@ -5,10 +5,8 @@ Connect, become master (arbitration with an election id), push the pipeline
 optional), action-profile members and groups, read/write indirect counters and meter configs.
 Names are resolved to ids from the P4Info text that p4c wrote next to the BMv2 JSON.
 
-Uses the PyPI ``p4runtime`` + ``grpcio`` packages. Their generated modules predate current
-protobuf, so the pure-Python protobuf implementation is selected before they are imported
-(docs: p4-notes "Python P4Runtime packages"). Import this module before anything that imports
-protobuf, or export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python yourself.
+Uses grpcio and the P4Runtime stubs generated at first use from PyPI's ``p4runtime`` package
+(:mod:`coflow.dataplane.pb`): they run on the C protobuf, unlike the package's own modules.
 
 The client can keep an undo journal (``start_journal`` / ``undo``): every INSERT is undone by a
 DELETE, every MODIFY of a table entry, default action or meter config and every DELETE of a table
@@ -18,18 +16,15 @@ The PTF tests' ``autocleanup`` decorator is built on it.
 from __future__ import annotations
 
 import ipaddress
-import os
 import queue
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-
-from google.protobuf import text_format  # noqa: E402
+from google.protobuf import text_format
 
 try:  # the P4Info helper works without grpc / p4runtime stubs for offline tools and unit tests
-    from p4.config.v1 import p4info_pb2  # noqa: E402
+    from coflow.dataplane.pb import p4info_pb2  # noqa: E402
 except ImportError:  # pragma: no cover
     p4info_pb2 = None
 
@@ -167,7 +162,7 @@ class P4InfoHelper:
 # --- the client ---------------------------------------------------------------------------
 
 def _pb():
-    from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+    from coflow.dataplane.pb import p4runtime_pb2, p4runtime_pb2_grpc
     return p4runtime_pb2, p4runtime_pb2_grpc
 
 
@@ -342,7 +337,7 @@ class P4RuntimeClient:
     def _details(err) -> list[str]:
         try:
             from google.rpc import status_pb2
-            from p4.v1 import p4runtime_pb2
+            from coflow.dataplane.pb import p4runtime_pb2
         except ImportError:  # pragma: no cover
             return []
         out = []
@@ -554,7 +549,7 @@ class P4RuntimeClient:
 
     def _field_matches(self, table: str, match: dict[str, Any]) -> list:
         pb, _ = _pb()
-        from p4.config.v1 import p4info_pb2 as info
+        from coflow.dataplane.pb import p4info_pb2 as info
         h = self._helper()
         out = []
         for fname, value in (match or {}).items():

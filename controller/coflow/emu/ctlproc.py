@@ -29,7 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delta", type=float, default=0.01)
     args = ap.parse_args(argv)
 
-    from ..dataplane import p4rt  # noqa: F401  (first: sets the protobuf implementation)
     from .. import topology as topo
     from ..api.registry import CoflowRegistry
     from ..api.server import serve
@@ -46,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     server = None
     try:
         ctl.start()
-        server = serve(registry, address=None, extra_addresses=(f"unix:{args.api_unix}",))
+        server = serve(registry, address=None, extra_addresses=(f"unix:{args.api_unix}",),
+                       after_register=lambda rec: ctl.wait_installed(rec.cid))
         print(json.dumps({"ev": "ready", "api": f"unix:{args.api_unix}"}), flush=True)
         threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
         stop.wait()

@@ -142,9 +142,29 @@ def mode_timeout(cfg: EmuConfig, plan: P.Plan) -> float:
 CTL_DEFAULTS = {"audit_s": "0"}
 
 
-def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan) -> dict[str, str]:
+def meter_burst_settings(t, rate_mbps: float, queue_budget: int) -> dict[str, str]:
+    """The rate modes' meter bursts for this fabric (``translate.burst_bytes``): the port
+    buffer is the queue budget of full frames; the round-trip time is the longest host-to-host
+    path's, each switch hop serialising a full frame one way and an ACK back at the link rate,
+    plus ~1 ms of BMv2 per hop and direction (at 1 Mb/s on a k=4 fat-tree: 5 hops, 73 ms)."""
+    from ..dataplane.constants import MAX_FRAME_BYTES
+    from ..topology import paths
+    hosts = sorted(t.hosts, key=lambda h: h.index)
+    hops = max((len(p) for p in paths(t, hosts[0].name, hosts[-1].name)), default=1) \
+        if len(hosts) > 1 else 1
+    per_hop_us = (MAX_FRAME_BYTES + 66) * 8 / rate_mbps + 2000.0
+    return {"rtt_us": f"{hops * per_hop_us:.0f}",
+            "port_buffer_bytes": str(int(queue_budget) * MAX_FRAME_BYTES)}
+
+
+def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> dict[str, str]:
+    """``fabric_topo``: the fabric's topology, for the rate modes' meter bursts
+    (:func:`meter_burst_settings`)."""
+    from ..dataplane.constants import RATE_MODES
     s = P.scaled_mode_settings(mode, plan)
     s["link_mbps"] = repr(cfg.rate_mbps)
+    if fabric_topo is not None and mode in RATE_MODES:
+        s.update(meter_burst_settings(fabric_topo, cfg.rate_mbps, cfg.queue_budget))
     s.update(CTL_DEFAULTS)
     s.update(cfg.settings)
     s.update(cfg.per_mode.get(mode, {}))
@@ -307,7 +327,7 @@ class Experiment:
         tmp = tm_for_mode(mode, cfg.weighted_dclas)
         tmc = fab.apply_tm(tmp, cfg.rate_kbit, cfg.queue_budget)
         sock = os.path.join(fab.run_dir, f"api-{mode}.sock")
-        settings = mode_settings(cfg, mode, plan)
+        settings = mode_settings(cfg, mode, plan, self.t)
         self.ctl = ControllerProc(topo_file, mode, p4info, bmv2, fab.switch_addrs(), sock, settings,
                                   os.path.join(fab.run_dir, f"ctl-{mode}.log"))
         self.ctl.wait_ready()
@@ -515,6 +535,9 @@ def _brief(status) -> dict | None:
         out["last_errors"] = sorted({v.get("last_error") for v in vals if v.get("last_error")})[:5]
     if isinstance(status.get("coflows"), list):
         out["coflows_left"] = len(status["coflows"])
+    if isinstance(status.get("meters"), dict):
+        # rate modes: the meter pool and the closed loop (rounds that read flow_bytes)
+        out["meters"] = status["meters"]
     dp = status.get("dataplane")
     if isinstance(dp, dict) and dp:
         # the pipeline's own drop counters, summed over the switches (ctl.observe.Telemetry)

@@ -17,7 +17,7 @@ from .target import TOFINO
 #: (kind, P4 object, field or parameter) -> (TNA width, the largest value the controller writes
 #: on Tofino, why). Width differences not listed here fail :func:`compare`.
 def _differences():
-    from p4.config.v1 import p4info_pb2
+    from coflow.dataplane.pb import p4info_pb2
 
     from ..ctl import model as M
     return {

@@ -25,18 +25,26 @@ control PipelineConfig(inout headers_t hdr,
 
     /* The controller rewrites the default action of this keyless table:
      * mode (MODE_*), the class of FAIR/RATE mode, FIFO-LM's heavy threshold
-     * in bytes, and FIFO-LM's base external id (the oldest active coflow). */
+     * in bytes, FIFO-LM's base external id (the oldest active coflow),
+     * managed = 1 (a controller is in charge: a tagged coflow it did not give a
+     * slot in coflow_slot is served at PRIO_LOWEST, below every registered one)
+     * and the idle age, in epochs, after which a hashed slot is taken over
+     * (coflow_counter.p4). The initial default is what runs with no controller:
+     * D-CLAS, Aalo's fallback for unknown coflows (top queue, demoted by their
+     * hashed slot's bytes), SLOT_IDLE_EPOCHS. */
     action set_config(bit<8> mode, prio_t fair_prio, bytes_t heavy_bytes,
-                      coflow_ext_t fifo_base) {
+                      coflow_ext_t fifo_base, bit<1> managed, epoch_t slot_idle_epochs) {
         meta.mode = mode;
         meta.fair_prio = fair_prio;
         meta.heavy_bytes = heavy_bytes;
         meta.fifo_base = fifo_base;
+        meta.managed = managed;
+        meta.slot_idle_epochs = slot_idle_epochs;
     }
 
     table pipeline_config {
         actions = { set_config; }
-        default_action = set_config(MODE_DCLAS, 4, 0xffffffffffffffff, 0);
+        default_action = set_config(MODE_DCLAS, 4, 0xffffffffffffffff, 0, 0, SLOT_IDLE_EPOCHS);
         size = 1;
     }
 

@@ -1,9 +1,15 @@
 /*
- * flow_meter.p4 -- indirect meters per (coflow, flow slot) at the sender's
- * edge, applied in MODE_RATE (Varys / HUG rate control). The controller maps (CoflowId, src, dst) to a meter index
- * (coflow slot * FLOW_SLOTS_PER_COFLOW + flow slot) and pushes a MeterConfig
- * (bytes per second, P4Runtime units) computed by MADD or HUG. A meter only
- * colours: RED packets are dropped here and counted per meter and per queue.
+ * flow_meter.p4 -- indirect meters per (coflow, src, dst) flow at the sender's
+ * edge, applied in MODE_RATE (Varys / HUG rate control). The controller gives
+ * each flow of a rate-controlled coflow a meter index of its own from a pool of
+ * FLOW_METERS (a free list per edge switch, released when the flow finishes or
+ * its coflow unregisters) and pushes a MeterConfig (bytes per second, P4Runtime
+ * units) computed by MADD or HUG, scaled from payload to frame bytes. A meter
+ * only colours: RED packets are dropped here and counted per meter
+ * (meter_red_drops) and per queue; GREEN and YELLOW ones pass and are counted
+ * per meter in flow_bytes (frame bytes and packets), which the controller reads
+ * every round as the flow's progress (frame bytes - packets * overhead =
+ * payload bytes; p4src/README.md "Meters").
  */
 #ifndef __FLOW_METER__
 #define __FLOW_METER__
@@ -14,6 +20,7 @@ control FlowMeter(inout headers_t hdr,
 
     meter(FLOW_METERS, MeterType.bytes) flow_meters;
     counter(FLOW_METERS, CounterType.packets_and_bytes) meter_red_drops;
+    counter(FLOW_METERS, CounterType.packets_and_bytes) flow_bytes;  /* passed the meter */
 
     action set_meter(bit<32> index) {
         meta.meter_idx = index;
@@ -37,6 +44,8 @@ control FlowMeter(inout headers_t hdr,
             if (meta.color == METER_RED) {
                 meter_red_drops.count(meta.meter_idx);
                 meta.drop_reason = DROP_METER_RED;
+            } else {
+                flow_bytes.count(meta.meter_idx);
             }
         }
     }

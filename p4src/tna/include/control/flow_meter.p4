@@ -4,8 +4,9 @@
  * Meter extern (open-p4studio p4_16_programs/tna_meter_lpf_wred): a bytes meter
  * whose colour is MeterColor_t (RED = 3 on TNA, 2 on v1model). RED packets are
  * dropped (drop_ctl, in queue_stats.p4) and counted per meter.
- * Meters exist for the first TNA_METERED_SLOTS slots (index = slot * 8 + flow
- * slot, as on v1model).
+ * One meter per flow: the controller gives each (coflow, src, dst) an index of
+ * its own from a pool per edge switch (0 .. TNA_FLOW_METERS - 1, as on v1model);
+ * flow_bytes counts what passed, the controller's per-flow progress.
  */
 #ifndef __FLOW_METER_TNA__
 #define __FLOW_METER_TNA__
@@ -15,6 +16,8 @@ control FlowMeter(inout headers_t hdr,
 
     Meter<bit<32>>(TNA_FLOW_METERS, MeterType_t.BYTES) flow_meters;
     Counter<bit<64>, bit<32>>(TNA_FLOW_METERS, CounterType_t.PACKETS_AND_BYTES) meter_red_drops;
+    /* what passed each meter (GREEN / YELLOW): the controller's per-flow progress */
+    Counter<bit<64>, bit<32>>(TNA_FLOW_METERS, CounterType_t.PACKETS_AND_BYTES) flow_bytes;
 
     action set_meter(bit<32> index) {
         meta.meter_idx = index;
@@ -38,6 +41,8 @@ control FlowMeter(inout headers_t hdr,
             if (meta.color == (bit<8>)MeterColor_t.RED) {
                 meter_red_drops.count(meta.meter_idx);
                 meta.meter_red = 1;          /* DROP_METER_RED (coflow_tna.p4) */
+            } else {
+                flow_bytes.count(meta.meter_idx);
             }
         }
     }

@@ -1,0 +1,318 @@
+"""Per-flow meters (issue 20, defect 3) and the rate modes' closed loop (defect 1), pure parts:
+the meter pool (no two live flows share an index, release and reuse, exhaustion -> neither
+meter nor override, counted), burst sizing, payload <-> frame conversion, and the progress
+read from ``flow_bytes`` fed to the scheduler. The live tests are in
+``tests/test_ctl_live_closed_loop.py``."""
+import os
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from coflow import topology as T
+from coflow.ctl import model as M
+from coflow.ctl import translate as TR
+from coflow.ctl.rates import FlowProgress, plan
+from coflow.dataplane import constants as C
+from coflow.sched import make_scheduler
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+P4INFO = os.path.join(ROOT, "build", "coflow.p4info.txt")
+BMV2_JSON = os.path.join(ROOT, "build", "coflow.json")
+S = TR.CtlSettings(link_mbps=100, min_rate_frac=0)
+
+
+# conversion -----------------------------------------------------------------------------------
+
+def test_overhead_constants_are_the_headers_of_a_tagged_tcp_segment():
+    assert C.FRAME_OVERHEAD_BYTES == 14 + 20 + 8 + 20 + 12 == 74
+    assert C.MAX_FRAME_BYTES == 1514 and C.TCP_MSS_BYTES == 1440
+    assert C.TCP_MSS_BYTES + C.FRAME_OVERHEAD_BYTES == C.MAX_FRAME_BYTES
+
+
+def test_payload_from_a_flow_bytes_reading():
+    # 100 full segments and a 500-byte tail, as flow_bytes counts them (frames, no FCS)
+    frames = 100 * 1514 + (500 + 74)
+    assert TR.payload_bytes(frames, 101) == 100 * 1440 + 500
+    assert TR.payload_bytes(0, 0) == 0
+    assert TR.payload_bytes(74, 1) == 0  # a pure ACK of the sender (tagged socket)
+    assert TR.payload_bytes(60, 1) == 0  # never negative
+
+
+def test_frame_rate_is_payload_rate_of_full_segments():
+    assert TR.frame_rate(1440.0) == pytest.approx(1514.0)
+    s = TR.CtlSettings(link_mbps=10)
+    assert TR.frame_rate(s.link_payload_Bps) == pytest.approx(s.link_Bps)
+    # what a meter passes in a second at that rate, read back as payload: the scheduler's rate
+    segs = TR.frame_rate(144_000.0) / 1514
+    assert TR.payload_bytes(int(round(segs * 1514)), int(round(segs))) == 144_000
+
+
+# bursts -----------------------------------------------------------------------------------------
+
+@given(rate=st.floats(0, 1e10), rtt=st.floats(1, 1e6), buf=st.integers(3028, 10**8),
+       frac=st.floats(0.01, 1))
+def test_burst_is_rtt_times_rate_clamped(rate, rtt, buf, frac):
+    if buf * frac < 2 * 1514:
+        return
+    s = TR.CtlSettings(rtt_us=rtt, port_buffer_bytes=buf, burst_buffer_frac=frac)
+    b = TR.burst_bytes(rate, s)
+    lo, hi = 2 * 1514, int(buf * frac)
+    assert lo <= b <= hi
+    want = rate * rtt / 1e6
+    if lo < want < hi:
+        assert b == pytest.approx(want, abs=1)
+    assert TR.burst_bytes(rate * 2, s) >= b  # monotone in the rate
+
+
+def test_burst_examples():
+    s = TR.CtlSettings(rtt_us=2000, port_buffer_bytes=100_000, burst_buffer_frac=0.5)
+    assert TR.burst_bytes(1_000, s) == 3028                # 2 B of RTT: two frames
+    assert TR.burst_bytes(10_000_000, s) == 20_000          # 2 ms of 10 MB/s
+    assert TR.burst_bytes(1e9, s) == 50_000                 # half the port buffer
+
+
+# the pool ---------------------------------------------------------------------------------------
+
+def test_pool_take_release_reuse():
+    p = TR.MeterPool(3)
+    assert [p.take("e0", ("a", i, 0)) for i in range(3)] == [0, 1, 2]
+    assert p.take("e0", ("a", 3, 0)) is None                # exhausted
+    assert p.take("e1", ("a", 3, 0)) == 0                   # pools are per switch
+    assert p.take("e0", ("a", 1, 0)) == 1                   # a flow keeps its index
+    p.release(("a", 1, 0))
+    assert p.take("e0", ("b", 0, 0)) is None                # held until the next round
+    p.commit()
+    assert p.take("e0", ("b", 0, 0)) == 1 and p.owner[("e0", 1)] == ("b", 0, 0)
+    p.release(("a", 0, 0))
+    p.release(("a", 2, 0))
+    p.commit()
+    q = p.copy()
+    assert [p.take("e0", ("c", i, 0)) for i in range(2)] == [0, 2]
+    assert q.index_of == {k: v for k, v in p.index_of.items() if k[0] != "c"}
+
+
+def _world(rng, ctx, cids, flows, pool_size):
+    """One random round: arrivals, departures, flows finishing (registration order kept)."""
+    r = rng.random()
+    if r < 0.45 or not cids:
+        cid = (rng.randrange(1 << 20), 0)
+        if cid not in flows:
+            n = rng.randrange(1, 6)
+            flows[cid] = [(a, (a + rng.randrange(1, 16)) % 16) for a in rng.sample(range(16), n)]
+            cids.append(cid)
+    elif r < 0.7:
+        cid = rng.choice(cids)
+        cids.remove(cid)
+        del flows[cid]
+    else:
+        cid = rng.choice(cids)
+        if len(flows[cid]) > 1:
+            flows[cid].pop(rng.randrange(len(flows[cid])))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), pool_size=st.integers(1, 12))
+def test_no_two_live_flows_share_an_index_and_exhaustion_is_all_or_nothing(seed, pool_size):
+    rng = random.Random(seed)
+    topo = T.fattree(4)
+    ctx = TR.MeterContext(topo, meters=pool_size)
+    cids: list = []
+    flows: dict = {}
+    book_keys: dict = {}
+    for _ in range(30):
+        for _ in range(rng.randrange(1, 3)):
+            _world(rng, ctx, cids, flows, pool_size)
+        cf, src, dst = [], [], []
+        for k, c in enumerate(cids):
+            for a, b in flows[c]:
+                cf.append(k)
+                src.append(a)
+                dst.append(b)
+        u = ctx.update(list(cids), np.array(cf, np.int64), np.array(src, np.int64),
+                       np.array(dst, np.int64), np.full(len(cf), 1e5), None, S)
+        state = ctx.state()
+        seen: dict = {}
+        for sw, ents in state.items():
+            for e in ents.values():
+                if isinstance(e, M.TableEntry):
+                    k = (sw, dict(e.params)["index"])
+                    assert k not in seen, (k, seen[k], e)   # no two live flows share an index
+                    seen[k] = e
+                    assert 0 <= k[1] < pool_size
+        for c in cids:
+            pairs = {(ctx.switches[ctx.edge_of[a]], a, b) for a, b in flows[c]}
+            got = {(sw, a, b) for a, b, sw, _ in ctx.flows(c)}
+            if ctx.metered(c):
+                assert got == pairs and c not in ctx.unmetered   # every pair metered...
+            else:
+                assert got == set() and ctx.unmetered[c] == len({(a, b) for a, b in flows[c]})
+        assert set(ctx.unmetered) <= set(cids)
+        # the book never sees a key claimed by two components (released indices are held)
+        for comp, sw, ents in u.sets:
+            for k in ents:
+                owner = book_keys.get((sw, k))
+                assert owner in (None, comp), (k, owner, comp)
+            for (s2, k), o in list(book_keys.items()):
+                if s2 == sw and o == comp and k not in ents:
+                    del book_keys[(s2, k)]
+            for k in ents:
+                book_keys[(sw, k)] = comp
+
+
+def test_exhausted_pool_unmeters_the_coflow_then_meters_it_when_freed():
+    topo = T.bigswitch(8)
+    ctx = TR.MeterContext(topo, meters=3)
+    a, b = (1, 0), (2, 0)
+    # a: 2 pairs, b: 2 pairs; 3 meters: b gets none (all or nothing), counted
+    cf, src, dst = np.array([0, 0, 1, 1]), np.array([0, 1, 2, 3]), np.array([4, 5, 6, 7])
+    ctx.update([a, b], cf, src, dst, np.full(4, 1e5), None, S)
+    assert ctx.metered(a) and not ctx.metered(b)
+    assert ctx.unmetered == {b: 2} and ctx.unmetered_flows == 2 and ctx.pool.in_use() == 2
+    assert all(dict(e.match)["external_id"] == 1 for ents in ctx.state().values()
+               for e in ents.values() if isinstance(e, M.TableEntry))
+    # a's second flow finishes: its index is held one round, then b fits
+    ctx.update([a, b], cf[[0, 2, 3]], src[[0, 2, 3]], dst[[0, 2, 3]], np.full(3, 1e5), None, S)
+    assert not ctx.metered(b) and ctx.pool.in_use() == 1
+    ctx.update([a, b], cf[[0, 2, 3]], src[[0, 2, 3]], dst[[0, 2, 3]], np.full(3, 1e5), None, S)
+    assert ctx.metered(b) and ctx.unmetered == {}
+    assert sorted(i for _, _, _, i in ctx.flows(b)) == [1, 2]
+
+
+@pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
+                    reason="build/coflow.p4info.txt missing: run `make p4`")
+def test_controller_gives_no_override_without_a_meter():
+    """Pool of 2: SEBF orders three one-flow coflows, the third gets no meter, hence no
+    override (fair class), and is counted in the metrics and the status."""
+    from coflow.api.registry import CoflowRegistry
+    from coflow.ctl.daemon import Controller
+    t = T.bigswitch(4)
+    reg = CoflowRegistry([h.name for h in t.hosts])
+    c = Controller(t, "sebf", P4INFO, BMV2_JSON, {s.name: "127.0.0.1:1" for s in t.switches},
+                   registry=reg, settings={"link_mbps": "10"})
+    try:
+        c._meter_ctx = TR.MeterContext(t, meters=2)
+        recs = [reg.register([("h0", f"h{d}", 1000 * d)]) for d in (1, 2, 3)]
+        with c._mu:
+            c._refresh_coflows()
+            c._compute_rates(1000.0)
+        cids = [(r.cid.external, r.cid.internal) for r in recs]
+        assert c._prio == {cids[0]: 7, cids[1]: 6}          # the third: no override
+        assert c._meter_ctx.unmetered == {cids[2]: 1}
+        text = c.metrics.exposition().decode()
+        assert "coflow_ctl_unmetered_coflows 1.0" in text and "coflow_ctl_unmetered_flows 1.0" in text
+        assert "coflow_ctl_meters_in_use 2.0" in text
+        st_ = c.status()
+        assert st_["meters"]["unmetered_coflows"] == 1 and st_["meters"]["in_use"] == 2
+        assert [x["metered"] for x in st_["coflows"]] == [True, True, False]
+        assert st_["coflows"][2]["override_prio"] is None
+        desired = c._desired()["s0"]
+        assert {dict(e.match)["external_id"] for e in desired.table(M.T_OVERRIDE)} == \
+            {cids[0][0], cids[1][0]}
+        assert {dict(e.match)["external_id"] for e in desired.table(M.T_FLOW_METER)} == \
+            {cids[0][0], cids[1][0]}
+    finally:
+        c.stop()
+        reg.close()
+
+
+# the closed loop (pure part) -------------------------------------------------------------------
+
+def test_progress_readings_become_bytes_sent():
+    from types import SimpleNamespace as NS
+    from coflow.api.registry import CoflowId, FlowSpec
+    pr = FlowProgress()
+    hp = {"h0": 0, "h1": 1, "h2": 2}
+    rec = NS(cid=CoflowId(5, 1), flows=[FlowSpec("h0", "h1", 3000), FlowSpec("h0", "h1", 2000),
+                                        FlowSpec("h2", "h1", None)])
+    cid = (5, 1)
+    assert pr.observe(cid, 0, 1, ("s0", 4), 4 * 1514, 4)         # 4 full segments: 5760 B
+    assert not pr.observe(cid, 0, 1, ("s0", 4), 4 * 1514, 4)     # no change: no new version
+    assert pr.measured([rec], hp) == {cid: {0: 3000, 1: 2760}}   # in flow order, up to sizes
+    pr.observe(cid, 2, 1, ("s0", 5), 1514 + 574, 2)
+    assert pr.measured([rec], hp)[cid][2] == 1940                # unknown size: all of it
+    # the counter goes back to 0 (a restarted switch, entries re-inserted with a reset)
+    pr.observe(cid, 0, 1, ("s0", 4), 1514, 1)
+    assert pr.sent(cid)[(0, 1)] == 5760 + 1440
+    # metered again on another index: the old one's bytes stay counted
+    pr.observe(cid, 0, 1, ("s0", 9), 1514, 1)
+    assert pr.sent(cid)[(0, 1)] == 5760 + 1440 + 1440
+    pr.forget_except(set())
+    assert pr.measured([rec], hp) == {}
+
+
+def test_measured_progress_drives_sebf_order_and_finishes_flows():
+    """The core gets the measured bytes as sent: a large coflow that drained below a smaller
+    one is served first (SEBF), and a flow whose bytes were all counted leaves the view."""
+    from types import SimpleNamespace as NS
+    from coflow.api.registry import CoflowId, FlowSpec
+    hp = {"h0": 0, "h1": 1, "h2": 2, "h3": 3}
+    big = NS(cid=CoflowId(1, 0), admitted=True, registered_at=0.0, sent_bytes={},
+             flows=[FlowSpec("h0", "h1", 100_000), FlowSpec("h0", "h2", 10_000)])
+    small = NS(cid=CoflowId(2, 0), admitted=True, registered_at=0.0, sent_bytes={},
+               flows=[FlowSpec("h2", "h3", 60_000)])
+    s = make_scheduler("sebf")
+    p = plan("sebf", s, [big, small], hp, 1e6, 0.0, {}, 10**9)
+    assert p.prio == {(2, 0): 7, (1, 0): 6}
+    pr = FlowProgress()
+    pr.observe((1, 0), 0, 1, ("s0", 0), 70_000 // 1440 * 1514 + 1514, 70_000 // 1440 + 1)
+    pr.observe((1, 0), 0, 2, ("s0", 1), 7 * 1514, 7)   # 10,080 >= 10,000: finished
+    p = plan("sebf", s, [big, small], hp, 1e6, 0.0, {}, 10**9,
+             measured=pr.measured([big, small], hp))
+    assert p.prio == {(1, 0): 7, (2, 0): 6}
+    assert [(c, a, b) for c, a, b, _ in p.flows] == [((1, 0), "h0", "h1"), ((2, 0), "h2", "h3")]
+    assert p.view.remaining[0] == 100_000 - (70_000 // 1440 + 1) * 1440
+
+
+def test_measured_progress_moves_fai_queues():
+    """Fai's queues come from bytes sent: with the data plane's counts (no Update) a coflow
+    that crossed Q1 (10 MiB; at the full 1 MB/s, at t = 10.49 s) is demoted at that tick;
+    open loop (nothing sent as far as the controller knows) it stays in queue 1."""
+    from types import SimpleNamespace as NS
+    from coflow.api.registry import CoflowId, FlowSpec
+    hp = {"h0": 0, "h1": 1, "h2": 2, "h3": 3}
+    recs = [NS(cid=CoflowId(1, 0), admitted=True, registered_at=0.0, sent_bytes={},
+               flows=[FlowSpec("h0", "h1", 50 << 20)]),
+            NS(cid=CoflowId(2, 0), admitted=True, registered_at=0.0, sent_bytes={},
+               flows=[FlowSpec("h2", "h3", 50 << 20)])]
+    pr = FlowProgress()
+    n = (10_500_000 // 1440) + 1                    # 10.5 MB of payload by t = 10.5 s
+    pr.observe((1, 0), 0, 1, ("s0", 0), n * 1514, n)
+    for measured, want in ((None, 7), (pr.measured(recs, hp), 6)):
+        s = make_scheduler("fai", {"K": "8"})
+        mem: dict = {}
+        p = plan("fai", s, recs, hp, 1e6, 0.0, mem, 10**9)
+        assert p.prio == {(1, 0): 7, (2, 0): 7}
+        p = plan("fai", s, recs, hp, 1e6, 10.5, mem, 10**9, measured=measured)
+        assert p.prio == {(1, 0): want, (2, 0): 7}
+
+
+def test_counter_read_request_is_protobufs_bytes():
+    """The closed loop's per-index read is encoded on the wire directly: the same bytes as
+    the protobuf message (index 0 included: an empty but present Index)."""
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
+    from coflow.ctl import wire
+    for idx in ([0], [0, 1, 4095], list(range(300))):
+        r = pb.ReadRequest()
+        r.device_id = 7
+        for i in idx:
+            e = r.entities.add()
+            e.counter_entry.counter_id = 318_000_123
+            e.counter_entry.index.index = i
+        assert wire.counter_read_request(7, 318_000_123, idx) == r.SerializeToString()
+
+
+def test_seeded_indices_are_kept_for_live_flows_and_freed_for_done_ones():
+    """A restarted controller adopts the indices the switch holds: a live flow keeps its index
+    (same entry: no write, no counter reset), a finished one's index is freed."""
+    topo = T.bigswitch(4)
+    ctx = TR.MeterContext(topo, meters=8)
+    assert ctx.pool.seed("s0", ((1, 0), 0, 1), 5) and ctx.pool.seed("s0", ((1, 0), 2, 3), 6)
+    assert not ctx.pool.seed("s0", ((2, 0), 0, 1), 5)      # taken
+    assert not ctx.pool.seed("s0", ((2, 0), 0, 1), 8)      # out of range
+    ctx.update([(1, 0)], np.array([0]), np.array([0]), np.array([1]), np.array([1e5]), None, S)
+    assert ctx.flows((1, 0)) == [(0, 1, "s0", 5)]
+    assert ctx.pool.index_of == {((1, 0), 0, 1): ("s0", 5)}   # 6 released (held a round)
+    ctx.update([(1, 0)], np.array([0]), np.array([0]), np.array([1]), np.array([1e5]), None, S)
+    assert 6 in ctx.pool._free["s0"]
