@@ -337,7 +337,9 @@ def test_sim_step_kernels_are_bit_identical_to_reference(fs, bad):
          src.copy(), src[::-1].copy(), np.arange(n, dtype=np.int64) * 3,
          np.bincount(pos, minlength=C)]
     b = [x.copy() if isinstance(x, np.ndarray) else x for x in a]
-    na = kernels.advance_compact(*a)
+    rem_, sent_, rates_, dt_, fin_, pos_, moved_, src_, dst_, red_, cnt_ = a
+    na = kernels.advance_compact(kernels.ActiveFlows(src_, dst_, red_, rem_, sent_, pos_, cnt_), rates_, dt_, fin_,
+                                 moved_)
     nb = advance_compact_reference(*b)
     assert na == nb
     for x, y in zip(a, b):
@@ -509,32 +511,29 @@ def test_pfp_repaired_matching_is_the_greedy(seed, P, steps):
     F = int(rng.integers(1, 40))
     src, dst = rng.integers(0, P, F), rng.integers(0, P, F)
     size = rng.choice(SIZES, size=F)
-    st_ = sim_pfp.PfpState(P, src, dst, np.zeros(F, dtype=np.int64), size, 1)
-    args = st_.args()
-    (P_, src_, dst_, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d, nwait, nact, cnt) = args
-    lst, nl = np.empty((2 * P, P), dtype=np.int64), np.zeros(2 * P, dtype=np.int64)
-    opened = np.empty(2 * P, dtype=np.int64)
+    m = kernels.matching(P, src, dst, np.zeros(F, dtype=np.int64), size, 1)
+    src_, dst_, rem, state, sel, thr = m.src, m.dst, m.rem, m.state, m.sel, m.thr
+    heap, lo, hn, pt_s, pt_d, cnt, opened = m.heap, m.lo, m.hn, m.pt_s, m.pt_d, m.cnt, m.opened
     buf = kernels.pfp_buffers()
     arrived = 0
     for _ in range(steps):
         new = int(rng.integers(0, F - arrived + 1)) if arrived < F else 0
         newf = np.arange(arrived, arrived + new, dtype=np.int64)
-        sim_pfp.pfp_arrive(newf, *args)
+        sim_pfp.pfp_arrive(m, newf)
         arrived += new
-        buf = kernels.pfp_settle(P, src_, dst_, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d,
-                                 pt_d, lst, nl, nwait, cnt, newf, opened, buf)
-        act = np.flatnonzero((state == kernels.PFP_WAIT) | (state == kernels.PFP_RUN))
+        buf = kernels.pfp_settle(m, newf, buf)
+        act = np.flatnonzero((state == kernels.FlowState.WAIT) | (state == kernels.FlowState.RUN))
         order = act[np.lexsort((act, rem[act]))]
         want = np.zeros(F, dtype=bool)
         used = np.zeros(2 * P, dtype=bool)
         for f in order:
             if not used[src_[f]] and not used[P + dst_[f]]:
                 want[f] = used[src_[f]] = used[P + dst_[f]] = True
-        assert np.array_equal(state == kernels.PFP_RUN, want)
+        assert np.array_equal(state == kernels.FlowState.RUN, want)
         for f in np.flatnonzero(want):
             assert sel[src_[f]] == f and sel[P + dst_[f]] == f and thr[src_[f]] == rem[f]
         # each pair's heap holds exactly its waiting flows, and its first flow is published
-        waiting = np.flatnonzero(state == kernels.PFP_WAIT)
+        waiting = np.flatnonzero(state == kernels.FlowState.WAIT)
         for p in range(P * P):
             held = sorted(heap[lo[p]:lo[p] + hn[p]].tolist())
             mine = sorted(f for f in waiting.tolist() if src_[f] * P + dst_[f] == p)
@@ -546,7 +545,7 @@ def test_pfp_repaired_matching_is_the_greedy(seed, P, steps):
         no = 0
         for f in np.flatnonzero(want):
             if rng.random() < 0.4:
-                state[f] = kernels.PFP_DONE
+                state[f] = kernels.FlowState.DONE
                 for l in (src_[f], P + dst_[f]):
                     sel[l] = -1
                     thr[l] = np.inf
@@ -555,7 +554,7 @@ def test_pfp_repaired_matching_is_the_greedy(seed, P, steps):
             else:
                 rem[f] = max(0.0, rem[f] - rng.choice([0.0, 0.5, 1.0, 2.5]))
                 thr[src_[f]] = thr[P + dst_[f]] = rem[f]
-        cnt[kernels.PC_OPEN] = no
+        cnt[kernels.Counter.OPEN] = no
 
 
 @FAST
@@ -574,7 +573,7 @@ def test_ordered_fill_is_a_fill_per_coflow(vq, seed):
     rem0 = v.caps * rng.choice([1.0, 0.5, 1e-12, 0.3], size=2 * P)
     order = rng.permutation(v.ncoflows).astype(np.int64)
     ra, rema = np.zeros(n), rem0.copy()
-    kernels.ordered_fill(order, v.cf_lo, v.src, v.dst, w, el, P, rema, REL_TOL, ra)
+    kernels.ordered_fill(v.kernel_flows(), order, w, el, rema, REL_TOL, ra)
     rb, remb = np.zeros(n), rem0.copy()
     tol = np.maximum(rem0, 1.0) * REL_TOL
     N, Cm = np.zeros((P, P)), np.zeros((P, P), dtype=np.int32)

@@ -273,8 +273,8 @@ class _Active:
         """Every flow moves ``rates * dt``; flows due within ``fin_before`` finish and are
         dropped in the same pass (``cnt`` counts what is left). Returns bytes moved per coflow."""
         cf_moved = np.zeros(self.acf.size)
-        n = kernels.advance_compact(self.rem, self.sent, rates, dt, fin_before, self.pos, cf_moved,
-                                    self.src, self.dst, self.red, self.cnt)
+        a = kernels.ActiveFlows(self.src, self.dst, self.red, self.rem, self.sent, self.pos, self.cnt)
+        n = kernels.advance_compact(a, rates, dt, fin_before, cf_moved)
         if n < self.rem.size:
             self.src, self.dst, self.red = self.src[:n], self.dst[:n], self.red[:n]
             self.rem, self.sent, self.pos = self.rem[:n], self.sent[:n], self.pos[:n]

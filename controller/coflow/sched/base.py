@@ -62,6 +62,11 @@ class View:
     def flows_of(self, k: int) -> slice:
         return slice(int(self.cf_lo[k]), int(self.cf_lo[k + 1]))
 
+    def kernel_flows(self):
+        """The flows as the compiled kernels take them (:class:`coflow.sched.kernels.Flows`)."""
+        from . import kernels
+        return kernels.Flows(int(self.ports), np.ascontiguousarray(self.cf_lo, dtype=np.int64), self.src, self.dst)
+
     def link_demand(self, per_flow: np.ndarray) -> np.ndarray:
         """(C x 2P) matrix: ``per_flow`` summed per coflow and link (in flow order, one compiled
         pass).  The remaining bytes' matrix is kept for the rest of the call: schedulers ask for
@@ -163,4 +168,4 @@ def make_scheduler(name: str, settings: dict[str, str] | None = None) -> Schedul
 
 def params_dict(s: Scheduler) -> dict:
     p = s.params
-    return dataclasses.asdict(p) if dataclasses.is_dataclass(p) else {}
+    return dataclasses.asdict(p) if dataclasses.is_dataclass(p) and not isinstance(p, type) else {}

@@ -49,10 +49,12 @@ class PerFlowPriority(Scheduler):
 
     def allocate(self, v: View) -> Allocation:
         caps = v.caps
+        rem = v.remaining
+        assert rem is not None  # clairvoyant: the driver gives the remaining bytes
         if v.nflows and caps.min() == caps.max() > REL_TOL:  # (below it the greedy grants nothing)
             rates, _ = kernels.pfp_rates(v.ports, float(caps[0]), np.ascontiguousarray(v.src, dtype=np.int32),
                                          np.ascontiguousarray(v.dst, dtype=np.int32),
-                                         np.ascontiguousarray(v.remaining, dtype=float), kernels.pfp_buffers())
+                                         np.ascontiguousarray(rem, dtype=float), kernels.pfp_buffers())
             return Allocation(rates)
-        order = np.lexsort((np.arange(v.nflows), v.remaining))
+        order = np.lexsort((np.arange(v.nflows), rem))
         return Allocation(greedy(v, order, caps.copy()))

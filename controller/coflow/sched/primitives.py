@@ -81,8 +81,7 @@ def ordered_waterfill(v, order: np.ndarray, rem: np.ndarray, weights: np.ndarray
     n = v.nflows
     w = np.ones(n) if weights is None else np.ascontiguousarray(weights, dtype=float)
     el = np.ones(n, dtype=bool) if eligible is None else eligible
-    kernels.ordered_fill(np.ascontiguousarray(order, dtype=np.int64), v.cf_lo, v.src, v.dst, w, el,
-                         v.ports, rem, REL_TOL, rates)
+    kernels.ordered_fill(v.kernel_flows(), np.ascontiguousarray(order, dtype=np.int64), w, el, rem, REL_TOL, rates)
     return rates
 
 

@@ -67,8 +67,8 @@ def dclas_next_demotion(v: View, p: DclasParams, queues: np.ndarray, rates: np.n
     due = mem["due"]
     if v.ncoflows == 0:
         return INF
-    # per coflow: 2 = crossed its queue's threshold (demoted at the next tick, or when already
-    # due), 1 = growing towards it (t = the tick at which it crosses), 0 = nothing due
+    # per coflow: CROSSED its queue's threshold (demoted at the next tick, or when already
+    # due), GROWING towards it (t = the tick at which it crosses), or nothing due
     t, state = kernels.dclas_demotion_times(
         np.ascontiguousarray(v.cf_lo, dtype=np.int64), np.ascontiguousarray(rates, dtype=float),
         np.ascontiguousarray(queues, dtype=np.int64), np.ascontiguousarray(v.cf_sent, dtype=float),
@@ -76,10 +76,10 @@ def dclas_next_demotion(v: View, p: DclasParams, queues: np.ndarray, rates: np.n
     tick = None
     nxt = INF
     for i, s, tk in zip(v.cf_id.tolist(), state.tolist(), t.tolist()):
-        if s == 0:
+        if s == kernels.Demotion.NONE:
             due.pop(i, None)
             continue
-        if s == 2:
+        if s == kernels.Demotion.CROSSED:
             if tick is None:
                 tick = _tick_after(v.now, p.delta)
             tk = due.get(i, tick)
@@ -120,13 +120,14 @@ def weighted_queues(v: View, queues: np.ndarray, weights: list[float], rounds: i
         wq[q] = float(weights[q - 1])
     dm = dense_threshold(v.ports) if dense_min is None else dense_min
     buf = scratch(v.nflows)[1]
-    cf_lo = np.ascontiguousarray(v.cf_lo, dtype=np.int64)
-    args = (np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(queues, dtype=np.int64), wq, cf_lo,
-            v.src, v.dst, v.ports, np.ascontiguousarray(v.caps, dtype=float), REL_TOL, int(rounds))
+    fl = v.kernel_flows()
+    qs = kernels.QueueShare(np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(queues, dtype=np.int64),
+                            wq, int(rounds))
+    caps = np.ascontiguousarray(v.caps, dtype=float)
     if rounds == 0:
-        return kernels.queue_fill(*args, int(dm), buf)
-    slot, cache = dense_counts(v, cf_lo, int(dm))
-    return kernels.queue_fill_slots(*args, slot, cache.MT, cache.rs, cache.cs, buf)
+        return kernels.queue_fill(fl, qs, caps, REL_TOL, int(dm), buf)
+    slot, cache = dense_counts(v, fl, int(dm))
+    return kernels.queue_fill_slots(fl, qs, slot, cache.counts(), caps, REL_TOL, buf)
 
 
 class DenseCounts:
@@ -164,14 +165,19 @@ class DenseCounts:
             self.n[s] = -1
         return s
 
+    def counts(self):
+        """The matrices as the kernels take them (:class:`coflow.sched.kernels.Counts`)."""
+        return kernels.Counts(self.MT, self.rs, self.cs)
+
     def release_except(self, live: set) -> None:
         for cid in [c for c in self.of if c not in live]:
             self.free.append(self.of.pop(cid))
 
 
-def dense_counts(v: View, cf_lo: np.ndarray, dense_min: int) -> tuple[np.ndarray, DenseCounts]:
+def dense_counts(v: View, fl, dense_min: int) -> tuple[np.ndarray, DenseCounts]:
     """Slot per coflow (-1: per-flow path) and the up-to-date count matrices of the coflows
-    with at least ``dense_min`` flows."""
+    with at least ``dense_min`` flows (``fl``: the view's :meth:`View.kernel_flows`)."""
+    cf_lo = fl.cf_lo
     cache = v.memory.get("dense_counts")
     if cache is None or cache.P != v.ports:
         cache = v.memory["dense_counts"] = DenseCounts(v.ports)
@@ -181,10 +187,8 @@ def dense_counts(v: View, cf_lo: np.ndarray, dense_min: int) -> tuple[np.ndarray
     ids = v.cf_id.tolist()
     cache.release_except({ids[k] for k in dense})
     for k in dense:
-        lo, hi = int(cf_lo[k]), int(cf_lo[k + 1])
-        s = cache.slot_for(ids[k], hi - lo)
-        cache.n[s] = kernels.dense_sync(cache.MT[s], cache.rs[s], cache.cs[s], cache.keys[s], cache.n[s],
-                                        v.src, v.dst, lo, hi, v.ports)
+        s = cache.slot_for(ids[k], int(cf_lo[k + 1] - cf_lo[k]))
+        cache.n[s] = kernels.dense_sync(cache.counts(), s, cache.keys[s], cache.n[s], fl, k)
         slot[k] = s
     return slot, cache
 
@@ -255,8 +259,7 @@ class FifoLm(Scheduler):
         g = self.groups(v)
         buf = scratch(v.nflows)[1]
         gorder = np.argsort(g, kind="stable").astype(np.int64)
-        rates = kernels.group_fill(gorder, g, np.ascontiguousarray(v.cf_lo, dtype=np.int64), v.src, v.dst,
-                                   v.ports, v.caps.copy(), REL_TOL, buf)
+        rates = kernels.group_fill(v.kernel_flows(), gorder, g, v.caps.copy(), REL_TOL, buf)
         # Map groups onto 8 hardware queues for reporting: group 0 -> queue 1, ..., capped at 8.
         return Allocation(rates, queue=np.minimum(g + 1, 8))
 

@@ -1,8 +1,12 @@
 """PFP (shortest remaining first with pre-emption): the matching kernel that the scheduler and the simulator's event loop share.
 
-Compiled (numba); moved out of the former single ``kernels.py`` unchanged (results bit-identical).
+Compiled (numba). The matching's state is one :class:`Matching` (a named tuple of arrays: numba
+passes it to the kernels as a struct, as fast as the separate arrays it replaces).
 """
 from __future__ import annotations
+
+from enum import IntEnum
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -29,78 +33,142 @@ from .waterfill import INF, _hdown, _hless, _hup
 # of waiting flows.  The pass keeps those flows (a small heap per link); if the one chosen has
 # lost its other link by the time its turn comes, the link's next is taken from that list.
 # :func:`pfp_rates` is the same kernel from an empty matching (the
-# scheduler's rates for one View); :func:`pfp_run` is the simulator's event loop around it.
+# scheduler's rates for one View); :func:`coflow.sim_pfp.pfp_run` is the simulator's event loop
+# around it.
 
-PFP_WAIT = 1
-PFP_RUN = 2
-PFP_DONE = 3
-# slots of the counters array shared by the kernels below
-PC_ACTIVE, PC_OPEN, PC_ZERO_STEPS, PC_EVENTS, PC_BAD = 0, 1, 2, 3, 4
+
+class FlowState(IntEnum):
+    """A flow's state in the matching (``Matching.state``, int8)."""
+    IDLE = 0  # not arrived yet
+    WAIT = 1
+    RUN = 2
+    DONE = 3
+
+
+class Counter(IntEnum):
+    """Slots of ``Matching.cnt``, the counters the kernels share."""
+    ACTIVE = 0  # flows waiting or running
+    OPEN = 1  # links freed since the last repair (listed in ``Matching.opened``)
+    ZERO_STEPS = 2  # consecutive zero-length steps
+    EVENTS = 3  # events run
+    BAD = 4  # matching violations found (``check``)
+
+
+class Matching(NamedTuple):
+    """Every flow's and link's state of the PFP matching (numba passes it as one struct).
+    Links: uplinks 0..P-1, downlinks P..2P-1; pairs: uplink * P + downlink."""
+    P: int
+    src: np.ndarray  # int32 per flow: uplink
+    dst: np.ndarray  # int32 per flow: downlink (port)
+    cof: np.ndarray  # int32 per flow: coflow
+    rem: np.ndarray  # float per flow: remaining bytes (the key, with the flow's index)
+    state: np.ndarray  # int8 per flow: FlowState
+    sel: np.ndarray  # int64 per link: its running flow, or -1
+    thr: np.ndarray  # float per link: the running flow's key (inf if none)
+    heap: np.ndarray  # int32: each pair's waiting flows, a heap in heap[lo[p]:lo[p + 1]]
+    lo: np.ndarray  # int64 per pair + 1: start of its heap segment (one entry: no pair heaps)
+    hn: np.ndarray  # int64 per pair: size of its heap
+    hpos: np.ndarray  # int32 per flow: position in its pair's heap, or -1
+    pk_s: np.ndarray  # float per pair, by uplink: the first waiting flow's key (inf if none)
+    pt_s: np.ndarray  # int64 per pair, by uplink: the first waiting flow, or -1
+    pk_d: np.ndarray  # float per pair, by downlink (downlink * P + uplink): as pk_s
+    pt_d: np.ndarray  # int64 per pair, by downlink: as pt_s
+    nwait: np.ndarray  # int64 per coflow: waiting flows
+    nact: np.ndarray  # int64 per coflow: flows waiting or running
+    cnt: np.ndarray  # int64 counters (Counter)
+    opened: np.ndarray  # int64 (2P): links freed since the last repair, cnt[Counter.OPEN] of them
+    lst: np.ndarray  # int64 (2P, P) scratch of the repair: the candidates listed per freed link
+    nl: np.ndarray  # int64 (2P): the number listed
+
+
+def matching(P: int, src, dst, cof, size, C: int) -> Matching:
+    """The empty matching over every flow of a workload (none arrived)."""
+    F = src.shape[0]
+    if F >= 2 ** 31:
+        raise ValueError(f"{F} flows: the event-driven pfp indexes flows with int32")
+    # int32: a flow's links and coflow (the 10x trace has 14.7M flows)
+    src = np.ascontiguousarray(src, dtype=np.int32)
+    dst = np.ascontiguousarray(dst, dtype=np.int32)
+    lo = np.zeros(P * P + 1, dtype=np.int64)
+    np.cumsum(np.bincount(src * P + dst, minlength=P * P), out=lo[1:])
+    return Matching(
+        P=P, src=src, dst=dst, cof=np.ascontiguousarray(cof, dtype=np.int32), rem=np.array(size, dtype=float),
+        state=np.zeros(F, dtype=np.int8), sel=np.full(2 * P, -1, dtype=np.int64), thr=np.full(2 * P, INF),
+        heap=np.empty(F, dtype=np.int32), lo=lo, hn=np.zeros(P * P, dtype=np.int64),
+        hpos=np.full(F, -1, dtype=np.int32),
+        pk_s=np.full(P * P, INF), pt_s=np.full(P * P, -1, dtype=np.int64),
+        pk_d=np.full(P * P, INF), pt_d=np.full(P * P, -1, dtype=np.int64),
+        nwait=np.zeros(C, dtype=np.int64), nact=np.zeros(C, dtype=np.int64), cnt=np.zeros(8, dtype=np.int64),
+        opened=np.empty(2 * P, dtype=np.int64), lst=np.empty((2 * P, P), dtype=np.int64),
+        nl=np.zeros(2 * P, dtype=np.int64))
 
 
 @njit(cache=True, inline='always')
-def _ph_push(heap, lo, hn, hpos, rem, q, f):
+def _ph_push(m, q, f):
     """Segment heap ``q`` (``heap[lo[q]:lo[q+1]]``, ``hn[q]`` entries, by (rem, index)) gets
     flow f."""
-    h = heap[lo[q]:lo[q + 1]]
-    n = hn[q]
+    h = m.heap[m.lo[q]:m.lo[q + 1]]
+    n = m.hn[q]
     h[n] = f
-    hpos[f] = n
-    hn[q] = n + 1
-    _hup(h, hpos, rem, n)
+    m.hpos[f] = n
+    m.hn[q] = n + 1
+    _hup(h, m.hpos, m.rem, n)
 
 
 @njit(cache=True, inline='always')
-def _ph_remove(heap, lo, hn, hpos, rem, q, f):
+def _ph_remove(m, q, f):
     """Flow f leaves segment heap ``q`` (nothing if it is not there)."""
+    hpos = m.hpos
     i = hpos[f]
     if i < 0:
         return
-    h = heap[lo[q]:lo[q + 1]]
-    n = hn[q] - 1
-    hn[q] = n
+    h = m.heap[m.lo[q]:m.lo[q + 1]]
+    n = m.hn[q] - 1
+    m.hn[q] = n
     hpos[f] = -1
     if i < n:
         x = h[n]
         h[i] = x
         hpos[x] = i
-        _hup(h, hpos, rem, i)
-        _hdown(h, hpos, rem, hpos[x], n)
+        _hup(h, hpos, m.rem, i)
+        _hdown(h, hpos, m.rem, hpos[x], n)
 
 
 @njit(cache=True, inline='always')
-def _pair_first(p, P, heap, lo, hn, rem, pk_s, pt_s, pk_d, pt_d):
+def _pair_first(m, p):
     """Refresh pair p's (= uplink * P + downlink) first waiting flow in both views."""
+    P = m.P
     s = p // P
     d = p - s * P
     f = -1
     k = INF
-    if hn[p] > 0:
-        f = heap[lo[p]]
-        k = rem[f]
-    pk_s[p] = k
-    pt_s[p] = f
-    pk_d[d * P + s] = k
-    pt_d[d * P + s] = f
+    if m.hn[p] > 0:
+        f = m.heap[m.lo[p]]
+        k = m.rem[f]
+    m.pk_s[p] = k
+    m.pt_s[p] = f
+    m.pk_d[d * P + s] = k
+    m.pt_d[d * P + s] = f
 
 
 @njit(cache=True, inline='always')
-def _pfp_wait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d):
-    p = src[f] * P + dst[f]
-    _ph_push(heap, lo, hn, hpos, rem, p, f)
-    if heap[lo[p]] == f:
-        _pair_first(p, P, heap, lo, hn, rem, pk_s, pt_s, pk_d, pt_d)
+def pfp_wait(m, f):
+    """Flow f waits: into its pair's heap."""
+    p = m.src[f] * m.P + m.dst[f]
+    _ph_push(m, p, f)
+    if m.heap[m.lo[p]] == f:
+        _pair_first(m, p)
 
 
 @njit(cache=True, inline='always')
-def _pfp_unwait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d):
-    if hpos[f] < 0:
+def _pfp_unwait(m, f):
+    if m.hpos[f] < 0:
         return
-    p = src[f] * P + dst[f]
-    top = heap[lo[p]] == f
-    _ph_remove(heap, lo, hn, hpos, rem, p, f)
+    p = m.src[f] * m.P + m.dst[f]
+    top = m.heap[m.lo[p]] == f
+    _ph_remove(m, p, f)
     if top:
-        _pair_first(p, P, heap, lo, hn, rem, pk_s, pt_s, pk_d, pt_d)
+        _pair_first(m, p)
 
 
 @njit(cache=True, inline='always')
@@ -186,18 +254,19 @@ def _lsift(h, n, i, rem):
 
 
 @njit(cache=True, inline='always')
-def _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl):
+def _pfp_pick(m, q):
     """The first of the flows listed for free link q (the heap ``lst[q, :nl[q]]``) that waits
     and may run at its other link now (it is before the other link's running flow, whose key
     is ``thr``), or -1; flows before it that no longer may are dropped from the list."""
-    h = lst[q]
+    P, src, dst, state, sel, thr, rem, nl = m.P, m.src, m.dst, m.state, m.sel, m.thr, m.rem, m.nl
+    h = m.lst[q]
     n = nl[q]
     while n > 0:
         f = h[0]
         o = P + dst[f] if q < P else src[f]
         k = rem[f]
         t = thr[o]
-        if state[f] == PFP_WAIT and (k < t or (k == t and f < sel[o])):
+        if state[f] == FlowState.WAIT and (k < t or (k == t and f < sel[o])):
             nl[q] = n
             return f
         n -= 1
@@ -209,22 +278,23 @@ def _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl):
 
 
 @njit(cache=True, inline='always')
-def _pfp_next(q, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl):
+def _pfp_next(m, q):
     """The first waiting flow through link q, just freed, that may run at its other link now,
     or -1.  One pass over the P pairs through q lists the pairs' first flows that may run
     (``lst[q]``, a heap); later calls for q in the same repair (:func:`_pfp_pick`) only drop
     from that list: while q stays free a pair through q can only lose that chance (its other link is
     taken by a flow before it), and a pair whose other link is freed meanwhile is found from
     that link."""
+    P, sel, thr, lst = m.P, m.sel, m.thr, m.lst
     if q < P:
         base = q * P
-        ks = pk_s
-        ts = pt_s
+        ks = m.pk_s
+        ts = m.pt_s
         other = P
     else:
         base = (q - P) * P
-        ks = pk_d
-        ts = pt_d
+        ks = m.pk_d
+        ts = m.pt_d
         other = 0
     n = 0
     for o in range(P):
@@ -241,64 +311,64 @@ def _pfp_next(q, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst,
         n += 1
     h = lst[q]
     for i in range(n // 2 - 1, -1, -1):
-        _lsift(h, n, i, rem)
-    nl[q] = n
-    return _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl)
+        _lsift(h, n, i, m.rem)
+    m.nl[q] = n
+    return _pfp_pick(m, q)
 
 
 @njit(cache=True)
-def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d, lst, nl, nwait,
-               cnt, newf, opened, buf):
-    """Repair the matching: ``sel[l]`` is the running flow on link l (uplinks 0..P-1,
-    downlinks P..2P-1) or -1; ``newf`` are flows just added (waiting, in their pairs' heaps);
-    ``opened[:cnt[PC_OPEN]]`` are links freed since the last call.  ``state`` per flow
-    (PFP_WAIT / PFP_RUN); ``nwait`` counts each coflow's waiting flows.  ``buf``: scratch,
-    returned (it may grow).
+def pfp_settle(m, newf, buf):
+    """Repair the matching ``m``: ``sel[l]`` is the running flow on link l or -1; ``newf`` are
+    flows just added (waiting, in their pairs' heaps); ``opened[:cnt[Counter.OPEN]]`` are links
+    freed since the last call.  ``state`` per flow (FlowState.WAIT / RUN); ``nwait`` counts
+    each coflow's waiting flows.  ``buf``: scratch, returned (it may grow).
     Afterwards a flow runs iff no running flow before it in (rem, index) order shares a link.
 
     Candidates are taken in (rem, index) order, so when one is examined the decisions about
     every flow before it are final; a freed link's next flow is a candidate tagged with the
     link, and if it cannot run (its other link was taken since) the link's next one is."""
+    P, src, dst, cof, rem, state, sel, thr = m.P, m.src, m.dst, m.cof, m.rem, m.state, m.sel, m.thr
+    nwait, cnt, opened = m.nwait, m.cnt, m.opened
     ck, cf, cq = buf
     n = 0
     # without the pairs' heaps (pfp_rates: an empty matching, all flows new) no flow is
     # pre-empted and no link freed; kept safe if a caller breaks the order anyway
-    heaps = lo.shape[0] > 1
+    heaps = m.lo.shape[0] > 1
     # the new flows in (rem, index) order (a stable sort of ascending indices), merged with
     # the heap of the freed links' candidates
-    m = newf.shape[0]
+    nnew = newf.shape[0]
     new = newf
     nk = thr[:0]
-    if m > 0:
-        nk = np.empty(m)
-        for i in range(m):
+    if nnew > 0:
+        nk = np.empty(nnew)
+        for i in range(nnew):
             nk[i] = rem[newf[i]]
         srt = np.argsort(nk, kind="mergesort")
         new = newf[srt]
         nk = nk[srt]
     jn = 0
-    for i in range(cnt[PC_OPEN]):
+    for i in range(cnt[Counter.OPEN]):
         q = opened[i]
         if sel[q] < 0 and heaps:
-            f = _pfp_next(q, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl)
+            f = _pfp_next(m, q)
             if f >= 0:
                 ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[f], f, q)
-    cnt[PC_OPEN] = 0
-    while n > 0 or jn < m:
-        if jn < m and (n == 0 or nk[jn] < ck[0] or (nk[jn] == ck[0] and new[jn] < cf[0])):
+    cnt[Counter.OPEN] = 0
+    while n > 0 or jn < nnew:
+        if jn < nnew and (n == 0 or nk[jn] < ck[0] or (nk[jn] == ck[0] and new[jn] < cf[0])):
             f = new[jn]
             q = -1
             jn += 1
         else:
             f, q, n = _cpop(ck, cf, cq, n)
-        if state[f] == PFP_WAIT:
+        if state[f] == FlowState.WAIT:
             s = src[f]
             d = P + dst[f]
             gs = sel[s]
             gd = sel[d]
             if (gs < 0 or _hless(rem, f, gs)) and (gd < 0 or _hless(rem, f, gd)):
-                _pfp_unwait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
-                state[f] = PFP_RUN
+                _pfp_unwait(m, f)
+                state[f] = FlowState.RUN
                 nwait[cof[f]] -= 1
                 sel[s] = f
                 sel[d] = f
@@ -309,23 +379,23 @@ def pfp_settle(P, src, dst, cof, rem, state, sel, thr, heap, lo, hn, hpos, pk_s,
                     if g < 0 or (j == 1 and g == gs):
                         continue
                     # pre-empted: waits again at its bytes now; its other link is free
-                    state[g] = PFP_WAIT
+                    state[g] = FlowState.WAIT
                     nwait[cof[g]] += 1
                     if heaps:
-                        _pfp_wait(g, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
+                        pfp_wait(m, g)
                     o = P + dst[g] if j == 0 else src[g]
                     if sel[o] == g:
                         sel[o] = -1
                         thr[o] = INF
                         h = -1
                         if heaps:
-                            h = _pfp_next(o, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl)
+                            h = _pfp_next(m, o)
                         if h >= 0:
                             ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[h], h, o)
                 continue
         if q >= 0 and sel[q] < 0 and heaps:
             # it cannot run (its other link was taken since): the freed link's next flow
-            h = _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl)
+            h = _pfp_pick(m, q)
             if h >= 0:
                 ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[h], h, q)
     return ck, cf, cq
@@ -341,23 +411,17 @@ def pfp_rates(P, cap, src, dst, rem, buf):
     from an empty matching (every flow a candidate; none is pre-empted, so the pairs' heaps
     are not needed)."""
     n = src.shape[0]
-    state = np.full(n, PFP_WAIT, dtype=np.int8)
-    sel = np.full(2 * P, -1, dtype=np.int64)
-    lo = np.zeros(1, dtype=np.int64)
-    hn = np.zeros(1, dtype=np.int64)
-    heap = np.empty(0, dtype=np.int32)
-    hpos = np.full(n, -1, dtype=np.int32)
     pk = np.empty(0)
     pt = np.empty(0, dtype=np.int64)
-    cof = np.zeros(n, dtype=np.int32)
-    nwait = np.zeros(1, dtype=np.int64)
-    cnt = np.zeros(8, dtype=np.int64)
-    lst = np.empty((0, 0), dtype=np.int64)
-    buf = pfp_settle(P, src, dst, cof, rem, state, sel, np.full(2 * P, INF), heap, lo, hn, hpos, pk, pt, pk, pt,
-                     lst, pt, nwait, cnt,
-                     np.arange(n), np.empty(0, dtype=np.int64), buf)
+    m = Matching(P, src, dst, np.zeros(n, dtype=np.int32), rem, np.full(n, FlowState.WAIT, dtype=np.int8),
+                 np.full(2 * P, -1, dtype=np.int64), np.full(2 * P, INF),
+                 np.empty(0, dtype=np.int32), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                 np.full(n, -1, dtype=np.int32), pk, pt, pk, pt,
+                 np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64), np.zeros(8, dtype=np.int64),
+                 np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.int64), pt)
+    buf = pfp_settle(m, np.arange(n), buf)
     rates = np.zeros(n)
     for f in range(n):
-        if state[f] == PFP_RUN:
+        if m.state[f] == FlowState.RUN:
             rates[f] = cap
     return rates, buf

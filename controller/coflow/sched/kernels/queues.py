@@ -1,23 +1,60 @@
 """Queue-based schedulers (D-CLAS, FIFO-LM, Fai): demotion times, per-queue fills with dense count caches, group fills.
 
-Compiled (numba); moved out of the former single ``kernels.py`` unchanged (results bit-identical).
+Compiled (numba). The flows come as one :class:`~coflow.sched.kernels.waterfill.Flows`, the
+queues as one :class:`QueueShare` and the dense coflows' count matrices as one :class:`Counts`
+(named tuples of arrays: numba passes each as a struct, as fast as the arrays it replaces).
 """
 from __future__ import annotations
+
+from enum import IntEnum
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from .waterfill import INF, _capacity_left, _unit_levels, fill_unit
 
+
+class Demotion(IntEnum):
+    """Per coflow, what :func:`dclas_demotion_times` found (its ``state``, int8)."""
+    NONE = 0  # nothing due (the lowest queue, or no rate)
+    GROWING = 1  # growing towards its queue's upper threshold: crosses it at ``t``
+    CROSSED = 2  # has crossed it: demoted at the next coordination tick
+
+
+class QueueShare(NamedTuple):
+    """D-CLAS's queues for :func:`queue_fill`."""
+    order: np.ndarray  # int64: the coflows, queue first (``cfq`` ascending), FIFO inside a queue
+    cfq: np.ndarray  # int64 per coflow: its queue (1 = highest)
+    wq: np.ndarray  # float per queue: its weight
+    rounds: int  # rounds of weighted sharing across queues (0: strict priority)
+
+
+class Counts(NamedTuple):
+    """Flow-count matrices of the dense coflows, one per slot (see :func:`dense_sync`)."""
+    MT: np.ndarray  # int32 (S, P, P): flows per (downlink, uplink)
+    rs: np.ndarray  # int64 (S, P): flows per uplink (MT's column sums)
+    cs: np.ndarray  # int64 (S, P): flows per downlink (MT's row sums)
+
+
+class _Scratch(NamedTuple):
+    """:func:`queue_fill_slots`'s buffers for :func:`_ordered_units`."""
+    NT: np.ndarray  # int32 (P, P), zeroed: fill_unit's count matrix
+    buf: np.ndarray  # int64, at least the number of flows: a coflow's eligible flows
+    rec_lv: np.ndarray  # float (records, 2P): link levels of the dense coflows' fills
+    rec_slot: np.ndarray  # int64 (records): the dense coflow (slot) of each record
+
+
 @njit(cache=True)
 def dclas_demotion_times(cf_lo, rates, queues, sent, hi_q, K, now, delta):
     """The numeric part of :func:`coflow.sched.queues.dclas_next_demotion` in one pass: per
-    coflow, its rate (the sum of its flows' rates, as :func:`segment_sum`), then state 2 if it
-    has crossed its queue's upper threshold ``hi_q[q - 1]`` (q < K), 1 if it is growing towards
-    it (the coordination tick at which it crosses goes into ``t``), 0 otherwise (nothing due)."""
+    coflow, its rate (the sum of its flows' rates, as :func:`segment_sum`), then its
+    :class:`Demotion` state: CROSSED if it has crossed its queue's upper threshold
+    ``hi_q[q - 1]`` (q < K), GROWING if it is growing towards it (the coordination tick at which
+    it crosses goes into ``t``), NONE otherwise."""
     C = queues.shape[0]
     t = np.full(C, INF)
-    state = np.zeros(C, dtype=np.int8)
+    state = np.full(C, Demotion.NONE, dtype=np.int8)
     for k in range(C):
         acc = 0.0
         for f in range(cf_lo[k], cf_lo[k + 1]):
@@ -27,9 +64,9 @@ def dclas_demotion_times(cf_lo, rates, queues, sent, hi_q, K, now, delta):
             continue
         hi = hi_q[q - 1]
         if sent[k] >= hi * (1 - 1e-12):
-            state[k] = 2
+            state[k] = Demotion.CROSSED
         elif acc > 0:
-            state[k] = 1
+            state[k] = Demotion.GROWING
             x = now + (hi - sent[k]) / acc
             t[k] = np.ceil(x / delta - 1e-9) * delta if delta > 0 else x
     return t, state
@@ -119,11 +156,13 @@ def _dense_fill(MT, rs, cs, P, rem, rel_tol, e, lv):
 
 
 @njit(cache=True)
-def _ordered_units(seg, cf_lo, src, dst, P, rem, rel_tol, rates, slot, MT, rs, cs, NT, buf,
-                   rec_lv, rec_slot, nrec):
+def _ordered_units(seg, fl, slot, dm, rem, rel_tol, rates, scr, nrec):
     """:func:`ordered_fill` (unit weights, every flow eligible) over the coflows ``seg``; dense
-    coflows (``slot[k] >= 0``) record their levels in ``rec_lv`` instead of writing rates.
-    Returns the new record count."""
+    coflows (``slot[k] >= 0``, counted in ``dm``) record their levels in ``scr.rec_lv`` instead
+    of writing rates.  Returns the new record count."""
+    P, cf_lo, src, dst = fl.P, fl.cf_lo, fl.src, fl.dst
+    MT, rs, cs = dm.MT, dm.rs, dm.cs
+    NT, buf, rec_lv, rec_slot = scr.NT, scr.buf, scr.rec_lv, scr.rec_slot
     tol = np.empty(2 * P)
     for l in range(2 * P):
         tol[l] = max(rem[l], 1.0) * rel_tol
@@ -155,15 +194,16 @@ def _ordered_units(seg, cf_lo, src, dst, P, rem, rel_tol, rates, slot, MT, rs, c
 
 
 @njit(cache=True)
-def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_min, buf):
-    """D-CLAS rates (:func:`coflow.sched.queues.weighted_queues`): ``rounds`` rounds of weighted
-    sharing across queues (each link's residual split among the queues with a usable flow on
-    it, in proportion to ``wq[queue]``; FIFO by ``order`` inside a queue, max-min inside a
-    coflow), then strict priority in ``order`` for what is left.  ``rounds=0`` is strict
-    priority across queues.  ``order`` lists the coflows queue first (``cfq`` ascending).
-    With ``rounds > 0`` coflows with at least ``dense_min`` flows use the dense path (see
-    above); with strict priority every coflow is filled at most once and the flow path is
-    faster.  ``buf`` is a scratch array of at least the number of flows."""
+def queue_fill(fl, qs, caps, rel_tol, dense_min, buf):
+    """D-CLAS rates (:func:`coflow.sched.queues.weighted_queues`) of the flows ``fl``:
+    ``qs.rounds`` rounds of weighted sharing across queues (each link's residual split among
+    the queues with a usable flow on it, in proportion to ``qs.wq[queue]``; FIFO by
+    ``qs.order`` inside a queue, max-min inside a coflow), then strict priority in ``order``
+    for what is left.  ``rounds=0`` is strict priority across queues.  With ``rounds > 0``
+    coflows with at least ``dense_min`` flows use the dense path (see above); with strict
+    priority every coflow is filled at most once and the flow path is faster.  ``buf`` is a
+    scratch array of at least the number of flows."""
+    P, cf_lo, rounds = fl.P, fl.cf_lo, qs.rounds
     C = cf_lo.shape[0] - 1
     slot = np.full(C, -1, dtype=np.int64)
     nd = 0
@@ -171,20 +211,20 @@ def queue_fill(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, dense_
         if rounds > 0 and cf_lo[k + 1] - cf_lo[k] >= dense_min:
             slot[k] = nd
             nd += 1
-    MT = np.zeros((nd, P, P), dtype=np.int32)
-    rs = np.zeros((nd, P), dtype=np.int64)
-    cs = np.zeros((nd, P), dtype=np.int64)
+    dm = Counts(np.zeros((nd, P, P), dtype=np.int32), np.zeros((nd, P), dtype=np.int64),
+                np.zeros((nd, P), dtype=np.int64))
     for k in range(C):
         s = slot[k]
         if s >= 0:
-            _count_matrix(MT[s], rs[s], cs[s], src, dst, cf_lo[k], cf_lo[k + 1], P)
-    return queue_fill_slots(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, slot, MT, rs, cs, buf)
+            _count_matrix(dm.MT[s], dm.rs[s], dm.cs[s], fl, cf_lo[k], cf_lo[k + 1])
+    return queue_fill_slots(fl, qs, slot, dm, caps, rel_tol, buf)
 
 
 @njit(cache=True)
-def _count_matrix(MT, rs, cs, src, dst, lo, hi, P):
+def _count_matrix(MT, rs, cs, fl, lo, hi):
     """Count matrix (transposed: downlink x uplink) of the flows lo:hi and its row and column
     sums, from scratch."""
+    P, src, dst = fl.P, fl.src, fl.dst
     MT[:, :] = 0
     rs[:] = 0
     # flows are grouped by reducer (downlink): fill the transpose row by row
@@ -200,14 +240,17 @@ def _count_matrix(MT, rs, cs, src, dst, lo, hi, P):
 
 
 @njit(cache=True)
-def dense_sync(MT, rs, cs, keys, ncached, src, dst, lo, hi, P):
-    """Bring a cached count matrix (``MT``, ``rs``, ``cs`` as :func:`_count_matrix`) of a
-    coflow's flows up to date with its flows lo:hi now.  ``keys[:ncached]`` lists the flows
+def dense_sync(dm, s, keys, ncached, fl, k):
+    """Bring slot ``s`` of the cached count matrices ``dm`` (as :func:`_count_matrix`) of coflow
+    k's flows up to date with its flows now (lo:hi, from ``fl.cf_lo``).  ``keys[:ncached]`` lists the flows
     (dst * P + src) the matrix counts, in order.  If the flows now are a subsequence of those
     (flows only finished: the simulator and the controller keep their order), the flows gone
     are subtracted (one merge pass); otherwise (``ncached < 0``, flows added or reordered) the
     matrix is rebuilt.  Integer counts: the result is the matrix of the flows lo:hi either way.
     ``keys`` must hold at least hi - lo entries.  Returns the new count (hi - lo)."""
+    P, src, dst = fl.P, fl.src, fl.dst
+    lo, hi = fl.cf_lo[k], fl.cf_lo[k + 1]
+    MT, rs, cs = dm.MT[s], dm.rs[s], dm.cs[s]
     if ncached == hi - lo:
         # the usual case: no flow of the coflow finished.  One branch-free pass (vectorised)
         kk = keys[:ncached]
@@ -248,18 +291,21 @@ def dense_sync(MT, rs, cs, keys, ncached, src, dst, lo, hi, P):
             cs[d] -= 1
             j += 1
         return w
-    _count_matrix(MT, rs, cs, src, dst, lo, hi, P)
+    _count_matrix(MT, rs, cs, fl, lo, hi)
     for f in range(lo, hi):
         keys[f - lo] = dst[f] * P + src[f]
     return hi - lo
 
 
 @njit(cache=True)
-def queue_fill_slots(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, slot, MT, rs, cs, buf):
+def queue_fill_slots(fl, qs, slot, dm, caps, rel_tol, buf):
     """:func:`queue_fill` with the dense coflows' count matrices given: coflow k with
-    ``slot[k] >= 0`` takes the dense path with ``MT[slot[k]]`` (its flows' count matrix,
-    transposed) and its sums ``rs``/``cs`` (see :func:`dense_sync`, which keeps them across
-    events)."""
+    ``slot[k] >= 0`` takes the dense path with ``dm.MT[slot[k]]`` (its flows' count matrix,
+    transposed) and its sums ``dm.rs``/``dm.cs`` (see :func:`dense_sync`, which keeps them
+    across events)."""
+    P, cf_lo, src, dst = fl.P, fl.cf_lo, fl.src, fl.dst
+    order, cfq, wq, rounds = qs.order, qs.cfq, qs.wq, qs.rounds
+    MT, rs, cs = dm.MT, dm.rs, dm.cs
     C = cf_lo.shape[0] - 1
     nf = src.shape[0]
     K = wq.shape[0]
@@ -271,6 +317,7 @@ def queue_fill_slots(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, 
             nd += 1
     rec_lv = np.empty((nd * (rounds + 1) + 1, 2 * P))
     rec_slot = np.empty(nd * (rounds + 1) + 1, dtype=np.int64)
+    scr = _Scratch(NT, buf, rec_lv, rec_slot)
     nrec = 0
     rem = caps.copy()
     tolg = np.empty(2 * P)
@@ -338,8 +385,7 @@ def queue_fill_slots(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, 
                 continue
             for l in range(2 * P):
                 sh[l] = share[q, l]
-            nrec = _ordered_units(order[qa[g]:qa[g + 1]], cf_lo, src, dst, P, sh, rel_tol, rates,
-                                  slot, MT, rs, cs, NT, buf, rec_lv, rec_slot, nrec)
+            nrec = _ordered_units(order[qa[g]:qa[g + 1]], fl, slot, dm, sh, rel_tol, rates, scr, nrec)
             for l in range(2 * P):
                 used[l] += share[q, l] - sh[l]
         usum = 0.0
@@ -350,8 +396,7 @@ def queue_fill_slots(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, 
             usum += used[l]
         if usum <= tsum:
             break
-    nrec = _ordered_units(order, cf_lo, src, dst, P, rem, rel_tol, rates, slot, MT, rs, cs, NT,
-                          buf, rec_lv, rec_slot, nrec)
+    nrec = _ordered_units(order, fl, slot, dm, rem, rel_tol, rates, scr, nrec)
     # dense coflows: each flow adds min(level(up), level(down)) of every fill, in order
     if nrec > 0:
         recs = np.empty(nrec, dtype=np.int64)
@@ -379,11 +424,13 @@ def queue_fill_slots(order, cfq, wq, cf_lo, src, dst, P, caps, rel_tol, rounds, 
 
 
 @njit(cache=True)
-def group_fill(gorder, cg, cf_lo, src, dst, P, rem, rel_tol, buf):
-    """FIFO-LM rates: strict priority across groups of coflows, max-min over all the flows of
-    a group (unit weights).  ``gorder`` lists the coflows by group (``cg``), stable; a group's
-    flows take part if both their links still have capacity (> 0) when the group's turn comes;
-    stops once every uplink or every downlink is full.  ``rem`` updated in place."""
+def group_fill(fl, gorder, cg, rem, rel_tol, buf):
+    """FIFO-LM rates of the flows ``fl``: strict priority across groups of coflows, max-min over
+    all the flows of a group (unit weights).  ``gorder`` lists the coflows by group (``cg``),
+    stable; a group's flows take part if both their links still have capacity (> 0) when the
+    group's turn comes; stops once every uplink or every downlink is full.  ``rem`` updated in
+    place."""
+    P, cf_lo, src, dst = fl.P, fl.cf_lo, fl.src, fl.dst
     nf = src.shape[0]
     rates = np.zeros(nf)
     NT = np.zeros((P, P), dtype=np.int32)

@@ -1,9 +1,13 @@
 """The simulator's event step: rate checks, each coflow's finish horizon, and advancing flows by dt.
 
-Compiled (numba); moved out of the former single ``kernels.py`` unchanged (results bit-identical).
+Compiled (numba). The simulator's active flows come as one :class:`ActiveFlows` (a named tuple
+of arrays: numba passes it as a struct, as fast as the arrays it replaces).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
+import numpy as np
 from numba import njit
 
 from .waterfill import INF
@@ -14,6 +18,17 @@ from .waterfill import INF
 # the minimum is still the exact min over x / r.
 _SLACK = 1.0 + 2.0 ** -40
 _TINY = 1e-280  # below this the product may have lost its relative accuracy (underflow): divide
+
+
+class ActiveFlows(NamedTuple):
+    """The simulator's active flows (``coflow.sim._Active``), grouped by coflow position."""
+    src: np.ndarray  # per flow: uplink
+    dst: np.ndarray  # per flow: downlink (port)
+    red: np.ndarray  # per flow: reducer group
+    rem: np.ndarray  # per flow: bytes left
+    sent: np.ndarray  # per flow: bytes sent
+    pos: np.ndarray  # per flow: its coflow's position among the active coflows
+    cnt: np.ndarray  # per coflow position: its flows left
 
 
 @njit(cache=True, inline='always')
@@ -68,16 +83,17 @@ def coflow_finish_in(cf_lo, rem, rates):
 
 
 @njit(cache=True)
-def advance_compact(rem, sent, rates, dt, fin_before, pos, cf_moved, src, dst, red, cnt):
-    """Advance every flow by ``dt`` at its rate and drop finished flows from the active arrays
-    (in place) in the same pass.  Flows whose time to finish is at most ``fin_before`` finish
-    now: they are credited exactly their remaining bytes.  Adds the bytes moved per coflow
+def advance_compact(a, rates, dt, fin_before, cf_moved):
+    """Advance every flow of ``a`` (:class:`ActiveFlows`) by ``dt`` at its rate and drop finished
+    flows from its arrays (in place) in the same pass.  Flows whose time to finish is at most
+    ``fin_before`` finish now: they are credited exactly their remaining bytes.  Adds the bytes moved per coflow
     position into ``cf_moved`` and decrements the per-coflow flow counts ``cnt`` for finished
     flows.  Returns the new length (callers slice ``[:n]``).
 
     Flows come grouped by coflow: the running per-coflow sum stays in a register while ``pos``
     does not change (the same additions in the same order as ``cf_moved[p] += moved`` per
     flow, without a store-to-load round trip per flow)."""
+    src, dst, red, rem, sent, pos, cnt = a.src, a.dst, a.red, a.rem, a.sent, a.pos, a.cnt
     n = rem.shape[0]
     k = 0
     cur = -1

@@ -1,14 +1,25 @@
 """Max-min water-filling kernels: the general and unit-weight fills, pair levels, the ordered (backfill) fill, the heap-based link water-fill and the greedy fill.
 
-Compiled (numba); moved out of the former single ``kernels.py`` unchanged (results bit-identical).
+Compiled (numba). Kernels over coflows take their flows as one :class:`Flows` (a named tuple
+of arrays: numba passes it as a struct, as fast as the arrays it replaces).
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 
 INF = np.inf
+
+
+class Flows(NamedTuple):
+    """The flows over a big switch of P ports, grouped by coflow, as the kernels take them."""
+    P: int  # ports: uplinks 0..P-1, downlinks P..2P-1 (link P + dst)
+    cf_lo: np.ndarray  # int64 (C + 1): coflow k's flows are cf_lo[k]:cf_lo[k + 1]
+    src: np.ndarray  # per flow: its uplink
+    dst: np.ndarray  # per flow: its downlink (port)
 
 
 @njit(cache=True)
@@ -298,9 +309,10 @@ def pair_levels(src, dst, w, P, rem, rel_tol):
 
 
 @njit(cache=True)
-def ordered_fill(order, cf_lo, src, dst, w, eligible, P, rem, rel_tol, rates):
+def ordered_fill(fl, order, w, eligible, rem, rel_tol, rates):
     """Strict priority across coflows in ``order``; weighted max-min inside each coflow over
     its eligible flows (w > 0) whose two links still have capacity.  Adds to ``rates``."""
+    P, cf_lo, src, dst = fl.P, fl.cf_lo, fl.src, fl.dst
     N = np.zeros((P, P))
     C = np.zeros((P, P), dtype=np.int32)
     tol = np.empty(2 * P)
