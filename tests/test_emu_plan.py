@@ -239,9 +239,9 @@ def test_brief_sums_the_pipelines_drop_counters():
     from coflow.emu.runner import _brief
     st = {"mode": "dclas", "rounds": 3, "switches": {},
           "dataplane": {"e0": {"drops": {"TTL": 0, "NO_ROUTE": 2}, "slot_collisions": 1,
-                               "queue_drops": {"1/0": 4}},
+                               "slot_takeovers": 2, "queue_drops": {"1/0": 4}},
                         "e1": {"drops": {"NO_ROUTE": 1, "METER_RED": 5}, "slot_collisions": 0,
-                               "queue_drops": {}}}}
+                               "slot_takeovers": 1, "queue_drops": {}}}}
     assert _brief(st)["dataplane"] == {"drops": {"NO_ROUTE": 3, "METER_RED": 5},
-                                       "slot_collisions": 1, "queue_drops": 4}
+                                       "slot_collisions": 1, "slot_takeovers": 3, "queue_drops": 4}
     assert "dataplane" not in _brief({"mode": "fair"})

@@ -549,6 +549,7 @@ def _brief(status) -> dict | None:
                     drops[reason] = drops.get(reason, 0) + int(n)
         out["dataplane"] = {"drops": drops,
                             "slot_collisions": sum(int(v.get("slot_collisions") or 0) for v in snaps),
+                            "slot_takeovers": sum(int(v.get("slot_takeovers") or 0) for v in snaps),
                             "queue_drops": sum(int(n) for v in snaps for n in (v.get("queue_drops") or {}).values())}
     return out
 
