@@ -52,14 +52,14 @@ control CoflowIngress(inout headers_t hdr,
          * line, each guarded by what it needs (fabric-tna's layout): a packet dropped by a
          * step goes on to the queue statistics only. */
         sanity.apply(hdr, meta, std_meta);
-        if (meta.drop_reason == DROP_NONE) {
+        if (meta.drop_reason == DropReason_t.NONE) {
             config.apply(hdr, meta, std_meta);
-            routing.apply(hdr, meta, std_meta);     /* may set DROP_NO_ROUTE */
+            routing.apply(hdr, meta, std_meta);     /* may set DropReason_t.NO_ROUTE */
         }
-        bool forward = meta.drop_reason == DROP_NONE;
+        bool forward = meta.drop_reason == DropReason_t.NONE;
         bool tagged = forward && hdr.coflow_opt.isValid();
         /* A tagged packet is decided at an edge port, or where no edge has decided yet. */
-        bool decide = tagged && (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0);
+        bool decide = tagged && (meta.role == PortRole_t.EDGE || hdr.coflow_opt.stamped == 0);
 
         if (decide) {
             coflow_counter.apply(hdr, meta, std_meta);
@@ -69,27 +69,27 @@ control CoflowIngress(inout headers_t hdr,
              * entry): it is served last in every mode, never above a registered coflow.
              * With no controller (managed == 0) Aalo's fallback below applies instead. */
             meta.prio = PRIO_LOWEST;
-        } else if (decide && meta.mode == MODE_DCLAS) {
+        } else if (decide && meta.mode == Mode_t.DCLAS) {
             dclas.apply(hdr, meta, std_meta);
-        } else if (decide && meta.mode == MODE_FIFO_LM) {
+        } else if (decide && meta.mode == Mode_t.FIFO_LM) {
             fifo_lm.apply(hdr, meta, std_meta);
         } else if (decide) {
-            meta.prio = meta.fair_prio;           /* MODE_FAIR, MODE_RATE */
+            meta.prio = meta.fair_prio;           /* Mode_t.FAIR, Mode_t.RATE */
         } else if (tagged) {
             meta.prio = hdr.coflow_opt.prio;      /* trust the edge's stamp */
         }
         if (tagged) {
             override.apply(hdr, meta, std_meta);
         }
-        if (tagged && meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
-            flow_meter.apply(hdr, meta, std_meta);   /* may set DROP_METER_RED */
+        if (tagged && meta.role == PortRole_t.EDGE && meta.mode == Mode_t.RATE) {
+            flow_meter.apply(hdr, meta, std_meta);   /* may set DropReason_t.METER_RED */
         }
-        if (forward && !tagged && meta.role == ROLE_EDGE) {
+        if (forward && !tagged && meta.role == PortRole_t.EDGE) {
             default_class.apply(hdr, meta, std_meta);
         } else if (forward && !tagged) {
             meta.prio = hdr.ipv4.dscp[5:3];       /* an edge stamped it */
         }
-        if (meta.drop_reason == DROP_NONE) {
+        if (meta.drop_reason == DropReason_t.NONE) {
             stamp.apply(hdr, meta, std_meta);     /* also sets std_meta.priority */
         }
         queue_stats.apply(hdr, meta, std_meta);

@@ -5,6 +5,10 @@ Every ``const``, ``#define`` and serializable ``enum`` of the P4 programs (the v
 there) is read here and compared with :mod:`coflow.dataplane.constants`: a P4 constant is either
 equal to the Python constant of the same name, or in :data:`P4_ONLY` (with why). A constant added
 on one side only, or changed on one side, fails this test.
+
+The modes, port roles and drop reasons are serializable enums in P4 (``define.p4``: ``Mode_t``,
+``PortRole_t``, ``DropReason_t``) and IntEnums in Python (:data:`P4_ENUMS`): every program must
+declare each of them, with exactly the Python members and values.
 """
 from __future__ import annotations
 
@@ -32,6 +36,10 @@ P4_ONLY = {
     # meter colours: the target's encoding (v1model RED = 2, TNA RED = 3), read by P4 only
     "METER_GREEN", "METER_YELLOW", "METER_RED",
 }
+
+#: The serializable enums both programs share (define.p4) -> their Python IntEnum. Any other
+#: serializable enum is compared with the IntEnum of its name without ``_t``.
+P4_ENUMS = {"Mode_t": C.P4Mode, "PortRole_t": C.PortRole, "DropReason_t": C.DropReason}
 
 _LIT = re.compile(r"\b(?:\d+[ws])?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|\d[\d_]*)\b")
 _CONST = re.compile(r"^\s*const\s+[\w<>\s]+?\s+([A-Z][A-Z0-9_]*)\s*=\s*([^;]+);", re.M)
@@ -98,6 +106,27 @@ def p4_constants(files: list[str]) -> tuple[dict[str, int], dict[str, dict[str, 
     return consts, enums, unevaluated
 
 
+def python_enum(p4_name: str):
+    py = P4_ENUMS.get(p4_name) or getattr(C, p4_name.removesuffix("_t"), None)
+    return py if isinstance(py, type) and issubclass(py, enum.IntEnum) else None
+
+
+def enum_differences(enums: dict[str, dict[str, int]]) -> list[str]:
+    """What differs between a program's serializable enums and the Python IntEnums: a shared
+    enum missing, a member missing or extra on either side, a different value."""
+    out = [f"enum {n} missing (Python {py.__name__})" for n, py in P4_ENUMS.items() if n not in enums]
+    for ename, members in sorted(enums.items()):
+        py = python_enum(ename)
+        if py is None:
+            out.append(f"P4 enum {ename} has no Python IntEnum")
+            continue
+        want = {m.name: int(m) for m in py}
+        for m in sorted(set(members) | set(want)):
+            if members.get(m) != want.get(m):
+                out.append(f"{ename}.{m}: P4 {members.get(m)} vs Python {py.__name__}.{m} {want.get(m)}")
+    return out
+
+
 def _program_files(main: str, inc_dir: str) -> list[str]:
     """The files a program includes, in include order (its ``#include "..."`` lines, recursively)."""
     seen: list[str] = []
@@ -136,10 +165,18 @@ def test_every_p4_constant_equals_python_or_is_p4_only(program):
     differ = {n: (v, python_value(n)) for n, v in consts.items()
               if n not in P4_ONLY and python_value(n) != v}
     assert not differ, f"{program}: P4 value vs Python value (coflow.dataplane.constants): {differ}"
-    for ename, members in enums.items():
-        py = getattr(C, ename.removesuffix("_t"), None)
-        assert py is not None and issubclass(py, enum.IntEnum), f"{program}: P4 enum {ename} has no Python enum"
-        assert members == {m.name: int(m) for m in py}, f"{program}: enum {ename} differs"
+    differ = enum_differences(enums)
+    assert not differ, f"{program}: P4 enum vs Python IntEnum (coflow.dataplane.constants): {differ}"
+
+
+@pytest.mark.parametrize("program", sorted(programs()))
+def test_modes_roles_and_drop_reasons_are_p4_enums(program):
+    """No program keeps MODE_* / ROLE_* / DROP_* constants beside (or instead of) the enums."""
+    consts, enums, _ = p4_constants(programs()[program])
+    assert set(P4_ENUMS) <= set(enums), f"{program}: {sorted(set(P4_ENUMS) - set(enums))}"
+    old = sorted(n for n in consts if re.match(r"(MODE|ROLE|DROP)_", n) and n != "DROP_REASONS")
+    assert not old, f"{program}: constants that should be enum members: {old}"
+    assert len(C.DropReason) <= consts["DROP_REASONS"], "drop_reasons counter too small"
 
 
 def test_the_shared_names_exist_in_the_v1model_program():
@@ -150,19 +187,42 @@ def test_the_shared_names_exist_in_the_v1model_program():
               "FLOW_METERS", "DROP_REASONS", "PRIO_HIGHEST", "PRIO_LOWEST", "FIFO_LM_MAX_RANK",
               "EPOCH_BITS", "EPOCH_SHIFT", "SLOT_IDLE_EPOCHS"):
         assert n in names, n
-    for e in (C.DropReason, C.P4Mode, C.PortRole):
-        prefix = {"DropReason": "DROP_", "P4Mode": "MODE_", "PortRole": "ROLE_"}[e.__name__]
+    for p4_name, e in P4_ENUMS.items():
         for m in e:
-            assert f"{prefix}{m.name}" in names or f"{e.__name__}.{m.name}" in names, (e.__name__, m.name)
+            assert f"{p4_name.removesuffix('_t')}.{m.name}" in names, (p4_name, m.name)
 
 
 def test_the_parser_reads_what_it_should(tmp_path):
     """The reader itself: literals with widths, derived sizes, enums, and a changed value."""
     p = tmp_path / "x.p4"
     p.write_text("/* const bit<8> HIDDEN = 1; */\nconst bit<32> A = 32w0x10;\n#define B 4\n"
-                 "#define C (A * B)   /* derived */\nenum bit<8> Kind_t { X = 0, Y = 2 }\n")
+                 "#define C (A * B)   /* derived */\nenum bit<8> Kind_t { X = 0, Y = 2 }\n"
+                 "enum bit<1> Side_t {\n    L = 0,  /* left, */\n    R = B - 3   /* right = 1 */\n}\n")
     consts, enums, bad = p4_constants([str(p)])
-    assert consts == {"A": 16, "B": 4, "C": 64} and enums == {"Kind_t": {"X": 0, "Y": 2}} and not bad
+    assert consts == {"A": 16, "B": 4, "C": 64} and not bad
+    assert enums == {"Kind_t": {"X": 0, "Y": 2}, "Side_t": {"L": 0, "R": 1}}
+
+
+def test_an_enum_that_differs_fails(tmp_path):
+    """The enum comparison itself, on the real define.p4 and on mutated copies of it: a changed
+    value, a missing member, an extra member and a missing enum are each reported."""
+    define = _strip_comments(open(os.path.join(P4SRC, "include", "define.p4")).read())
+    _, enums, _ = p4_constants([os.path.join(P4SRC, "include", "define.p4")])
+    assert not enum_differences(enums)
+    mutations = {
+        "changed value": (re.compile(r"(METER_RED\s*=\s*)10"), r"\g<1>12", "DropReason_t.METER_RED"),
+        "missing member": (re.compile(r",\s*RATE\s*=\s*3"), "", "Mode_t.RATE"),
+        "extra member": (re.compile(r"(EDGE\s*=\s*1)"), r"\1, SPINE = 2", "PortRole_t.SPINE"),
+        "missing enum": (re.compile(r"enum\s+bit<8>\s+Mode_t"), "enum bit<8> Modes_t", "Mode_t missing"),
+    }
+    for what, (pattern, repl, expect) in mutations.items():
+        text, n = pattern.subn(repl, define)
+        assert n == 1, what
+        p = tmp_path / "define.p4"
+        p.write_text(text)
+        _, enums, _ = p4_constants([str(p)])
+        differ = enum_differences(enums)
+        assert any(expect in d for d in differ), (what, differ)
 
 
 def test_python_sizes_are_derived_consistently():

@@ -9,16 +9,18 @@ import pytest
 
 from coflow.ctl import model as M
 from coflow.ctl import wire
+from coflow.ctl.codec import Codec
 from coflow.ctl.observe import DROP_NAMES, Metrics, Telemetry
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_drop_names_are_define_p4s_drop_constants():
-    """One table of names, equal to define.p4's DROP_* constants (DROP_NONE is no drop)."""
+def test_drop_names_are_define_p4s_drop_reasons():
+    """One table of names, equal to define.p4's enum DropReason_t (NONE is no drop)."""
     with open(os.path.join(REPO, "p4src", "include", "define.p4")) as f:
-        p4 = {int(v): n for n, v in re.findall(r"const\s+bit<8>\s+DROP_(\w+)\s*=\s*(\d+)\s*;",
-                                              f.read())}
+        text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+    body = re.search(r"enum\s+bit<8>\s+DropReason_t\s*\{([^}]*)\}", text).group(1)
+    p4 = {int(v): n for n, v in re.findall(r"(\w+)\s*=\s*(\d+)", body)}
     assert p4.pop(0) == "NONE"
     assert DROP_NAMES == p4
 
@@ -27,15 +29,7 @@ class FakeCodec:
     counter_id = {M.C_DROP_REASONS: 11, M.C_COLLISIONS: 12, M.C_RED_DROPS: 13,
                   M.C_QUEUE_DROP: 14}
 
-    def counter_reads(self, counter, indices):
-        from coflow.dataplane.pb import p4runtime_pb2 as pb
-        out = []
-        for i in indices:
-            e = pb.Entity()
-            e.counter_entry.counter_id = self.counter_id[counter]
-            e.counter_entry.index.index = i
-            out.append(e)
-        return out
+    counter_read_request = Codec.counter_read_request
 
 
 def telemetry(**kw):
@@ -104,7 +98,7 @@ def test_packet_counts_parsed_like_protobuf():
         want[i] = p
     raw = resp.SerializeToString()
     assert wire.parse_counter_packets_fast(raw) == want
-    assert wire.parse_counter_bytes(raw, count="data_packets") == want
+    assert wire.parse_counters_pb(raw) == {i: (12345, p) for i, p in want.items()}
     assert wire.parse_counter_bytes_fast(raw) == {i: 12345 for i in want}
 
 

@@ -107,7 +107,7 @@ def test_the_controller_config_says_a_controller_is_in_charge(mode):
         assert dict(cfg.params)["managed"] == 1 and dict(cfg.params)["slot_idle_epochs"] == 3
     assert dict(TR.config_entity(mode, target="tofino").params)["managed"] == 1
     p4 = open(os.path.join(REPO, "p4src", "include", "control", "config.p4")).read()
-    default = re.search(r"default_action = set_config\(([^)]*)\);", p4).group(1)
+    default = re.search(r"default_action = set_config\((.*)\);", p4).group(1)   # (bit<8>)Mode_t.DCLAS, ...
     assert [a.strip() for a in default.split(",")][4:] == ["0", "SLOT_IDLE_EPOCHS"]
 
 

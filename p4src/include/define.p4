@@ -31,15 +31,25 @@ const bit<8>  IP_PROTO_UDP = 17;
 const bit<8>  IPOPT_COFLOW_TYPE = 0x9e;
 const bit<8>  IPOPT_COFLOW_LEN  = 8;
 
-/* Scheduling modes, written by the controller into pipeline_config. */
-const bit<8> MODE_FAIR     = 0;  /* every tagged coflow in one class (fair_prio)   */
-const bit<8> MODE_DCLAS    = 1;  /* Aalo D-CLAS: bytes sent -> queue (range table) */
-const bit<8> MODE_FIFO_LM  = 2;  /* Baraat FIFO-LM: FIFO by external id, heavy ones multiplexed */
-const bit<8> MODE_RATE     = 3;  /* Varys: meters enforce MADD/HUG rates, fair_prio class */
+/* Serializable enums (issue 21): the values are the P4Runtime encoding and the Python
+ * IntEnums of coflow.dataplane.constants (P4Mode, PortRole, DropReason; tests/test_constants.py
+ * compares members and values). Action parameters stay bit<N> (an enum-typed parameter would
+ * change the P4Info) and are cast to the enum in the action. */
 
-/* Port roles: an edge port faces a host (traffic enters the fabric there). */
-const bit<1> ROLE_FABRIC = 0;
-const bit<1> ROLE_EDGE   = 1;
+/* Scheduling modes, written by the controller into pipeline_config (set_config's bit<8> mode). */
+enum bit<8> Mode_t {
+    FAIR    = 0,  /* every tagged coflow in one class (fair_prio)   */
+    DCLAS   = 1,  /* Aalo D-CLAS: bytes sent -> queue (range table) */
+    FIFO_LM = 2,  /* Baraat FIFO-LM: FIFO by external id, heavy ones multiplexed */
+    RATE    = 3   /* Varys: meters enforce MADD/HUG rates, fair_prio class */
+}
+
+/* Port roles (port_role's set_role, bit<1>): an edge port faces a host (traffic enters the
+ * fabric there). */
+enum bit<1> PortRole_t {
+    FABRIC = 0,
+    EDGE   = 1
+}
 
 const prio_t PRIO_HIGHEST = 7;   /* Aalo queue 1 */
 const prio_t PRIO_LOWEST  = 0;   /* Aalo queue 8 */
@@ -50,18 +60,20 @@ const prio_t FIFO_LM_MAX_RANK = 6; /* FIFO-LM uses priorities 7..1 (ranks 0..6) 
  * that hashes to it. The default of pipeline_config; the controller may write another. */
 const epoch_t SLOT_IDLE_EPOCHS = 8;
 
-/* Drop reasons: index of the drop_reasons counter. */
-const bit<8> DROP_NONE          = 0;
-const bit<8> DROP_NOT_IPV4      = 1;  /* EtherType is not IPv4 */
-const bit<8> DROP_BAD_VERSION   = 2;  /* EtherType IPv4 but version != 4 */
-const bit<8> DROP_BAD_IHL       = 3;  /* IHL < 5 */
-const bit<8> DROP_TRUNCATED     = 4;  /* parser ran out of bytes (truncated header/option) */
-const bit<8> DROP_OPT_LEN       = 5;  /* type 0x9e, length < 2 or past the options area */
-const bit<8> DROP_OPT_OVERFLOW  = 6;  /* option does not fit inside IHL */
-const bit<8> DROP_TOTAL_LEN     = 7;  /* totalLen < IHL*4 or frame shorter than totalLen */
-const bit<8> DROP_TTL           = 8;  /* TTL <= 1 */
-const bit<8> DROP_NO_ROUTE      = 9;  /* LPM miss */
-const bit<8> DROP_METER_RED     = 10; /* flow meter coloured the packet RED */
-const bit<8> DROP_PARSER_OTHER  = 11; /* any other parser error */
+/* Drop reasons: index of the drop_reasons counter (cast to bit<8> to count). */
+enum bit<8> DropReason_t {
+    NONE         = 0,
+    NOT_IPV4     = 1,   /* EtherType is not IPv4 */
+    BAD_VERSION  = 2,   /* EtherType IPv4 but version != 4 */
+    BAD_IHL      = 3,   /* IHL < 5 */
+    TRUNCATED    = 4,   /* parser ran out of bytes (truncated header/option) */
+    OPT_LEN      = 5,   /* type 0x9e, length < 2 or past the options area */
+    OPT_OVERFLOW = 6,   /* option does not fit inside IHL */
+    TOTAL_LEN    = 7,   /* totalLen < IHL*4 or frame shorter than totalLen */
+    TTL          = 8,   /* TTL <= 1 */
+    NO_ROUTE     = 9,   /* LPM miss */
+    METER_RED    = 10,  /* flow meter coloured the packet RED */
+    PARSER_OTHER = 11   /* any other parser error */
+}
 
 #endif

@@ -81,12 +81,12 @@ struct headers_t {
 }
 
 struct local_metadata_t {
-    bit<8>       drop_reason;    /* DROP_*: set by the parser or a later control */
+    DropReason_t drop_reason;    /* set by the parser or a later control */
     bit<1>       other_9e;       /* first option has type 0x9e but length != 8 */
     bit<8>       other_9e_len;   /* ... and this length (sanity checks it) */
-    bit<1>       role;           /* ROLE_EDGE / ROLE_FABRIC of the ingress port */
+    PortRole_t   role;           /* of the ingress port */
     /* pipeline_config */
-    bit<8>       mode;
+    Mode_t       mode;
     prio_t       fair_prio;
     bytes_t      heavy_bytes;
     coflow_ext_t fifo_base;

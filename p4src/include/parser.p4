@@ -17,7 +17,7 @@ parser CoflowParser(packet_in packet,
                     inout standard_metadata_t std_meta) {
 
     state start {
-        meta.drop_reason = DROP_NONE;
+        meta.drop_reason = DropReason_t.NONE;
         transition parse_ethernet;
     }
 
@@ -30,7 +30,7 @@ parser CoflowParser(packet_in packet,
     }
 
     state not_ipv4 {
-        meta.drop_reason = DROP_NOT_IPV4;
+        meta.drop_reason = DropReason_t.NOT_IPV4;
         transition accept;
     }
 
@@ -46,12 +46,12 @@ parser CoflowParser(packet_in packet,
     }
 
     state bad_ihl {
-        meta.drop_reason = DROP_BAD_IHL;
+        meta.drop_reason = DropReason_t.BAD_IHL;
         transition accept;
     }
 
     state bad_version {
-        meta.drop_reason = DROP_BAD_VERSION;
+        meta.drop_reason = DropReason_t.BAD_VERSION;
         transition accept;
     }
 
@@ -67,8 +67,8 @@ parser CoflowParser(packet_in packet,
     /* Type 0x9e is RFC 4727's experimental option 30, which others may use with another
      * length: a well-formed one (length 2 .. the options area) is someone else's option,
      * forwarded untagged like any other; the sanity control drops a length below 2 or past
-     * the options area (DROP_OPT_LEN), once the options area was extracted (a truncated
-     * frame is DROP_TRUNCATED first). */
+     * the options area (DropReason_t.OPT_LEN), once the options area was extracted (a truncated
+     * frame is DropReason_t.TRUNCATED first). */
     state other_type_9e {
         bit<16> head = packet.lookahead<bit<16>>();
         meta.other_9e_len = head[7:0];
@@ -86,7 +86,7 @@ parser CoflowParser(packet_in packet,
     }
 
     state opt_overflow {
-        meta.drop_reason = DROP_OPT_OVERFLOW;
+        meta.drop_reason = DropReason_t.OPT_OVERFLOW;
         transition accept;
     }
 

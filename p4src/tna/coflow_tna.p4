@@ -70,10 +70,10 @@ control CoflowIngress(inout headers_t hdr,
         /* forward: no drop so far; decide: a tagged packet is decided at an edge port,
          * or where no edge has decided yet (metadata bits: bf-p4c takes no bool locals
          * computed from several fields) */
-        if (meta.drop_reason == DROP_NONE && meta.route_miss == 0) {
+        if (meta.drop_reason == DropReason_t.NONE && meta.route_miss == 0) {
             meta.forward = 1;
             if (hdr.coflow_opt.isValid()
-                && (meta.role == ROLE_EDGE || hdr.coflow_opt.stamped == 0)) {
+                && (meta.role == PortRole_t.EDGE || hdr.coflow_opt.stamped == 0)) {
                 meta.decide = 1;
             }
         }
@@ -82,7 +82,7 @@ control CoflowIngress(inout headers_t hdr,
             fifo_distance.apply(hdr, meta);
         }
         coflow_counter.apply(hdr, meta);    /* counts only if decide */
-        if (meta.decide == 1 && meta.role == ROLE_EDGE && meta.mode == MODE_RATE) {
+        if (meta.decide == 1 && meta.role == PortRole_t.EDGE && meta.mode == Mode_t.RATE) {
             flow_meter.apply(hdr, meta);            /* RED sets meta.meter_red */
         }
 
@@ -93,27 +93,27 @@ control CoflowIngress(inout headers_t hdr,
                 /* a controller is in charge and did not register this coflow: served last
                  * in every mode (with no controller, Aalo's fallback below) */
                 meta.prio = PRIO_LOWEST;
-            } else if (meta.decide == 1 && meta.mode == MODE_DCLAS) {
+            } else if (meta.decide == 1 && meta.mode == Mode_t.DCLAS) {
                 dclas.apply(hdr, meta);
-            } else if (meta.decide == 1 && meta.mode == MODE_FIFO_LM) {
+            } else if (meta.decide == 1 && meta.mode == Mode_t.FIFO_LM) {
                 fifo_lm.apply(hdr, meta);
             } else if (meta.decide == 1) {
-                meta.prio = meta.fair_prio;         /* MODE_FAIR, MODE_RATE */
+                meta.prio = meta.fair_prio;         /* Mode_t.FAIR, Mode_t.RATE */
             } else {
                 meta.prio = hdr.coflow_opt.prio;    /* trust the edge's stamp */
             }
-        } else if (meta.forward == 1 && meta.role == ROLE_EDGE) {
+        } else if (meta.forward == 1 && meta.role == PortRole_t.EDGE) {
             default_class.apply(hdr, meta);
         } else if (meta.forward == 1) {
             meta.prio = hdr.ipv4.dscp[5:3];         /* an edge stamped it */
         }
         /* the drop bits of routing and the meter become drop reasons at the end, so
          * that no earlier step waits for them */
-        if (meta.drop_reason == DROP_NONE) {
+        if (meta.drop_reason == DropReason_t.NONE) {
             if (meta.route_miss == 1) {
-                meta.drop_reason = DROP_NO_ROUTE;
+                meta.drop_reason = DropReason_t.NO_ROUTE;
             } else if (meta.meter_red == 1) {
-                meta.drop_reason = DROP_METER_RED;
+                meta.drop_reason = DropReason_t.METER_RED;
             }
         }
         meta.queue_idx = (queue_idx_t)(ig_tm_md.ucast_egress_port ++ meta.prio);

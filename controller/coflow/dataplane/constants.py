@@ -95,7 +95,7 @@ TCP_MSS_BYTES = MAX_FRAME_BYTES - FRAME_OVERHEAD_BYTES               # 1440 payl
 
 
 class P4Mode(enum.IntEnum):
-    """``pipeline_config``'s mode (define.p4 MODE_*)."""
+    """``pipeline_config``'s mode (define.p4 ``enum bit<8> Mode_t``)."""
 
     FAIR = 0        # every tagged coflow in one class (fair_prio)
     DCLAS = 1       # Aalo D-CLAS: bytes sent -> queue (range table)
@@ -107,7 +107,7 @@ MODE_FAIR, MODE_DCLAS, MODE_FIFO_LM, MODE_RATE = (int(m) for m in P4Mode)
 
 
 class PortRole(enum.IntEnum):
-    """define.p4 ROLE_*: an edge port faces a host (traffic enters the fabric there)."""
+    """define.p4 ``enum bit<1> PortRole_t``: an edge port faces a host (traffic enters the fabric there)."""
 
     FABRIC = 0
     EDGE = 1
@@ -117,7 +117,7 @@ ROLE_FABRIC, ROLE_EDGE = int(PortRole.FABRIC), int(PortRole.EDGE)
 
 
 class DropReason(enum.IntEnum):
-    """Index of the ``drop_reasons`` counter (define.p4 DROP_*)."""
+    """Index of the ``drop_reasons`` counter (define.p4 ``enum bit<8> DropReason_t``)."""
 
     NONE = 0
     NOT_IPV4 = 1        # EtherType is not IPv4

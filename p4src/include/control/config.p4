@@ -10,7 +10,7 @@ control PipelineConfig(inout headers_t hdr,
                        inout standard_metadata_t std_meta) {
 
     action set_role(bit<1> role) {
-        meta.role = role;
+        meta.role = (PortRole_t)role;   /* bit<1> in the P4Info */
     }
 
     /* Host-facing ports are edges (count, decide, meter, stamp); ports that
@@ -19,12 +19,12 @@ control PipelineConfig(inout headers_t hdr,
     table port_role {
         key = { std_meta.ingress_port: exact @name("ingress_port"); }
         actions = { set_role; }
-        const default_action = set_role(ROLE_EDGE);
+        const default_action = set_role((bit<1>)PortRole_t.EDGE);
         size = PORT_ROLE_TABLE_SIZE;
     }
 
     /* The controller rewrites the default action of this keyless table:
-     * mode (MODE_*), the class of FAIR/RATE mode, FIFO-LM's heavy threshold
+     * mode (Mode_t), the class of FAIR/RATE mode, FIFO-LM's heavy threshold
      * in bytes, FIFO-LM's base external id (the oldest active coflow),
      * managed = 1 (a controller is in charge: a tagged coflow it did not give a
      * slot in coflow_slot is served at PRIO_LOWEST, below every registered one)
@@ -34,7 +34,7 @@ control PipelineConfig(inout headers_t hdr,
      * hashed slot's bytes), SLOT_IDLE_EPOCHS. */
     action set_config(bit<8> mode, prio_t fair_prio, bytes_t heavy_bytes,
                       coflow_ext_t fifo_base, bit<1> managed, epoch_t slot_idle_epochs) {
-        meta.mode = mode;
+        meta.mode = (Mode_t)mode;        /* bit<8> in the P4Info */
         meta.fair_prio = fair_prio;
         meta.heavy_bytes = heavy_bytes;
         meta.fifo_base = fifo_base;
@@ -44,7 +44,7 @@ control PipelineConfig(inout headers_t hdr,
 
     table pipeline_config {
         actions = { set_config; }
-        default_action = set_config(MODE_DCLAS, 4, 0xffffffffffffffff, 0, 0, SLOT_IDLE_EPOCHS);
+        default_action = set_config((bit<8>)Mode_t.DCLAS, 4, 0xffffffffffffffff, 0, 0, SLOT_IDLE_EPOCHS);
         size = 1;
     }
 

@@ -1,6 +1,6 @@
 /*
  * flow_meter.p4 -- indirect meters per (coflow, src, dst) flow at the sender's
- * edge, applied in MODE_RATE (Varys / HUG rate control). The controller gives
+ * edge, applied in Mode_t.RATE (Varys / HUG rate control). The controller gives
  * each flow of a rate-controlled coflow a meter index of its own from a pool of
  * FLOW_METERS (a free list per edge switch, released when the flow finishes or
  * its coflow unregisters) and pushes a MeterConfig (bytes per second, P4Runtime
@@ -43,7 +43,7 @@ control FlowMeter(inout headers_t hdr,
             flow_meters.execute_meter(meta.meter_idx, meta.color);
             if (meta.color == METER_RED) {
                 meter_red_drops.count(meta.meter_idx);
-                meta.drop_reason = DROP_METER_RED;
+                meta.drop_reason = DropReason_t.METER_RED;
             } else {
                 flow_bytes.count(meta.meter_idx);
             }

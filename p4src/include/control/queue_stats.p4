@@ -8,7 +8,7 @@
  *                          (standard_metadata.priority as egress sees it), so a misqueued
  *                          packet is visible.
  * queue_enq - queue_deq is what BMv2's own queues dropped (P4 cannot see
- * those drops); drop_reasons counts every pipeline drop by DROP_* reason.
+ * those drops); drop_reasons counts every pipeline drop by DropReason_t.
  */
 #ifndef __QUEUE_STATS__
 #define __QUEUE_STATS__
@@ -21,9 +21,9 @@ control IngressQueueStats(inout headers_t hdr,
     counter(QUEUE_COUNTER_SIZE, CounterType.packets_and_bytes) queue_drop;
 
     apply {
-        if (meta.drop_reason != DROP_NONE) {
-            drop_reasons.count((bit<32>)meta.drop_reason);
-            if (meta.drop_reason == DROP_METER_RED) {
+        if (meta.drop_reason != DropReason_t.NONE) {
+            drop_reasons.count((bit<32>)(bit<8>)meta.drop_reason);
+            if (meta.drop_reason == DropReason_t.METER_RED) {
                 queue_drop.count((bit<32>)(std_meta.egress_spec ++ meta.prio));
             }
             mark_to_drop(std_meta);

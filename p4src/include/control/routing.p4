@@ -39,7 +39,7 @@ control Routing(inout headers_t hdr,
 
     apply {
         if (!routing_v4.apply().hit) {
-            meta.drop_reason = DROP_NO_ROUTE;
+            meta.drop_reason = DropReason_t.NO_ROUTE;
         }
     }
 }

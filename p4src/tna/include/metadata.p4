@@ -36,19 +36,19 @@ header bridged_md_t {
 
 struct ingress_metadata_t {
     bridged_md_t    bridged;
-    bit<8>          drop_reason;
+    DropReason_t    drop_reason;
     bit<1>          other_9e;         /* first option has type 0x9e but length != 8 */
     bit<8>          other_9e_len;
     /* IPv4 checksum: the header's sum without the words the pipeline rewrites */
     bit<1>          ck_tagged;        /* the CoflowId option's stamp word is in the sum */
     bit<16>         ck_residual_tagged;
     bit<16>         ck_residual_untagged;
-    bit<1>          role;
-    bit<1>          route_miss;       /* routing_v4 missed: DROP_NO_ROUTE if nothing else */
+    PortRole_t      role;
+    bit<1>          route_miss;       /* routing_v4 missed: DropReason_t.NO_ROUTE if nothing else */
     bit<1>          forward;          /* no drop after sanity and routing */
     bit<1>          decide;           /* forward, tagged, and decided here (coflow_tna.p4) */
     /* pipeline_config */
-    bit<8>          mode;
+    Mode_t          mode;
     prio_t          fair_prio;
     tna_units_t     heavy_bytes;      /* in units, like the counters */
     coflow_ext_t    fifo_base;
@@ -74,7 +74,7 @@ struct ingress_metadata_t {
     prio_t          override_prio;
     bit<32>         meter_idx;
     bit<8>          color;
-    bit<1>          meter_red;        /* RED at the flow meter: DROP_METER_RED */
+    bit<1>          meter_red;        /* RED at the flow meter: DropReason_t.METER_RED */
     queue_idx_t     queue_idx;
 }
 

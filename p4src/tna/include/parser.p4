@@ -32,7 +32,7 @@ parser CoflowIngressParser(packet_in pkt,
         pkt.extract(ig_intr_md);
         meta.bridged.setValid();
         meta.bridged.prio = PRIO_LOWEST;
-        meta.drop_reason = DROP_NONE;
+        meta.drop_reason = DropReason_t.NONE;
         meta.other_9e = 0;
         meta.other_9e_len = 0;
         meta.ck_tagged = 0;
@@ -62,7 +62,7 @@ parser CoflowIngressParser(packet_in pkt,
     }
 
     state not_ipv4 {
-        meta.drop_reason = DROP_NOT_IPV4;
+        meta.drop_reason = DropReason_t.NOT_IPV4;
         transition accept;
     }
 
@@ -113,12 +113,12 @@ parser CoflowIngressParser(packet_in pkt,
 #undef OPTS_STATE
 
     state bad_ihl {
-        meta.drop_reason = DROP_BAD_IHL;
+        meta.drop_reason = DropReason_t.BAD_IHL;
         transition accept;
     }
 
     state bad_version {
-        meta.drop_reason = DROP_BAD_VERSION;
+        meta.drop_reason = DropReason_t.BAD_VERSION;
         transition accept;
     }
 
@@ -165,7 +165,7 @@ parser CoflowIngressParser(packet_in pkt,
     }
 
     state opt_overflow {
-        meta.drop_reason = DROP_OPT_OVERFLOW;
+        meta.drop_reason = DropReason_t.OPT_OVERFLOW;
         transition accept;
     }
 

@@ -12,19 +12,19 @@ control PipelineConfig(inout headers_t hdr,
                        in ingress_intrinsic_metadata_t ig_intr_md) {
 
     action set_role(bit<1> role) {
-        meta.role = role;
+        meta.role = (PortRole_t)role;   /* bit<1> in the P4Info */
     }
 
     table port_role {
         key = { ig_intr_md.ingress_port: exact @name("ingress_port"); }
         actions = { set_role; }
-        const default_action = set_role(ROLE_EDGE);
+        const default_action = set_role((bit<1>)PortRole_t.EDGE);
         size = PORT_ROLE_TABLE_SIZE;
     }
 
     action set_config(bit<8> mode, prio_t fair_prio, tna_units_t heavy_bytes,
                       coflow_ext_t fifo_base, bit<1> managed, epoch_t slot_idle_epochs) {
-        meta.mode = mode;
+        meta.mode = (Mode_t)mode;        /* bit<8> in the P4Info */
         meta.fair_prio = fair_prio;
         meta.heavy_bytes = heavy_bytes;
         meta.fifo_base = fifo_base;
@@ -35,7 +35,7 @@ control PipelineConfig(inout headers_t hdr,
 
     table pipeline_config {
         actions = { set_config; }
-        default_action = set_config(MODE_DCLAS, 4, TNA_UNITS_MAX, 0, 0, SLOT_IDLE_EPOCHS);
+        default_action = set_config((bit<8>)Mode_t.DCLAS, 4, TNA_UNITS_MAX, 0, 0, SLOT_IDLE_EPOCHS);
         size = 1;
     }
 

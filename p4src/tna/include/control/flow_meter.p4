@@ -1,6 +1,6 @@
 /*
  * flow_meter.p4 (TNA) -- meters per (coflow, flow slot) at the sender's edge in
- * MODE_RATE, as on v1model (p4src/include/control/flow_meter.p4), with TNA's
+ * Mode_t.RATE, as on v1model (p4src/include/control/flow_meter.p4), with TNA's
  * Meter extern (open-p4studio p4_16_programs/tna_meter_lpf_wred): a bytes meter
  * whose colour is MeterColor_t (RED = 3 on TNA, 2 on v1model). RED packets are
  * dropped (drop_ctl, in queue_stats.p4) and counted per meter.
@@ -40,7 +40,7 @@ control FlowMeter(inout headers_t hdr,
         if (flow_meter.apply().hit) {
             if (meta.color == (bit<8>)MeterColor_t.RED) {
                 meter_red_drops.count(meta.meter_idx);
-                meta.meter_red = 1;          /* DROP_METER_RED (coflow_tna.p4) */
+                meta.meter_red = 1;          /* DropReason_t.METER_RED (coflow_tna.p4) */
             } else {
                 flow_bytes.count(meta.meter_idx);
             }

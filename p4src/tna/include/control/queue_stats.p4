@@ -5,7 +5,7 @@
  *  - queue_drop (ingress): packets the pipeline dropped for that queue (meter RED);
  *  - queue_deq  (egress): packets that left, by the class bridged from ingress
  *    (egress_qid is the physical queue, which the TM maps per port).
- * drop_reasons counts every pipeline drop by DROP_* reason; drop_ctl drops.
+ * drop_reasons counts every pipeline drop by DropReason_t; drop_ctl drops.
  */
 #ifndef __QUEUE_STATS_TNA__
 #define __QUEUE_STATS_TNA__
@@ -18,9 +18,9 @@ control IngressQueueStats(inout headers_t hdr,
     Counter<bit<64>, queue_idx_t>(QUEUE_COUNTER_SIZE, CounterType_t.PACKETS_AND_BYTES) queue_drop;
 
     apply {
-        if (meta.drop_reason != DROP_NONE) {
-            drop_reasons.count(meta.drop_reason);
-            if (meta.drop_reason == DROP_METER_RED) {
+        if (meta.drop_reason != DropReason_t.NONE) {
+            drop_reasons.count((bit<8>)meta.drop_reason);
+            if (meta.drop_reason == DropReason_t.METER_RED) {
                 queue_drop.count(meta.queue_idx);
             }
             ig_dprsr_md.drop_ctl = TNA_DROP_CTL;

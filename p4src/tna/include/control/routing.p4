@@ -40,7 +40,7 @@ control Routing(inout headers_t hdr,
 
     apply {
         /* its own bit, not drop_reason: routing then runs beside sanity, not after it
-         * (the main apply turns a miss into DROP_NO_ROUTE) */
+         * (the main apply turns a miss into DropReason_t.NO_ROUTE) */
         if (!routing_v4.apply().hit) {
             meta.route_miss = 1;
         }

@@ -4,7 +4,7 @@
  * fields are written as the sign bit of their difference, which a gateway tests
  * against a constant.
  *
- * Not on Tofino: "frame shorter than total length" (DROP_TOTAL_LEN's second
+ * Not on Tofino: "frame shorter than total length" (DropReason_t.TOTAL_LEN's second
  * case): ingress has no packet length. Such a frame is counted and forwarded with
  * the length its header claims (p4src/README.md, Tofino differences).
  */
@@ -47,18 +47,18 @@ control Sanity(inout headers_t hdr,
         t_ihl.apply();
         if (ig_prsr_md.parser_err != PARSER_ERROR_OK) {
             if ((ig_prsr_md.parser_err & PARSER_ERROR_PARTIAL_HDR) != 0) {
-                meta.drop_reason = DROP_TRUNCATED;
+                meta.drop_reason = DropReason_t.TRUNCATED;
             } else {
-                meta.drop_reason = DROP_PARSER_OTHER;
+                meta.drop_reason = DropReason_t.PARSER_OTHER;
             }
         } else if (meta.other_9e == 1
                    && (meta.other_9e_len < IPV4_OPT_MIN_LEN || meta.opt_fit == 0)) {
-            meta.drop_reason = DROP_OPT_LEN;   /* type 0x9e, length < 2 or past the options */
-        } else if (meta.drop_reason == DROP_NONE) {
+            meta.drop_reason = DropReason_t.OPT_LEN;  /* 0x9e, length < 2 or past the options */
+        } else if (meta.drop_reason == DropReason_t.NONE) {
             if (meta.len_short != 0) {
-                meta.drop_reason = DROP_TOTAL_LEN;
+                meta.drop_reason = DropReason_t.TOTAL_LEN;
             } else if (hdr.ipv4.ttl <= 1) {
-                meta.drop_reason = DROP_TTL;
+                meta.drop_reason = DropReason_t.TTL;
             }
         }
     }

@@ -50,7 +50,7 @@ control Stamp(inout headers_t hdr,
         t_stamp_class.apply();
         t_stamp_marks.apply();
         /* applied to every packet (a dropped one is not emitted): only the count waits */
-        if (meta.drop_reason == DROP_NONE) {
+        if (meta.drop_reason == DropReason_t.NONE) {
             queue_enq.count(meta.queue_idx);
         }
     }
