@@ -19,6 +19,15 @@
    writes over 7-8 edges; 140 such rounds at most: every coflow is then in the last queue).
    Wall and the controller process's CPU time per round. On the same switches: the rate modes'
    closed-loop read phase (flow_bytes of every edge in parallel, wildcard and by index).
+3. The P4Runtime codec, before and after (issue 20), in one run: decoding a counter
+   ReadResponse of 100 / 1,024 / 4,096 entries into index -> (bytes, packets), serialising the
+   closed loop's per-index ReadRequest, and building + serialising a WriteRequest of a round's
+   updates (flow_meter entries and meter configs: Codec.add_updates, as SwitchAgent.sync does).
+   "upb": the generated stubs (coflow.dataplane.pb) on the C protobuf, in this process, the
+   baseline of the ratios; "before": the same code on PyPI's p4.v1 modules with the pure-Python
+   protobuf, in a subprocess (PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python), what the controller
+   ran until the stubs were generated; "wire": the compiled counter walker kept in
+   coflow.ctl.wire (decoding only).
 
 Reports medians and p99 and the ratio to the targets; the JSON goes to --out.
 """
@@ -34,8 +43,6 @@ from types import SimpleNamespace as NS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-from coflow.dataplane import p4rt  # noqa: E402,F401  (protobuf implementation first)
 
 import numpy as np  # noqa: E402
 
@@ -101,6 +108,7 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
     from coflow.ctl import translate as TR
     from coflow.ctl.daemon import Controller
     from coflow.ctl.rates import plan
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
     from coflow.sched import make_scheduler
     topo = T.fattree(4)
     ctl = Controller(topo, "sebf", p4info, bmv2_json, {s.name: "127.0.0.1:1" for s in topo.switches},
@@ -148,9 +156,11 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
         t3, c1 = time.perf_counter(), time.process_time()
         gc_in_round = (gcc.total - g0) if gcc is not None else 0.0
         n = sum(len(o) for o in ops.values())
-        for o in ops.values():
-            for op in o:
-                ctl.encoded.op(op)
+        for o in ops.values():  # SwitchAgent._prepare's encoding (no client: no election id)
+            if o:
+                req = pb.WriteRequest(device_id=1)
+                ctl.codec.add_updates(req, o)
+                req.SerializeToString()
         t4 = time.perf_counter()
         # baseline: everything from scratch, full diff
         cb0, tb0 = time.process_time(), time.perf_counter()
@@ -320,6 +330,152 @@ def bench_dclas(rounds: int, p4info: str, bmv2_json: str) -> dict:
             b.stop()
 
 
+# --- 3. the P4Runtime codec, before (pure-Python protobuf) and after (upb) --------------------
+
+CODEC_SIZES = (100, 1024, 4096)   # counters per ReadResponse: a D-CLAS read of 100 coflows; 1,024;
+#                                   the closed loop's wildcard read of flow_bytes (4,096 meters)
+CODEC_FLOWS = (100, 1000)         # flows per WriteRequest: 2 updates each (entry + meter config)
+
+
+def _codec_inputs(pb, codec, seed=1):
+    """The same messages in both processes (built with whichever protobuf runs)."""
+    import random
+    from coflow.ctl import model as M
+    from coflow.ctl import translate as TR
+    rng = random.Random(seed)
+    cid = codec.counter_id[M.C_FLOW_BYTES]
+    resps = {}
+    for n in CODEC_SIZES:
+        r = pb.ReadResponse()
+        for i in range(n):
+            ce = r.entities.add().counter_entry
+            ce.counter_id = cid
+            ce.index.index = i
+            ce.data.byte_count = rng.randrange(1, 1 << 40)
+            ce.data.packet_count = rng.randrange(1, 1 << 28)
+        resps[n] = r.SerializeToString()
+    s = TR.CtlSettings()
+    ops = {}
+    for nf in CODEC_FLOWS:
+        o = []
+        for k in range(nf):  # what a churn round writes: flow_meter entries and meter configs
+            c = (rng.randrange(1 << 32), rng.randrange(256))
+            e = M.TableEntry(M.T_FLOW_METER, (("external_id", c[0]), ("internal_id", c[1]),
+                                              ("ipv4_dst", rng.randrange(1 << 32)),
+                                              ("ipv4_src", rng.randrange(1 << 32))),
+                             M.A_SET_METER, (("index", k % 4096),))
+            m = TR.meter_config(k % 4096, rng.random() * 1e8, s)
+            if k % 10 == 9:   # a departed flow: entry deleted, meter reset
+                o += [M.Op("DELETE", e), M.Op("DELETE", m)]
+            else:
+                o += [M.Op("INSERT", e), M.Op("MODIFY", m)]
+        ops[nf] = o
+    return resps, ops
+
+
+def _time(fn, reps: int, budget_s: float = 2.0) -> dict:
+    fn()  # warm (caches, JIT)
+    xs: list = []
+    t_end = time.perf_counter() + budget_s
+    while len(xs) < reps and (len(xs) < 3 or time.perf_counter() < t_end):
+        t0 = time.perf_counter()
+        fn()
+        xs.append(time.perf_counter() - t0)
+    return {"n": len(xs), "median_ms": statistics.median(xs) * 1e3, "min_ms": min(xs) * 1e3}
+
+
+def codec_protobuf_paths(p4info: str, reps: int) -> dict:
+    """The controller's protobuf paths with whichever protobuf this process runs."""
+    from coflow.ctl import model as M
+    from coflow.ctl.codec import Codec
+    from coflow.ctl.wire import parse_counters_pb
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
+    from google.protobuf.internal import api_implementation
+    codec = Codec.from_file(p4info)
+    resps, ops = _codec_inputs(pb, codec)
+    out: dict = {"protobuf": api_implementation.Type()}
+    for n, raw in resps.items():
+        out[f"decode_{n}"] = _time(lambda raw=raw: parse_counters_pb(raw), reps)
+    idx = tuple(range(1024))
+    out["read_request_1024"] = _time(
+        lambda: codec.counter_read_request(7, M.C_FLOW_BYTES, idx).SerializeToString(), reps)
+    for o in ops.values():
+        def enc(o=o):
+            req = pb.WriteRequest(device_id=7)
+            req.election_id.high, req.election_id.low = 0, 10
+            codec.add_updates(req, o)
+            return req.SerializeToString()
+        out[f"encode_{len(o)}_updates"] = _time(enc, reps)
+    return out
+
+
+def _codec_child(p4info: str) -> int:
+    """`--codec-child`: the "before" side, PyPI's p4runtime modules on the pure-Python
+    protobuf, standing in for coflow.dataplane.pb (the generated stubs are never loaded)."""
+    import types
+    if os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION") != "python":
+        print("--codec-child needs PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python", file=sys.stderr)
+        return 2
+    from p4.config.v1 import p4info_pb2, p4types_pb2
+    from p4.v1 import p4data_pb2, p4runtime_pb2
+    import coflow.dataplane
+    fake = types.ModuleType("coflow.dataplane.pb")
+    fake.p4runtime_pb2, fake.p4data_pb2 = p4runtime_pb2, p4data_pb2
+    fake.p4info_pb2, fake.p4types_pb2 = p4info_pb2, p4types_pb2
+    sys.modules["coflow.dataplane.pb"] = fake
+    coflow.dataplane.pb = fake  # type: ignore[attr-defined]
+    res = codec_protobuf_paths(p4info, reps=5)
+    assert "coflow_p4rt_gen" not in sys.modules
+    sys.stdout.write(json.dumps(res))
+    return 0
+
+
+def bench_codec(p4info: str, reps: int = 40) -> dict:
+    import subprocess
+    from coflow.ctl import wire
+    from coflow.ctl.codec import Codec
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
+    upb = codec_protobuf_paths(p4info, reps)
+    env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--codec-child", "--p4info", p4info],
+                       capture_output=True, text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError("the pure-Python side failed: " + (r.stderr.strip().splitlines() or ["?"])[-1])
+    before = json.loads(r.stdout)
+    wire.warm_up()
+    resps, _ = _codec_inputs(pb, Codec.from_file(p4info))
+    kept: dict = {}
+    for n, raw in resps.items():
+        assert wire.parse_counters_fast(raw) == wire.parse_counters_pb(raw)
+        kept[f"decode_{n}"] = _time(lambda raw=raw: wire.parse_counters_fast(raw), reps)
+    out: dict = {"upb": upb, "before": before, "wire": kept, "ratios_to_upb (median)": {}}
+    for k, v in upb.items():
+        if not isinstance(v, dict):
+            continue
+        row = {"before": before[k]["median_ms"] / v["median_ms"]}
+        if k in kept:
+            row["wire"] = kept[k]["median_ms"] / v["median_ms"]
+        out["ratios_to_upb (median)"][k] = row
+    return out
+
+
+def print_codec(c: dict) -> None:
+    print(f"P4Runtime codec, same run (medians; ratio to upb): before = PyPI's p4runtime modules on "
+          f"{c['before']['protobuf']} protobuf (subprocess), upb = the generated stubs "
+          f"({c['upb']['protobuf']}), wire = coflow.ctl.wire's compiled counter walker")
+    for k, v in c["upb"].items():
+        if not isinstance(v, dict):
+            continue
+        b, ratio = c["before"][k], c["ratios_to_upb (median)"][k]
+        what = k.replace("decode_", "decode ReadResponse of ").replace("encode_", "WriteRequest of ")
+        what = what.replace("read_request_", "ReadRequest of ") + (" counters" if k.startswith(("decode", "read")) else "")
+        line = (f"  {what.replace('_', ' ')}: before {b['median_ms']:.3f} ms ({ratio['before']:.1f}x), "
+                f"upb {v['median_ms']:.3f} ms (1x)")
+        if "wire" in ratio:
+            line += f", wire {c['wire'][k]['median_ms']:.3f} ms ({ratio['wire']:.2f}x)"
+        print(line)
+
+
 def _counter(client, index, nbytes):
     ent = client.counter_entity("coflow_bytes", index)
     ent.counter_entry.data.byte_count = nbytes
@@ -335,11 +491,22 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "bench", "bench_ctl.json"))
     ap.add_argument("--skip-dclas", action="store_true")
     ap.add_argument("--skip-sebf", action="store_true")
+    ap.add_argument("--skip-codec", action="store_true")
+    ap.add_argument("--codec-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.codec_child:
+        return _codec_child(args.p4info)
     from coflow.dataplane import toolchain
     from google.protobuf.internal import api_implementation
     res = {"protobuf": api_implementation.Type(),
            "loadavg": os.getloadavg()}
+    if args.skip_codec:
+        pass
+    elif not os.path.exists(args.p4info):
+        print("P4Runtime codec: skipped (build/coflow.p4info.txt missing: run make p4)")
+    else:
+        res["codec"] = bench_codec(args.p4info)
+        print_codec(res["codec"])
     if args.skip_sebf:
         pass
     elif not os.path.exists(args.p4info) or not os.path.exists(args.json):
@@ -378,7 +545,8 @@ def main(argv=None) -> int:
                                    for k in ("read", "compute", "write", "cpu")))
         print(f"  demotion rounds wrote {d['updates_per_demotion_round']:.0f} updates on average; "
               f"a wildcard read of all 1024 counters of one edge takes "
-              f"{d['wildcard_read_1024_counters_ms']:.1f} ms (pure-Python protobuf)")
+              f"{d['wildcard_read_1024_counters_ms']:.1f} ms (P4RuntimeClient.read: protobuf, "
+              f"{res['protobuf']})")
         for k, v in d["closed_loop_read_8_edges"].items():
             print(f"  rate modes' closed-loop read of flow_bytes, 8 edges in parallel, {k}: "
                   f"median {v['median_ms']:.2f} ms, p99 {v['p99_ms']:.2f} ms")

@@ -288,19 +288,28 @@ def test_measured_progress_moves_fai_queues():
         assert p.prio == {(1, 0): want, (2, 0): 7}
 
 
-def test_counter_read_request_is_protobufs_bytes():
-    """The closed loop's per-index read is encoded on the wire directly: the same bytes as
-    the protobuf message (index 0 included: an empty but present Index)."""
+def test_counter_read_request():
+    """The closed loop's per-index read (entities added in place) is the request built entity
+    by entity (index 0 included: an empty but present Index); without indices, one wildcard
+    entity with only the counter id."""
+    from types import SimpleNamespace
+    from coflow.ctl.codec import Codec
     from coflow.dataplane.pb import p4runtime_pb2 as pb
-    from coflow.ctl import wire
+    codec = SimpleNamespace(counter_id={"c": 318_000_123})
     for idx in ([0], [0, 1, 4095], list(range(300))):
         r = pb.ReadRequest()
         r.device_id = 7
         for i in idx:
-            e = r.entities.add()
+            e = pb.Entity()
             e.counter_entry.counter_id = 318_000_123
             e.counter_entry.index.index = i
-        assert wire.counter_read_request(7, 318_000_123, idx) == r.SerializeToString()
+            r.entities.append(e)
+        got = Codec.counter_read_request(codec, 7, "c", idx)
+        assert got == r and got.SerializeToString() == r.SerializeToString()
+        assert got.entities[0].counter_entry.HasField("index")
+    w = Codec.counter_read_request(codec, 7, "c")
+    assert len(w.entities) == 1 and not w.entities[0].counter_entry.HasField("index")
+    assert w.entities[0].counter_entry.counter_id == 318_000_123 and w.device_id == 7
 
 
 def test_seeded_indices_are_kept_for_live_flows_and_freed_for_done_ones():

@@ -9,9 +9,14 @@ from coflow.ctl.switch import SwitchAgent, sync_many
 from coflow.dataplane.p4rt import P4RuntimeError
 
 
-class FakeEncoded:
-    def op(self, op):
-        return f"{op.type} {op.entity.key}|".encode()
+class FakeRequest(list):
+    def SerializeToString(self):
+        return b"H|" + b"".join(self)
+
+
+class FakeCodec:
+    def add_updates(self, req, ops):
+        req.extend(f"{op.type} {op.entity.key}|".encode() for op in ops)
 
 
 class FakeClient:
@@ -21,8 +26,8 @@ class FakeClient:
         self.started = 0
         self.connected = True
 
-    def write_header(self):
-        return b"H|"
+    def write_request(self):
+        return FakeRequest()
 
     def write_raw_start(self, req):
         self.started += 1
@@ -35,8 +40,8 @@ class FakeClient:
 
 
 def agent(name, client, actual, in_sync=True):
-    a = SwitchAgent(name, "127.0.0.1:1", 1, 10, codec=None, p4info_path="", bmv2_json_path="",
-                    cookie=1, encoded=FakeEncoded())
+    a = SwitchAgent(name, "127.0.0.1:1", 1, 10, codec=FakeCodec(), p4info_path="",
+                    bmv2_json_path="", cookie=1)
     a.client = client
     a.state = SwitchAgent.MASTER
     a.actual = actual

@@ -4,6 +4,10 @@ Encoding uses P4Runtime's canonical bytestrings (:func:`coflow.dataplane.p4rt.en
 and omits don't-care fields (full-range ranges, zero-mask ternaries, /0 LPM); decoding fills
 them back with their canonical don't-care value, so ``decode(encode(e)) == e`` and read-back
 state compares equal to desired state.
+
+The messages are the generated P4Runtime modules' (:mod:`coflow.dataplane.pb`, C protobuf): the
+controller's writes are built here (:meth:`Codec.add_updates`) and serialised by protobuf; only
+the decoding of counter reads has a faster path of its own (:mod:`coflow.ctl.wire`).
 """
 from __future__ import annotations
 
@@ -107,8 +111,13 @@ class Codec:
     def encode(self, e, key_only: bool = False):
         """An ``Entity`` message for a model value (``key_only``: just what identifies it, for
         DELETE and reads)."""
-        pb = _pb()
-        ent = pb.Entity()
+        ent = _pb().Entity()
+        self.encode_into(ent, e, key_only)
+        return ent
+
+    def encode_into(self, ent, e, key_only: bool = False) -> None:
+        """:meth:`encode` into an existing (empty) ``Entity``, e.g. an ``Update``'s: with the C
+        protobuf, filling the message in place costs 0.7-0.8x building one and copying it in."""
         if isinstance(e, M.TableEntry):
             te = ent.table_entry
             te.table_id = self.table_id[e.table]
@@ -162,7 +171,6 @@ class Codec:
             ce.data.packet_count = 0
         else:
             raise TypeError(f"cannot encode {e!r}")
-        return ent
 
     def encode_op(self, op: M.Op):
         """(update type, Entity): a meter DELETE is a MODIFY without config (reset)."""
@@ -172,6 +180,22 @@ class Codec:
         if op.type == "DELETE":
             return "DELETE", self.encode(e, key_only=True)
         return op.type, self.encode(e)
+
+    def add_updates(self, req, ops) -> None:
+        """Append model ops to a ``WriteRequest`` as its ``updates`` (as :meth:`encode_op`:
+        a meter DELETE is a MODIFY without config), each entity encoded in place."""
+        U = _pb().Update
+        add = req.updates.add
+        fill = self.encode_into
+        for op in ops:
+            e = op.entity
+            u = add()
+            if op.type == "DELETE":
+                u.type = U.MODIFY if type(e) is M.MeterConfig else U.DELETE
+                fill(u.entity, e, True)
+            else:
+                u.type = getattr(U, op.type)
+                fill(u.entity, e)
 
     # decode ---------------------------------------------------------------------------------
     def _params(self, action_msg) -> tuple[str, tuple]:
@@ -263,13 +287,19 @@ class Codec:
             out.append(e)
         return out
 
-    def counter_reads(self, counter: str, indices) -> list:
-        pb = _pb()
+    def counter_read_request(self, device_id: int, counter: str, indices=None):
+        """A ``ReadRequest`` for ``indices`` of one counter (None: a wildcard read of every
+        index, one entity with only the counter id). Entities are added in place (0.5 ms for
+        1,024 indices; building Entity messages and extending with them: 1.2 ms)."""
+        req = _pb().ReadRequest()
+        req.device_id = device_id
         cid = self.counter_id[counter]
-        out = []
+        if indices is None:
+            req.entities.add().counter_entry.counter_id = cid
+            return req
+        add = req.entities.add
         for i in indices:
-            e = pb.Entity()
-            e.counter_entry.counter_id = cid
-            e.counter_entry.index.index = i
-            out.append(e)
-        return out
+            ce = add().counter_entry
+            ce.counter_id = cid
+            ce.index.index = i
+        return req

@@ -34,7 +34,6 @@ from .observe import Metrics, StatusServer, Telemetry
 from .rates import FlowProgress, plan as rate_plan
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from . import wire
-from .wire import EncodedCache
 
 from .modes import mode_policy
 
@@ -78,7 +77,6 @@ class Controller:
         self.delta_s = delta_s
         self.election_id = election_id
         self.codec = Codec.from_file(self.p4info_path)
-        self.encoded = EncodedCache(self.codec)
         self.cookie = pipeline_cookie(self.p4info_path, self.bmv2_json_path)
         self.routes = topo_mod.routes(topology)
         self.edges = [s.name for s in topology.edge_switches()]
@@ -105,7 +103,7 @@ class Controller:
         self.agents = {
             s.name: SwitchAgent(s.name, switch_addrs[s.name], s.device_id, election_id, self.codec,
                                 self.p4info_path, self.bmv2_json_path, self.cookie,
-                                on_change=self._switch_event, encoded=self.encoded)
+                                on_change=self._switch_event)
             for s in topology.switches}
         # model (guarded by _mu)
         self._mu = threading.RLock()
@@ -237,8 +235,9 @@ class Controller:
                     if a.state != a.MASTER or a.client is None:
                         continue
                     try:
-                        a.client.write_raw(a.client.write_header() + a.encoded.op(M.Op("MODIFY", off)),
-                                           timeout=2.0)
+                        req = a.client.write_request()
+                        self.codec.add_updates(req, [M.Op("MODIFY", off)])
+                        a.client.write_raw(req.SerializeToString(), timeout=2.0)
                     except Exception as e:  # noqa: BLE001 - a switch going away: nothing to hand back
                         log.warning("%s: could not hand pipeline_config back: %s", name, e)
 

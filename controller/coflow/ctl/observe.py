@@ -9,7 +9,7 @@ Data-plane telemetry (:class:`Telemetry`): the counters the P4 program keeps for
 read from every switch over P4Runtime (CounterEntry reads; BMv2/PI serves no register reads)
 every ``telemetry_s`` in a thread of its own, outside the rounds:
 - ``drop_reasons[r]``: every pipeline drop by reason, named after :class:`DropReason`, the one
-  table of define.p4's DROP_* constants (``tests/test_constants.py`` holds them equal);
+  table of define.p4's DropReason_t enum (``tests/test_constants.py`` holds them equal);
 - ``slot_collisions[slot]``: packets of a coflow that found its hashed slot owned by another
   (the last index counts the packets that did not collide and is left out); at the edges,
   where a managed fabric counts per coflow;
@@ -115,7 +115,7 @@ class StatusServer:
         self.httpd.server_close()
 
 
-#: reason index -> name, from the one table of define.p4's DROP_* constants (DROP_NONE is no drop)
+#: reason index -> name, from the one table of define.p4's DropReason_t enum (NONE is no drop)
 DROP_NAMES = {int(r): r.name for r in DropReason if r != DropReason.NONE}
 
 
@@ -169,15 +169,8 @@ class Telemetry:
         key = (name, counter, device_id)
         req = self._requests.get(key)
         if req is None:
-            from coflow.dataplane.pb import p4runtime_pb2 as pb
-            r = pb.ReadRequest()
-            r.device_id = device_id
-            if indices is None:
-                e = r.entities.add()
-                e.counter_entry.counter_id = self.codec.counter_id[counter]
-            else:
-                r.entities.extend(self.codec.counter_reads(counter, indices))
-            req = self._requests[key] = r.SerializeToString()
+            req = self._requests[key] = self.codec.counter_read_request(
+                device_id, counter, indices).SerializeToString()
         return req
 
     def poll(self, agents) -> int:
@@ -283,7 +276,7 @@ class Telemetry:
         with self._lock:
             snaps = dict(self._snap)
         drops = CounterMetricFamily("coflow_dp_drops", "Packets the P4 pipeline dropped, by "
-                                    "reason (define.p4 DROP_*)", labels=["switch", "reason"])
+                                    "reason (define.p4 DropReason_t)", labels=["switch", "reason"])
         coll = CounterMetricFamily("coflow_dp_slot_collisions", "Packets whose coflow found its "
                                    "hashed byte-counter slot owned by another coflow",
                                    labels=["switch"])

@@ -41,8 +41,7 @@ class SwitchAgent:
 
     def __init__(self, name: str, address: str, device_id: int, election_id: int,
                  codec: Codec, p4info_path: str, bmv2_json_path: str, cookie: int,
-                 on_change=None, connect_timeout: float = 1.0,
-                 encoded: "wire.EncodedCache | None" = None):
+                 on_change=None, connect_timeout: float = 1.0):
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -53,7 +52,6 @@ class SwitchAgent:
         self.cookie = cookie
         self.on_change = on_change  # fn(agent, event) event in up|down|reset|backup
         self.connect_timeout = connect_timeout
-        self.encoded = encoded or wire.EncodedCache(codec)
         self._read_req: tuple = ((), b"")  # (indices, serialised ReadRequest)
         self._wild_req: dict = {}  # ("*", counter) -> serialised wildcard ReadRequest
         self.client: P4RuntimeClient | None = None
@@ -193,7 +191,9 @@ class SwitchAgent:
             ops = M.diff_keys(desired, self.actual, changed)
         if not ops:
             return ops, None
-        return ops, self.client.write_header() + b"".join(self.encoded.op(op) for op in ops)
+        req = self.client.write_request()
+        self.codec.add_updates(req, ops)
+        return ops, req.SerializeToString()
 
     def _commit(self, ops: list) -> None:
         M.apply_ops_inplace(self.actual, ops)
@@ -261,11 +261,8 @@ class SwitchAgent:
                 raise P4RuntimeError(f"{self.name}: not connected", code="UNAVAILABLE")
         key = (counter, idx)
         if self._read_req[0] != key:
-            from coflow.dataplane.pb import p4runtime_pb2 as pb
-            req = pb.ReadRequest()
-            req.device_id = self.device_id
-            req.entities.extend(self.codec.counter_reads(counter, idx))
-            self._read_req = (key, req.SerializeToString())
+            self._read_req = (key, self.codec.counter_read_request(
+                self.device_id, counter, idx).SerializeToString())
         wait = c.read_raw_start(self._read_req[1], timeout=2.0)
 
         def result() -> dict:
@@ -277,9 +274,9 @@ class SwitchAgent:
 
     def read_counter_all_start(self, counter: str, indices: tuple | None = None):
         """A read of ``counter`` started without waiting: a wildcard read of every index (one
-        entity with only the counter id), or of ``indices`` only (entities encoded on the wire
-        directly, the request kept while the indices stay the same); the returned function
-        waits and gives index -> (bytes, packets). Allowed for a backup too."""
+        entity with only the counter id), or of ``indices`` only (the request kept while the
+        indices stay the same); the returned function waits and gives index -> (bytes,
+        packets). Allowed for a backup too."""
         with self.lock:
             c = self.client
             if c is None or not c.connected:
@@ -288,27 +285,22 @@ class SwitchAgent:
             key: tuple = ("*", counter)
             req = self._wild_req.get(key)
             if req is None:
-                from coflow.dataplane.pb import p4runtime_pb2 as pb
-                r = pb.ReadRequest()
-                r.device_id = self.device_id
-                r.entities.add().counter_entry.counter_id = self.codec.counter_id[counter]
-                req = self._wild_req[key] = r.SerializeToString()
+                req = self._wild_req[key] = self.codec.counter_read_request(
+                    self.device_id, counter).SerializeToString()
         else:
             key = (counter, indices)
             got = self._wild_req.get("idx")
             if got is None or got[0] != key:
-                got = self._wild_req["idx"] = (key, wire.counter_read_request(
-                    self.device_id, self.codec.counter_id[counter], indices))
+                got = self._wild_req["idx"] = (key, self.codec.counter_read_request(
+                    self.device_id, counter, indices).SerializeToString())
             req = got[1]
         wait = c.read_raw_start(req, timeout=2.0)
 
         def result() -> dict:
-            nb: dict = {}
-            npk: dict = {}
+            out: dict = {}
             for resp in wait():
-                wire.parse_counter_bytes_fast(resp, nb)
-                wire.parse_counter_packets_fast(resp, npk)
-            return {i: (b, npk.get(i, 0)) for i, b in nb.items()}
+                wire.parse_counters_fast(resp, out)
+            return out
         return result
 
     def status(self) -> dict:

@@ -440,7 +440,8 @@ class P4RuntimeClient:
             raise P4RuntimeError(f"Read failed: {err.code().name}: {err.details()}",
                                  code=err.code().name) from None
 
-    # serialised fast path (coflow.ctl.wire builds and parses the bytes) ---------------------
+    # serialised requests in flight together (the controller's rounds; counter responses
+    # are decoded by coflow.ctl.wire) -----------------------------------------------------
     def _raw(self, kind: str, method: str):
         key = (kind, method, id(self.channel))
         fn = self.__dict__.setdefault("_raw_methods", {}).get(key)
@@ -458,18 +459,14 @@ class P4RuntimeClient:
             raise P4RuntimeError(f"Read failed: {err.code().name}: {err.details()}",
                                  code=err.code().name) from None
 
-    def write_header(self) -> bytes:
-        """A serialised WriteRequest with this client's device id and election id, no updates:
-        append serialised ``updates`` fields to it for :meth:`write_raw`."""
-        key = (self.device_id, self.election_id)
-        cached = self.__dict__.get("_write_header")
-        if cached is None or cached[0] != key:
-            pb, _ = _pb()
-            req = pb.WriteRequest()
-            req.device_id = self.device_id
-            self._election(req)
-            cached = self._write_header = (key, req.SerializeToString())
-        return cached[1]
+    def write_request(self):
+        """An empty WriteRequest with this client's device id and election id: add its
+        ``updates`` and pass it serialised to :meth:`write_raw` / :meth:`write_raw_start`."""
+        pb, _ = _pb()
+        req = pb.WriteRequest()
+        req.device_id = self.device_id
+        self._election(req)
+        return req
 
     def write_raw(self, request: bytes, timeout: float | None = None) -> None:
         import grpc
