@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from .sched.kernels.waterfill import INF
-from .sched.kernels.pfp import Counter, FlowState, Matching, matching, pfp_buffers, pfp_settle, pfp_wait
+from .sched.kernels.pfp import Counter, FlowState, Matching, _pfp_wait, matching, pfp_buffers, pfp_settle
 from . import sim as _sim   # _sim.LOG_EVERY_S read at run time (tests and users may change it)
 from .sim import SimError, SimResult, _arrivals, _progress_bar
 from .sched.base import Scheduler
@@ -45,11 +45,13 @@ class RunConfig(NamedTuple):
 def pfp_arrive(m: Matching, newf):
     """Flows ``newf`` arrive (flows with bytes: the simulator counts flows without any done on
     arrival): waiting, in their pairs' heaps."""
+    P, src, dst, cof, rem, state = m.P, m.src, m.dst, m.cof, m.rem, m.state
+    heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d = m.heap, m.lo, m.hn, m.hpos, m.pk_s, m.pt_s, m.pk_d, m.pt_d
     for i in range(newf.shape[0]):
         f = newf[i]
-        m.state[f] = FlowState.WAIT
-        pfp_wait(m, f)
-        k = m.cof[f]
+        state[f] = FlowState.WAIT
+        _pfp_wait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
+        k = cof[f]
         m.nact[k] += 1
         m.nwait[k] += 1
     m.cnt[Counter.ACTIVE] += newf.shape[0]

@@ -104,71 +104,68 @@ def matching(P: int, src, dst, cof, size, C: int) -> Matching:
 
 
 @njit(cache=True, inline='always')
-def _ph_push(m, q, f):
+def _ph_push(heap, lo, hn, hpos, rem, q, f):
     """Segment heap ``q`` (``heap[lo[q]:lo[q+1]]``, ``hn[q]`` entries, by (rem, index)) gets
     flow f."""
-    h = m.heap[m.lo[q]:m.lo[q + 1]]
-    n = m.hn[q]
+    h = heap[lo[q]:lo[q + 1]]
+    n = hn[q]
     h[n] = f
-    m.hpos[f] = n
-    m.hn[q] = n + 1
-    _hup(h, m.hpos, m.rem, n)
+    hpos[f] = n
+    hn[q] = n + 1
+    _hup(h, hpos, rem, n)
 
 
 @njit(cache=True, inline='always')
-def _ph_remove(m, q, f):
+def _ph_remove(heap, lo, hn, hpos, rem, q, f):
     """Flow f leaves segment heap ``q`` (nothing if it is not there)."""
-    hpos = m.hpos
     i = hpos[f]
     if i < 0:
         return
-    h = m.heap[m.lo[q]:m.lo[q + 1]]
-    n = m.hn[q] - 1
-    m.hn[q] = n
+    h = heap[lo[q]:lo[q + 1]]
+    n = hn[q] - 1
+    hn[q] = n
     hpos[f] = -1
     if i < n:
         x = h[n]
         h[i] = x
         hpos[x] = i
-        _hup(h, hpos, m.rem, i)
-        _hdown(h, hpos, m.rem, hpos[x], n)
+        _hup(h, hpos, rem, i)
+        _hdown(h, hpos, rem, hpos[x], n)
 
 
 @njit(cache=True, inline='always')
-def _pair_first(m, p):
+def _pair_first(p, P, heap, lo, hn, rem, pk_s, pt_s, pk_d, pt_d):
     """Refresh pair p's (= uplink * P + downlink) first waiting flow in both views."""
-    P = m.P
     s = p // P
     d = p - s * P
     f = -1
     k = INF
-    if m.hn[p] > 0:
-        f = m.heap[m.lo[p]]
-        k = m.rem[f]
-    m.pk_s[p] = k
-    m.pt_s[p] = f
-    m.pk_d[d * P + s] = k
-    m.pt_d[d * P + s] = f
+    if hn[p] > 0:
+        f = heap[lo[p]]
+        k = rem[f]
+    pk_s[p] = k
+    pt_s[p] = f
+    pk_d[d * P + s] = k
+    pt_d[d * P + s] = f
 
 
 @njit(cache=True, inline='always')
-def pfp_wait(m, f):
-    """Flow f waits: into its pair's heap."""
-    p = m.src[f] * m.P + m.dst[f]
-    _ph_push(m, p, f)
-    if m.heap[m.lo[p]] == f:
-        _pair_first(m, p)
+def _pfp_wait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d):
+    p = src[f] * P + dst[f]
+    _ph_push(heap, lo, hn, hpos, rem, p, f)
+    if heap[lo[p]] == f:
+        _pair_first(p, P, heap, lo, hn, rem, pk_s, pt_s, pk_d, pt_d)
 
 
 @njit(cache=True, inline='always')
-def _pfp_unwait(m, f):
-    if m.hpos[f] < 0:
+def _pfp_unwait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d):
+    if hpos[f] < 0:
         return
-    p = m.src[f] * m.P + m.dst[f]
-    top = m.heap[m.lo[p]] == f
-    _ph_remove(m, p, f)
+    p = src[f] * P + dst[f]
+    top = heap[lo[p]] == f
+    _ph_remove(heap, lo, hn, hpos, rem, p, f)
     if top:
-        _pair_first(m, p)
+        _pair_first(p, P, heap, lo, hn, rem, pk_s, pt_s, pk_d, pt_d)
 
 
 @njit(cache=True, inline='always')
@@ -254,12 +251,11 @@ def _lsift(h, n, i, rem):
 
 
 @njit(cache=True, inline='always')
-def _pfp_pick(m, q):
+def _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl):
     """The first of the flows listed for free link q (the heap ``lst[q, :nl[q]]``) that waits
     and may run at its other link now (it is before the other link's running flow, whose key
     is ``thr``), or -1; flows before it that no longer may are dropped from the list."""
-    P, src, dst, state, sel, thr, rem, nl = m.P, m.src, m.dst, m.state, m.sel, m.thr, m.rem, m.nl
-    h = m.lst[q]
+    h = lst[q]
     n = nl[q]
     while n > 0:
         f = h[0]
@@ -278,23 +274,22 @@ def _pfp_pick(m, q):
 
 
 @njit(cache=True, inline='always')
-def _pfp_next(m, q):
+def _pfp_next(q, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl):
     """The first waiting flow through link q, just freed, that may run at its other link now,
     or -1.  One pass over the P pairs through q lists the pairs' first flows that may run
     (``lst[q]``, a heap); later calls for q in the same repair (:func:`_pfp_pick`) only drop
     from that list: while q stays free a pair through q can only lose that chance (its other link is
     taken by a flow before it), and a pair whose other link is freed meanwhile is found from
     that link."""
-    P, sel, thr, lst = m.P, m.sel, m.thr, m.lst
     if q < P:
         base = q * P
-        ks = m.pk_s
-        ts = m.pt_s
+        ks = pk_s
+        ts = pt_s
         other = P
     else:
         base = (q - P) * P
-        ks = m.pk_d
-        ts = m.pt_d
+        ks = pk_d
+        ts = pt_d
         other = 0
     n = 0
     for o in range(P):
@@ -311,9 +306,9 @@ def _pfp_next(m, q):
         n += 1
     h = lst[q]
     for i in range(n // 2 - 1, -1, -1):
-        _lsift(h, n, i, m.rem)
-    m.nl[q] = n
-    return _pfp_pick(m, q)
+        _lsift(h, n, i, rem)
+    nl[q] = n
+    return _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl)
 
 
 @njit(cache=True)
@@ -327,13 +322,16 @@ def pfp_settle(m, newf, buf):
     Candidates are taken in (rem, index) order, so when one is examined the decisions about
     every flow before it are final; a freed link's next flow is a candidate tagged with the
     link, and if it cannot run (its other link was taken since) the link's next one is."""
+    # unpacked once here: the inlined helpers take the arrays (a field read in each helper costs
+    # a reference count update per call)
     P, src, dst, cof, rem, state, sel, thr = m.P, m.src, m.dst, m.cof, m.rem, m.state, m.sel, m.thr
-    nwait, cnt, opened = m.nwait, m.cnt, m.opened
+    heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d = m.heap, m.lo, m.hn, m.hpos, m.pk_s, m.pt_s, m.pk_d, m.pt_d
+    lst, nl, nwait, cnt, opened = m.lst, m.nl, m.nwait, m.cnt, m.opened
     ck, cf, cq = buf
     n = 0
     # without the pairs' heaps (pfp_rates: an empty matching, all flows new) no flow is
     # pre-empted and no link freed; kept safe if a caller breaks the order anyway
-    heaps = m.lo.shape[0] > 1
+    heaps = lo.shape[0] > 1
     # the new flows in (rem, index) order (a stable sort of ascending indices), merged with
     # the heap of the freed links' candidates
     nnew = newf.shape[0]
@@ -350,7 +348,7 @@ def pfp_settle(m, newf, buf):
     for i in range(cnt[Counter.OPEN]):
         q = opened[i]
         if sel[q] < 0 and heaps:
-            f = _pfp_next(m, q)
+            f = _pfp_next(q, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl)
             if f >= 0:
                 ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[f], f, q)
     cnt[Counter.OPEN] = 0
@@ -367,7 +365,7 @@ def pfp_settle(m, newf, buf):
             gs = sel[s]
             gd = sel[d]
             if (gs < 0 or _hless(rem, f, gs)) and (gd < 0 or _hless(rem, f, gd)):
-                _pfp_unwait(m, f)
+                _pfp_unwait(f, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
                 state[f] = FlowState.RUN
                 nwait[cof[f]] -= 1
                 sel[s] = f
@@ -382,20 +380,20 @@ def pfp_settle(m, newf, buf):
                     state[g] = FlowState.WAIT
                     nwait[cof[g]] += 1
                     if heaps:
-                        pfp_wait(m, g)
+                        _pfp_wait(g, P, src, dst, rem, heap, lo, hn, hpos, pk_s, pt_s, pk_d, pt_d)
                     o = P + dst[g] if j == 0 else src[g]
                     if sel[o] == g:
                         sel[o] = -1
                         thr[o] = INF
                         h = -1
                         if heaps:
-                            h = _pfp_next(m, o)
+                            h = _pfp_next(o, P, src, dst, state, sel, thr, rem, pk_s, pt_s, pk_d, pt_d, lst, nl)
                         if h >= 0:
                             ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[h], h, o)
                 continue
         if q >= 0 and sel[q] < 0 and heaps:
             # it cannot run (its other link was taken since): the freed link's next flow
-            h = _pfp_pick(m, q)
+            h = _pfp_pick(q, P, src, dst, state, sel, thr, rem, lst, nl)
             if h >= 0:
                 ck, cf, cq, n = _cpush(ck, cf, cq, n, rem[h], h, q)
     return ck, cf, cq
@@ -421,7 +419,8 @@ def pfp_rates(P, cap, src, dst, rem, buf):
                  np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.int64), pt)
     buf = pfp_settle(m, np.arange(n), buf)
     rates = np.zeros(n)
+    state = m.state
     for f in range(n):
-        if m.state[f] == FlowState.RUN:
+        if state[f] == FlowState.RUN:
             rates[f] = cap
     return rates, buf
