@@ -96,9 +96,13 @@ def test_emu_summary_renders_the_regime(tmp_path):
            "sim_table": {"baseline": "fair", "rows": {"fair": dict(row, avg=1.2, p95=1.1)}},
            "reports": {"fair": {"tcp": {"RetransSegs": 10, "OutSegs": 1000, "TCPSynRetrans": 2,
                                         "ActiveOpens": 40, "TCPTimeouts": 3},
-                                "regime": {"before_first_byte_share": {"median": 0.25}}}}}
+                                "regime": {"before_first_byte_share": {"median": 0.25}}},
+                       "sebf": {"controller": {"meters": {"closed_loop": True, "progress_reads": 1234,
+                                                          "unmetered_coflows": 2}}}}}
     p = tmp_path / "c.json"
     p.write_text(json.dumps(cmp))
     out = R.render_emu(R.summarize_emu(cmp, str(p), "make run"))
     assert ("| fair | 2.00 | 1.50 | 2.00 | 3.00 | 2.00 | 1.00 | 1.20 | 1.10 | 10 / 1,000 (1.0%) | "
-            "2 / 40 (5.0%) | 3 | 25% |") in out
+            "2 / 40 (5.0%) | 3 | 25% | - |") in out
+    s = R.summarize_emu(dict(cmp, table={"baseline": "fair", "rows": {"fair": row, "sebf": row}}), str(p), "r")
+    assert "| closed loop: 1,234 reads of the switches' flow counters; 2 coflows unmetered |" in R.render_emu(s)

@@ -108,12 +108,15 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
             raise ResultsError(f"{source_path}: no {k!r}: not the JSON of `make run`'s emulation")
     tcp = {m: r.get("tcp") for m, r in cmp["reports"].items() if r.get("tcp") is not None}
     regime = {m: r.get("regime") for m, r in cmp["reports"].items() if r.get("regime") is not None}
+    # rate modes: the controller's meter pool and closed loop (rounds that read flow_bytes)
+    meters = {m: (r.get("controller") or {}).get("meters") for m, r in cmp["reports"].items()
+              if isinstance((r.get("controller") or {}).get("meters"), dict)}
     cfg = cmp["config"]
     return {"schema": SCHEMA, "kind": "emu", "command": command, "topology": cmp.get("topology"),
             "plan": cmp["plan"], "rate_mbps": cfg.get("rate_mbps"),
             "baseline": cmp["table"]["baseline"], "rows": _rows(cmp["table"]),
             "sim_rows": _rows(cmp["sim_table"]) if "sim_table" in cmp else None,
-            "tcp": tcp, "regime": regime, "run": run_info(source_path)}
+            "tcp": tcp, "regime": regime, "meters": meters, "run": run_info(source_path)}
 
 
 SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu}
@@ -152,8 +155,8 @@ def render_emu(s: dict) -> str:
            f"{s['baseline']}'s CCT / the mode's; `sim`: the fluid simulator on the same scaled flows.", "",
            "| mode | avg CCT (s) | avg | p95 | SN avg | LN avg | LW avg | sim avg | sim p95 | "
            "retransmitted / sent segments | SYN retransmissions / connections | TCP timeouts | "
-           "time before first byte, median share of CCT |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+           "time before first byte, median share of CCT | rate control |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     sim = s.get("sim_rows") or {}
     for name, r in s["rows"].items():
         sr = sim.get(name, {})
@@ -163,10 +166,15 @@ def render_emu(s: dict) -> str:
         share = (((s.get("regime") or {}).get(name) or {}).get("before_first_byte_share") or {})
         bfb = share.get("median")
         seg = (f"{retx:,} / {sent:,} ({100 * retx / sent:.1f}%)" if retx is not None and sent else "-")
+        m = (s.get("meters") or {}).get(name)
+        rc = "-" if not m else (
+            (f"closed loop: {m.get('progress_reads', 0):,} reads of the switches' flow counters"
+             if m.get("closed_loop") else "open loop")
+            + (f"; {m['unmetered_coflows']} coflows unmetered" if m.get("unmetered_coflows") else ""))
         synr = (f"{syn:,} / {conns:,} ({100 * syn / conns:.1f}%)" if syn is not None and conns else "-")
         out.append(f"| {name} | {_f(r['avg_cct_s'])} | {_f(r['avg'])} | {_f(r['p95'])} | {_f(r.get('SN_avg'))} | "
                    f"{_f(r.get('LN_avg'))} | {_f(r.get('LW_avg'))} | {_f(sr.get('avg'))} | {_f(sr.get('p95'))} | "
-                   f"{seg} | {synr} | {_f(t.get('TCPTimeouts'), '{:,}')} | {_f(bfb, '{:.0%}')} |")
+                   f"{seg} | {synr} | {_f(t.get('TCPTimeouts'), '{:,}')} | {_f(bfb, '{:.0%}')} | {rc} |")
     return "\n".join(out) + "\n"
 
 
