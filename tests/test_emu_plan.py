@@ -245,3 +245,17 @@ def test_brief_sums_the_pipelines_drop_counters():
     assert _brief(st)["dataplane"] == {"drops": {"NO_ROUTE": 3, "METER_RED": 5},
                                        "slot_collisions": 1, "slot_takeovers": 3, "queue_drops": 4}
     assert "dataplane" not in _brief({"mode": "fair"})
+
+
+def test_tcp_sysctl_option_parses_and_rejects_in_one_line():
+    import argparse
+    from coflow.emu import cli as ecli
+    ap = argparse.ArgumentParser()
+    ecli._common(ap)
+    cfg = ecli.config_from_args(ap.parse_args(["--tcp", "tcp_rto_max_ms=8000", "--tcp", "tcp_rto_min_us=1000000"]))
+    assert cfg.tcp_sysctls == {"tcp_rto_max_ms": "8000", "tcp_rto_min_us": "1000000"}
+    assert ecli.config_from_args(ap.parse_args([])).tcp_sysctls == {}
+    for bad in ("rto_max=1", "tcp_rto_max_ms", "tcp_rto_max_ms=", "ip_forward=1"):
+        with pytest.raises(P.PlanError) as e:
+            ecli.config_from_args(ap.parse_args(["--tcp", bad]))
+        assert e.value.field == "tcp" and "\n" not in str(e.value)

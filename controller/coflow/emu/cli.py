@@ -39,6 +39,9 @@ def _common(p) -> None:
                         "per host pair opened before each mode and reused (shuffle services)")
     p.add_argument("--pool-per-pair", type=int, default=2,
                    help="pooled connections opened per host pair (default 2; more on demand)")
+    p.add_argument("--tcp", action="append", default=[], metavar="SYSCTL=VALUE",
+                   help="a net.ipv4 TCP sysctl of every host, over the defaults (coflow.emu.switch."
+                        "TCP_SYSCTLS), e.g. tcp_rto_max_ms=8000, tcp_rto_min_us=1000000 (repeatable)")
     p.add_argument("--out", default="out/emu", help="reports and plots (default out/emu)")
 
 
@@ -51,7 +54,13 @@ def config_from_args(args):
             raise PlanError("set", f"{it!r}: expected key=value")
         k, v = it.split("=", 1)
         settings[k] = v
-    return EmuConfig(topology=args.topo, trace=args.trace,
+    tcp = {}
+    for it in getattr(args, "tcp", []) or []:
+        k, sep, v = it.partition("=")
+        if not sep or not k.startswith("tcp_") or not v:
+            raise PlanError("tcp", f"{it!r}: expected tcp_<sysctl>=value (a net.ipv4.tcp_* sysctl)")
+        tcp[k] = v
+    return EmuConfig(topology=args.topo, trace=args.trace, tcp_sysctls=tcp,
                      modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
                      coflows=args.coflows, rate_mbps=args.rate_mbps, work_s=args.work, load=args.load,
                      bytes_factor=args.bytes_scale, time_scale=args.time_scale,

@@ -113,8 +113,10 @@ class Fabric:
     """Mininet network of :class:`BMv2Switch` and :class:`EmuHost` built from ``t``."""
 
     def __init__(self, t: topo.Topology, sw_path: str | None = None, run_dir: str | None = None,
-                 log_level: str = "off", switch_nice: int = SWITCH_NICE):
+                 log_level: str = "off", switch_nice: int = SWITCH_NICE,
+                 tcp_sysctls: dict | None = None):
         self.t = t
+        self.tcp_sysctls = dict(tcp_sysctls or {})   # over TCP_SYSCTLS, on every host
         tc = discover()
         self.sw_path = sw_path or tc.simple_switch_grpc
         if not self.sw_path:
@@ -144,7 +146,7 @@ class Fabric:
                       autoStaticArp=False, waitConnected=False)
         self.net = net
         for h in self.t.hosts:
-            net.addHost(h.name, cls=EmuHost, ip=f"{h.ip}/8", mac=h.mac)
+            net.addHost(h.name, cls=EmuHost, ip=f"{h.ip}/8", mac=h.mac, tcp_sysctls=self.tcp_sysctls)
         for s in self.t.switches:
             net.addSwitch(s.name, cls=BMv2Switch, device_id=s.device_id, sw_path=self.sw_path,
                           run_dir=self.run_dir, log_level=self.log_level, nice=self.switch_nice)

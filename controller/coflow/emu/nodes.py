@@ -67,7 +67,7 @@ class BMv2Switch(Switch):
 class EmuHost(Host):
     """A Mininet host with NIC offloads and IPv6 off."""
 
-    def config(self, **params):
+    def config(self, tcp_sysctls=None, **params):
         r = super().config(**params)
         for intf in self.intfList():
             if intf.name == "lo":
@@ -76,6 +76,6 @@ class EmuHost(Host):
             self.cmd(f"ethtool -K {intf.name} {args} >/dev/null 2>&1")
         for key in ("all", "default", "lo"):
             self.cmd(f"sysctl -qw net.ipv6.conf.{key}.disable_ipv6=1")
-        for key, value in TCP_SYSCTLS.items():
+        for key, value in {**TCP_SYSCTLS, **(tcp_sysctls or {})}.items():
             self.cmd(f"sysctl -qw net.ipv4.{key}={value}")
         return r

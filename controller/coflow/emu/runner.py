@@ -77,6 +77,8 @@ class EmuConfig:
     # theirs (up to pool_per_pair per host pair; more are opened on demand)
     connections: str = "per-flow"
     pool_per_pair: int = 2
+    # net.ipv4 TCP sysctls of every host over coflow.emu.switch.TCP_SYSCTLS (--tcp)
+    tcp_sysctls: dict[str, str] = field(default_factory=dict)
 
     def validate(self) -> None:
         bad = [m for m in self.modes if m not in EMU_MODES]
@@ -295,7 +297,8 @@ class Experiment:
         cfg, plan = self.cfg, self.plan
         p4info, bmv2 = self._artifacts()
         os.makedirs(cfg.out_dir, exist_ok=True)
-        self.fabric = Fabric(self.t, log_level=cfg.log_level, switch_nice=cfg.switch_nice)
+        self.fabric = Fabric(self.t, log_level=cfg.log_level, switch_nice=cfg.switch_nice,
+                             tcp_sysctls=cfg.tcp_sysctls)
         run_dir = self.fabric.run_dir
         topo_file = os.path.join(run_dir, "topology.json")
         self.t.save(topo_file)
