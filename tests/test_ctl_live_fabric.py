@@ -17,21 +17,9 @@ import time
 
 import pytest
 
-from coflow.dataplane import toolchain
+from live import BMV2_JSON, P4INFO, fabric_marks
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-P4INFO = os.path.join(REPO, "build", "coflow.p4info.txt")
-BMV2_JSON = os.path.join(REPO, "build", "coflow.json")
-
-_tc = toolchain.discover()
-pytestmark = [
-    pytest.mark.live, pytest.mark.root,
-    pytest.mark.skipif(not _tc.simple_switch_grpc,
-                       reason="ctl live tests: simple_switch_grpc not found (toolchain.discover())"),
-    pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
-                       reason="ctl live tests: build/coflow.json missing (run `make p4`)"),
-    pytest.mark.skipif(os.geteuid() != 0, reason="ctl live fabric tests need root (netns, veths)"),
-]
+pytestmark = fabric_marks()
 
 # Runs inside the namespace: send frames (hex) paced 1.2 ms apart, return what each listed
 # interface received (hex) within the timeout.

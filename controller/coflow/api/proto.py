@@ -50,15 +50,20 @@ class ProtoBuildError(RuntimeError):
     pass
 
 
-def _versions() -> str:
+def dist_versions(*dists: str) -> str:
+    """``name=version,...`` of installed distributions (``?`` when missing): part of a cache key."""
     from importlib.metadata import PackageNotFoundError, version
     out = []
-    for dist in ("grpcio-tools", "grpcio", "protobuf"):
+    for dist in dists:
         try:
             out.append(f"{dist}={version(dist)}")
         except PackageNotFoundError:
             out.append(f"{dist}=?")
     return ",".join(out)
+
+
+def _versions() -> str:
+    return dist_versions("grpcio-tools", "grpcio", "protobuf")
 
 
 def cache_key() -> str:
@@ -97,24 +102,30 @@ def _trusted(root: Path) -> bool:
 
 def ensure_built() -> Path:
     """The directory holding ``coflow_v1_gen/`` for the current proto, building it if needed."""
-    key = cache_key()
+    return build_in_cache(cache_key(), _complete, _build, "the coflow API stubs", ProtoBuildError)
+
+
+def build_in_cache(key: str, complete, build, what: str, error=ProtoBuildError) -> Path:
+    """``root/key`` in the first usable cache root: an existing complete build
+    (``complete(d)``), else one made by ``build(d)`` (which writes a scratch directory beside
+    ``d`` and renames it onto ``d``). Raises ``error`` naming every root that could not serve."""
     errors = []
     for root in cache_roots():
         d = root / key
         if not _trusted(root):
             errors.append(f"{root}: owned by another user")
             continue
-        if _complete(d):
+        if complete(d):
             return d
         try:
             root.mkdir(parents=True, exist_ok=True)
-            if d.exists() and not _complete(d):
+            if d.exists() and not complete(d):
                 shutil.rmtree(d)
             d.parent.mkdir(parents=True, exist_ok=True)
-            return _build(d)
+            return build(d)
         except OSError as e:
             errors.append(f"{root}: {e.strerror or e}")
-    raise ProtoBuildError("cannot build the coflow API stubs in any cache directory: " + "; ".join(errors))
+    raise error(f"cannot build {what} in any cache directory: " + "; ".join(errors))
 
 
 def _build(d: Path) -> Path:
@@ -151,19 +162,25 @@ def _build(d: Path) -> Path:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def load_package(d: Path, name: str) -> None:
+    """Register the generated top-level package ``d/name`` by path (``sys.path`` untouched)."""
+    if name in sys.modules:
+        return
+    pkg_dir = d / name
+    spec = importlib.util.spec_from_file_location(
+        name, pkg_dir / "__init__.py", submodule_search_locations=[str(pkg_dir)])
+    assert spec is not None and spec.loader is not None
+    pkg = importlib.util.module_from_spec(spec)
+    sys.modules[name] = pkg
+    try:
+        spec.loader.exec_module(pkg)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
 def _import_from(d: Path) -> tuple[ModuleType, ModuleType]:
-    pkg_dir = d / GEN_PACKAGE
-    existing = sys.modules.get(GEN_PACKAGE)
-    if existing is None:
-        spec = importlib.util.spec_from_file_location(
-            GEN_PACKAGE, pkg_dir / "__init__.py", submodule_search_locations=[str(pkg_dir)])
-        pkg = importlib.util.module_from_spec(spec)
-        sys.modules[GEN_PACKAGE] = pkg
-        try:
-            spec.loader.exec_module(pkg)
-        except BaseException:
-            del sys.modules[GEN_PACKAGE]
-            raise
+    load_package(d, GEN_PACKAGE)
     pb2 = importlib.import_module(f"{GEN_PACKAGE}.coflow_pb2")
     pb2_grpc = importlib.import_module(f"{GEN_PACKAGE}.coflow_pb2_grpc")
     return pb2, pb2_grpc

@@ -58,19 +58,13 @@ sys.stdout.buffer.write(fds.SerializeToString())
 """
 
 
-class P4rtGenError(RuntimeError):
+class P4rtGenError(ImportError):
     pass
 
 
 def _versions() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    out = []
-    for dist in ("p4runtime", "grpcio-tools", "protobuf"):
-        try:
-            out.append(f"{dist}={version(dist)}")
-        except PackageNotFoundError:
-            out.append(f"{dist}=?")
-    return ",".join(out)
+    from ..api.proto import dist_versions
+    return dist_versions("p4runtime", "grpcio-tools", "protobuf")
 
 
 def cache_key() -> str:
@@ -82,24 +76,8 @@ def _complete(d: Path) -> bool:
 
 
 def ensure_built() -> Path:
-    from ..api.proto import _trusted, cache_roots
-    key = cache_key()
-    errors = []
-    for root in cache_roots():
-        d = root / key
-        if not _trusted(root):
-            errors.append(f"{root}: owned by another user")
-            continue
-        if _complete(d):
-            return d
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            if d.exists():
-                shutil.rmtree(d)
-            return _build(d)
-        except OSError as e:
-            errors.append(f"{root}: {e.strerror or e}")
-    raise P4rtGenError("cannot build the P4Runtime stubs in any cache directory: " + "; ".join(errors))
+    from ..api.proto import build_in_cache
+    return build_in_cache(cache_key(), _complete, _build, "the P4Runtime stubs", P4rtGenError)
 
 
 def _build(d: Path) -> Path:
@@ -140,18 +118,8 @@ def _build(d: Path) -> Path:
 
 
 def _import_from(d: Path) -> SimpleNamespace:
-    pkg_dir = d / GEN_PACKAGE
-    if GEN_PACKAGE not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            GEN_PACKAGE, pkg_dir / "__init__.py", submodule_search_locations=[str(pkg_dir)])
-        assert spec is not None and spec.loader is not None
-        mod: ModuleType = importlib.util.module_from_spec(spec)
-        sys.modules[GEN_PACKAGE] = mod
-        try:
-            spec.loader.exec_module(mod)
-        except BaseException:
-            del sys.modules[GEN_PACKAGE]
-            raise
+    from ..api.proto import load_package
+    load_package(d, GEN_PACKAGE)
 
     def imp(name: str) -> ModuleType:
         return importlib.import_module(f"{GEN_PACKAGE}.{name}")
