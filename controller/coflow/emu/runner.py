@@ -218,15 +218,27 @@ class ControllerProc:
                                      stderr=self.log, env=env, start_new_session=True)
         self.status: dict | None = None
 
+    def _log_tail(self, lines: int = 3) -> str:
+        """The controller log's last lines, on one line (the run directory may be deleted)."""
+        try:
+            self.log.flush()
+            with open(self.log.name, "rb") as f:
+                tail = f.read()[-4000:].decode(errors="replace").strip().splitlines()[-lines:]
+        except OSError as e:
+            return f"(log unreadable: {e})"
+        return " | ".join(t.strip() for t in tail) or "(empty log)"
+
     def wait_ready(self, timeout: float = 90.0) -> None:
         box: list = []
         th = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()), daemon=True)
         th.start()
         th.join(timeout)
         if not box or not box[0]:
+            exited = self.proc.poll()
             self.stop()
-            raise RuntimeError(f"controller not ready within {timeout:.0f} s "
-                               f"(see {self.log.name})")
+            why = (f"controller exited with {exited} before it was ready" if exited is not None
+                   else f"controller not ready within {timeout:.0f} s")
+            raise RuntimeError(f"{why} (see {self.log.name}): {self._log_tail()}")
         try:
             ev = json.loads(box[0])
         except json.JSONDecodeError:
