@@ -285,15 +285,16 @@ class Controller:
         entry = ("table", M.T_SLOT, (("external_id", key[0]), ("internal_id", key[1])), 0)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._stop.is_set():
-            if key in self.slots.slot:
-                if all(a.actual is not None and entry in a.actual.entities
-                       for a in (self.agents[e] for e in self.edges) if a.state == SwitchAgent.MASTER):
-                    return True
-            elif not self._registry_dirty and key not in {(r.cid.external, r.cid.internal)
-                                                          for r in self._records}:
-                pass      # the round has not seen it yet
-            elif not self._registry_dirty:
-                return False   # seen, and no slot: the table is full
+            with self._mu:     # a consistent view: _refresh_coflows runs under it
+                has_slot = key in self.slots.slot
+                no_slot = (not has_slot and not self._registry_dirty
+                           and any((r.cid.external, r.cid.internal) == key for r in self._records))
+            if no_slot:
+                return False   # the round saw it and gave it no slot: the table is full
+            if has_slot and all(a.actual is not None and entry in a.actual.entities
+                                for a in (self.agents[e] for e in self.edges)
+                                if a.state == SwitchAgent.MASTER):
+                return True
             time.sleep(0.002)
         return False
 
