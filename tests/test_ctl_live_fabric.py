@@ -17,42 +17,9 @@ import time
 
 import pytest
 
-from live import BMV2_JSON, P4INFO, fabric_marks
+from live import BMV2_JSON, IO_SCRIPT, P4INFO, fabric_marks
 
 pytestmark = fabric_marks()
-
-# Runs inside the namespace: send frames (hex) paced 1.2 ms apart, return what each listed
-# interface received (hex) within the timeout.
-IO_SCRIPT = r"""
-import json, socket, sys, time, select
-req = json.load(sys.stdin)
-socks = {}
-for intf in req["recv"]:
-    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-    s.bind((intf, 0)); s.setblocking(False); socks[intf] = s
-tx = {}
-for intf, frame in req["send"]:
-    if intf not in tx:
-        tx[intf] = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-        tx[intf].bind((intf, 0))
-    tx[intf].send(bytes.fromhex(frame)); time.sleep(0.0012)
-got = {i: [] for i in socks}
-deadline = time.time() + req["timeout"]
-while time.time() < deadline:
-    r, _, _ = select.select(list(socks.values()), [], [], max(0.0, deadline - time.time()))
-    for intf, s in socks.items():
-        if s in r:
-            while True:
-                try:
-                    data, addr = s.recvfrom(4096)
-                except BlockingIOError:
-                    break
-                if addr[2] != socket.PACKET_OUTGOING:
-                    got[intf].append(data.hex())
-    if req.get("expect") and sum(len(v) for v in got.values()) >= req["expect"]:
-        break
-print(json.dumps(got))
-"""
 
 
 def offset_ids(t, k):
@@ -75,10 +42,10 @@ def frame(t, src, dst, cid=None, length=200, sport=1000, ident=1):
 def io(fab, send, recv, timeout=1.5, expect=None):
     r = fab.exec(sys.executable, "-c", IO_SCRIPT,
                  input=json.dumps({"send": [(i, f.hex()) for i, f in send], "recv": recv,
-                                   "timeout": timeout, "expect": expect}))
+                                   "timeout": timeout, "expect": expect, "gap": 0.0012}))
     assert r.returncode == 0, r.stderr
     from scapy.all import Ether
-    return {i: [Ether(bytes.fromhex(x)) for x in v] for i, v in json.loads(r.stdout).items()}
+    return {i: [Ether(bytes.fromhex(x)) for x in v] for i, v in json.loads(r.stdout)["got"].items()}
 
 
 def prio_of(pkt):
