@@ -9,7 +9,7 @@
  *             -> override -> [edge] flow meter
  *   untagged: [edge] default class   [fabric] trust DSCP
  *   -> stamp (option + DSCP + TTL + checksum) -> queue stats / drops.
- * Egress: per-queue dequeue counter.
+ * Egress: per-queue dequeue counter -> ECN marking on the port's (virtual) queue depth.
  * See README.md for the packet encoding and the queue mapping.
  */
 #include <core.p4>
@@ -31,6 +31,7 @@
 #include "include/control/flow_meter.p4"
 #include "include/control/stamp.p4"
 #include "include/control/queue_stats.p4"
+#include "include/control/ecn_marker.p4"
 
 control CoflowIngress(inout headers_t hdr,
                       inout local_metadata_t meta,
@@ -100,9 +101,11 @@ control CoflowEgress(inout headers_t hdr,
                      inout local_metadata_t meta,
                      inout standard_metadata_t std_meta) {
     EgressQueueStats() queue_stats;
+    EcnMarker() ecn_marker;
 
     apply {
         queue_stats.apply(hdr, meta, std_meta);
+        ecn_marker.apply(hdr, meta, std_meta);
     }
 }
 

@@ -250,3 +250,35 @@ def test_burst_settings_accepted():
     for bad in ("0", "65536"):
         with pytest.raises(ValueError, match="slot_idle_epochs"):
             TR.split_settings({"slot_idle_epochs": bad})
+
+
+def test_vq_drain_is_the_rate_in_shifted_bytes_per_microsecond():
+    from coflow.dataplane.constants import VQ_SHIFT
+    assert TR.vq_drain(1.0) == 128                      # 0.125 B/us << 10
+    assert TR.vq_drain(10_000.0) == 1_280_000           # 10 Gb/s
+    assert TR.vq_drain(1e-6) == 1                       # never 0: a level that never drains
+    assert TR.vq_drain(8.0) == 1 << VQ_SHIFT            # 1 byte per microsecond
+
+
+def test_ecn_entities_on_every_port_only_when_asked():
+    t = T.fattree(4)
+    routes = T.routes(t)
+    off = TR.static_state(t, routes, "fair", DclasParams(K=8))
+    assert all(not M.SwitchState.of(ents).table(M.T_ECN_PORT) for ents in off.values())
+    on = TR.static_state(t, routes, "fair", DclasParams(K=8), ecn_threshold_bytes=30_000,
+                         link_mbps=4.0)
+    for sw in t.switches:
+        ents = M.SwitchState.of(on[sw.name]).table(M.T_ECN_PORT)
+        assert sorted(dict(e.match)["egress_port"] for e in ents) == sorted(sw.ports)
+        assert {e.action for e in ents} == {M.A_SET_VQ}
+        assert {e.params for e in ents} == {M.params(drain_per_us=512, threshold_level=30_000 << 10)}
+
+
+def test_ecn_setting_is_validated():
+    from coflow.dataplane.constants import ECN_MAX_THRESHOLD_BYTES
+    assert TR.split_settings({})[0].ecn_threshold_bytes == 0
+    assert TR.split_settings({"ecn_threshold_bytes": "30280"})[0].ecn_threshold_bytes == 30280
+    for bad in ("-1", str(ECN_MAX_THRESHOLD_BYTES + 1), "lots"):
+        with pytest.raises(ValueError, match="ecn_threshold_bytes") as err:
+            TR.split_settings({"ecn_threshold_bytes": bad})
+        assert "\n" not in str(err.value)

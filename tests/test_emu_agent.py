@@ -24,6 +24,7 @@ def test_parse_command_ok():
     assert A.parse_command(good())["bytes"] == 1000
     assert A.parse_command('{"op":"ping","seq":3}') == {"op": "ping", "seq": 3}
     assert A.parse_command('{"op":"reset"}') == {"op": "reset"}
+    assert A.parse_command('{"op":"mark"}') == {"op": "mark"}
     assert A.parse_command('{"op":"quit"}') == {"op": "quit"}
 
 
@@ -71,6 +72,7 @@ def test_parse_event():
     ev = parse_event('{"ev":"done","run":1,"coflow":0,"flow":2,"bytes":5,"t":12.5,"src":"10.0.0.1"}')
     assert ev["flow"] == 2
     assert parse_event('{"ev":"error","where":"stdin:1","field":"op","message":"m"}')["field"] == "op"
+    assert parse_event('{"ev":"mark","tcp":{"ActiveOpens":3}}')["tcp"] == {"ActiveOpens": 3}
     for line, what in (("x", "json"), ('{"ev":1}', "ev"), ('{"ev":"boom"}', "unknown event"),
                        ('{"ev":"done","run":1,"coflow":0,"flow":2,"bytes":5}', "t: missing"),
                        ('{"ev":"done","run":1,"coflow":-1,"flow":2,"bytes":5,"t":1}', "coflow"),
@@ -134,6 +136,46 @@ def test_agent_sends_and_receives_over_loopback():
     (reset,) = [e for e in evs if e["ev"] == "reset"]
     # the namespace's TCP counters since the agent started: at least our 4 connections each way
     assert reset["cancelled"] == 0 and reset["tcp"]["ActiveOpens"] >= 4 and reset["tcp"]["PassiveOpens"] >= 4
+
+
+def test_mark_restarts_the_tcp_counters():
+    """``mark`` reports the counters since the start and restarts them: the reset after it
+    counts only the connection opened after the mark (a warm-up's handshakes are not the
+    mode's)."""
+    port = _free_port()
+    r, w = os.pipe()
+    out = io.StringIO()
+    agent = A.Agent("h0", "127.0.0.1", port, out=out, tag=False)
+
+    async def until(pred, what):
+        for _ in range(200):
+            if pred([json.loads(x) for x in out.getvalue().splitlines()]):
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"no {what}")
+
+    async def main():
+        task = asyncio.ensure_future(agent.run(stdin=os.fdopen(r, "rb", buffering=0)))
+        await asyncio.sleep(0.2)
+        os.write(w, ("\n".join(good(dst="127.0.0.1", port=port, coflow=0, flow=i, bytes=100)
+                                for i in range(4)) + "\n").encode())
+        await until(lambda e: sum(x["ev"] == "sent" for x in e) == 4, "4 sends")
+        os.write(w, b'{"op":"mark"}\n')
+        await until(lambda e: any(x["ev"] == "mark" for x in e), "mark")
+        os.write(w, (good(dst="127.0.0.1", port=port, coflow=1, flow=0, bytes=100) + "\n").encode())
+        await until(lambda e: sum(x["ev"] == "sent" for x in e) == 5, "the 5th send")
+        os.write(w, b'{"op":"reset"}\n')
+        await until(lambda e: any(x["ev"] == "reset" for x in e), "reset")
+        os.write(w, b'{"op":"quit"}\n')
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    os.close(w)
+    evs = [json.loads(x) for x in out.getvalue().splitlines()]
+    (mark,) = [e for e in evs if e["ev"] == "mark"]
+    (reset,) = [e for e in evs if e["ev"] == "reset"]
+    assert mark["tcp"]["ActiveOpens"] >= 4
+    assert 1 <= reset["tcp"]["ActiveOpens"] <= 3        # the one after the mark (+ noise)
 
 
 def test_receiver_rejects_a_foreign_connection():

@@ -86,7 +86,10 @@ def test_scaled_thresholds():
     assert int(hb) == int(np.percentile([1000, 2000, 1500], 80))
     assert P.scaled_mode_settings("fair", p) == {}
     cfg = EmuConfig(rate_mbps=2.0, settings={"fair_prio": "3"})
-    assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3"}
+    assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3",
+                                             "ecn_threshold_bytes": str(P.ECN_FRAMES * 1514)}
+    off = EmuConfig(ecn_frames=0)
+    assert mode_settings(off, "fair", p)["ecn_threshold_bytes"] == "0"
     cfg = EmuConfig(settings={"audit_s": "5"})
     assert mode_settings(cfg, "fair", p)["audit_s"] == "5"
     # the rate modes' meter bursts come from the fabric: RTT of its longest path at the link
@@ -170,7 +173,9 @@ def test_config_validation():
     for kw, field in (({"modes": ("fair", "nope")}, "modes"), ({"modes": ()}, "modes"),
                       ({"modes": ("fair", "fair")}, "modes"), ({"coflows": 0}, "coflows"),
                       ({"rate_mbps": 0}, "rate"), ({"mode_timeout_s": -1}, "timeout"),
-                      ({"queue_budget": 1}, "queue-budget"), ({"log_level": "loud"}, "log-level")):
+                      ({"queue_budget": 1}, "queue-budget"), ({"log_level": "loud"}, "log-level"),
+                      ({"ecn_frames": -1}, "ecn-frames"),
+                      ({"ecn_frames": 300, "queue_budget": 256}, "ecn-frames")):
         with pytest.raises(P.PlanError) as e:
             EmuConfig(**kw).validate()
         assert e.value.field == field
@@ -218,7 +223,24 @@ def test_tm_commands_classify_on_dscp_only():
     tos = {int(c[c.index("tos") + 1], 0): c[-1] for c in filters}
     assert tos[0xe0] == "1:17" and tos[0] == "1:10"     # CS7 (ACKs, queue 1) -> the top class
     limits = {c[c.index("parent") + 1]: int(c[-1]) for c in cmds if "pfifo" in c}
-    assert limits == {"1:17": TOP_LIMIT, "1:16": TOP_LIMIT, **{f"1:1{p}": QUEUE_BUDGET // 2 for p in range(6)}}
+    top = max(TOP_LIMIT, QUEUE_BUDGET // 2)
+    assert limits == {"1:17": top, "1:16": top, **{f"1:1{p}": QUEUE_BUDGET // 2 for p in range(6)}}
+
+
+@pytest.mark.parametrize("budget", [2, 32, 256, 1000])
+def test_switch_sockets_hold_every_frame_the_queues_hold(budget):
+    """BMv2's transmit sockets are sized so that the TM's queues, not the socket, bound what a
+    port holds (coflow.dataplane.sockbuf): every leaf's frames of either TM shape, at the
+    true size of an MTU frame in a socket's buffer (measured 2,242 bytes), fit."""
+    from coflow.emu.fabric import FRAME_TRUESIZE, leaf_limits, port_sndbuf, tm_commands
+    assert FRAME_TRUESIZE >= 2242
+    for mode in ("fair", "dclas"):
+        cfg = tm_config(tm_for_mode(mode), 1000, budget)
+        limits = leaf_limits(cfg)
+        # the commands install exactly these limits
+        installed = {c[c.index("parent") + 1]: int(c[-1]) for c in tm_commands("x", cfg) if "pfifo" in c}
+        assert installed == {tm.classid(p): n for p, n in limits.items()}
+        assert sum(limits.values()) * FRAME_TRUESIZE < port_sndbuf(budget)
     assert tm_commands("e0-eth1", tm_config(tm_for_mode("fair"), 1000)) == \
         tm.htb_commands("e0-eth1", tm_config(tm_for_mode("fair"), 1000))
 
@@ -255,6 +277,7 @@ def test_tcp_sysctl_option_parses_and_rejects_in_one_line():
     cfg = ecli.config_from_args(ap.parse_args(["--tcp", "tcp_rto_max_ms=8000", "--tcp", "tcp_rto_min_us=1000000"]))
     assert cfg.tcp_sysctls == {"tcp_rto_max_ms": "8000", "tcp_rto_min_us": "1000000"}
     assert ecli.config_from_args(ap.parse_args([])).tcp_sysctls == {}
+    assert ecli.config_from_args(ap.parse_args(["--ecn-frames", "0"])).ecn_frames == 0
     for bad in ("rto_max=1", "tcp_rto_max_ms", "tcp_rto_max_ms=", "ip_forward=1"):
         with pytest.raises(P.PlanError) as e:
             ecli.config_from_args(ap.parse_args(["--tcp", bad]))

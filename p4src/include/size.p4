@@ -12,6 +12,7 @@
 #define DROP_REASONS 16
 
 #define PORT_ROLE_TABLE_SIZE 64
+#define ECN_PORT_TABLE_SIZE 64         /* egress ports with ECN marking (ecn_marker.p4) */
 #define ROUTING_TABLE_SIZE 1024
 #define ECMP_SELECTOR_SIZE 1024       /* action-profile members */
 

@@ -575,7 +575,9 @@ class Controller:
             st = TR.static_state(self.topo, self.routes, self.mode, self.dclas_params,
                                  self.ctl.fair_prio, self.heavy_bytes, key,
                                  self.ctl.control_prio, self.ctl.control_max_len,
-                                 target=self.target, slot_idle_epochs=self.ctl.slot_idle_epochs)
+                                 target=self.target, slot_idle_epochs=self.ctl.slot_idle_epochs,
+                                 ecn_threshold_bytes=self.ctl.ecn_threshold_bytes,
+                                 link_mbps=self.ctl.link_mbps)
             cache = (key, {n: M.SwitchState.of(ents) for n, ents in st.items()})
             self._static_cache = cache
         return cache[1]

@@ -37,8 +37,8 @@ from ..dataplane.constants import (  # noqa: F401 (MODES, RATE_MODES: the ctl's 
     ASSIGNED_SLOTS, EPOCH_BITS, FLOW_SLOTS_PER_COFLOW, HASH_SLOT_BASE, MODE_CODE, MODES, RATE_MODES,
     SCHEDULER_OF, SLOT_IDLE_EPOCHS)
 
-from ..dataplane.constants import (FLOW_METERS, FRAME_OVERHEAD_BYTES, MAX_FRAME_BYTES,
-                                   TCP_MSS_BYTES)
+from ..dataplane.constants import (ECN_MAX_THRESHOLD_BYTES, FLOW_METERS, FRAME_OVERHEAD_BYTES,
+                                   MAX_FRAME_BYTES, TCP_MSS_BYTES, VQ_SHIFT)
 
 NO_HEAVY = (1 << 64) - 1
 MAX_FRAME = MAX_FRAME_BYTES   # Ethernet frame without FCS at MTU 1500
@@ -75,6 +75,9 @@ class CtlSettings:
     - ``control_prio`` / ``control_max_len``: untagged TCP packets of at most this IP total
       length (the receivers' pure ACKs, SYN-ACKs, FINs) go in this class at the edges
       (``untagged_class``); ``control_max_len=0`` leaves them in the default class.
+    - ``ecn_threshold_bytes``: every switch port marks ECN-capable packets CE while its queue
+      holds more than this many bytes (``ecn_port``: a virtual queue draining at
+      ``link_mbps`` on BMv2, :func:`ecn_entities`); 0 = no marking.
     - ``slot_idle_epochs``: a hashed counter slot whose owner sent nothing for this many data-
       plane epochs (about a second each, ``EPOCH_SECONDS`` on BMv2) is taken over by the next
       coflow hashing to it (``pipeline_config``; the P4 default is ``SLOT_IDLE_EPOCHS``).
@@ -92,6 +95,7 @@ class CtlSettings:
     control_prio: int = HW_QUEUES - 1
     control_max_len: int = CONTROL_MAX_LEN
     slot_idle_epochs: int = SLOT_IDLE_EPOCHS
+    ecn_threshold_bytes: int = 0
 
     @property
     def link_Bps(self) -> float:
@@ -139,6 +143,9 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
     if s.port_buffer_bytes * s.burst_buffer_frac < 2 * MAX_FRAME:
         raise ValueError(f"setting port_buffer_bytes: burst_buffer_frac x port_buffer_bytes must "
                          f"hold 2 frames ({2 * MAX_FRAME} B), got {s.port_buffer_bytes}")
+    if not 0 <= s.ecn_threshold_bytes <= ECN_MAX_THRESHOLD_BYTES:
+        raise ValueError(f"setting ecn_threshold_bytes: must be in 0..{ECN_MAX_THRESHOLD_BYTES} "
+                         f"(0 = no marking), got {s.ecn_threshold_bytes}")
     return s, rest
 
 
@@ -217,13 +224,29 @@ def control_class_entities(prio: int = HW_QUEUES - 1, max_len: int = CONTROL_MAX
                          M.A_SET_CLASS, M.params(prio=int(prio)), priority=10)]
 
 
+def vq_drain(link_mbps: float) -> int:
+    """``set_vq``'s drain: the port's rate in (bytes << VQ_SHIFT) per microsecond (ecn_marker.p4)."""
+    return max(1, round(link_mbps * 1e6 / 8 / 1e6 * (1 << VQ_SHIFT)))
+
+
+def ecn_entities(topo, sw: str, link_mbps: float, threshold_bytes: int) -> list:
+    """ECN marking on every port of ``sw`` above ``threshold_bytes`` of queue (none when 0)."""
+    if threshold_bytes <= 0:
+        return []
+    p = M.params(drain_per_us=vq_drain(link_mbps), threshold_level=threshold_bytes << VQ_SHIFT)
+    return [M.TableEntry(M.T_ECN_PORT, (("egress_port", port),), M.A_SET_VQ, p)
+            for port in topo.switch(sw).ports]
+
+
 def static_state(topo, routes: Mapping[str, list], mode: str, dclas: DclasParams,
                  fair_prio: int = 4, heavy_bytes: int = NO_HEAVY, fifo_base: int = 0,
                  control_prio: int = HW_QUEUES - 1, control_max_len: int = CONTROL_MAX_LEN,
-                 target: Target | str = BMV2, slot_idle_epochs: int = SLOT_IDLE_EPOCHS) -> dict:
+                 target: Target | str = BMV2, slot_idle_epochs: int = SLOT_IDLE_EPOCHS,
+                 ecn_threshold_bytes: int = 0, link_mbps: float = 10.0) -> dict:
     """Per switch: routing (members, ECMP groups, LPM), port roles (switch-facing ports are
-    fabric; unlisted ports are edges), the pipeline config, the D-CLAS thresholds and the
-    control-segment class of untagged TCP (:func:`control_class_entities`)."""
+    fabric; unlisted ports are edges), the pipeline config, the D-CLAS thresholds, the
+    control-segment class of untagged TCP (:func:`control_class_entities`) and ECN marking
+    (:func:`ecn_entities`)."""
     out = {}
     cfg = config_entity(mode, fair_prio, heavy_bytes, fifo_base, target, slot_idle_epochs)
     thresholds = dclas_entities(dclas, target) + control_class_entities(control_prio, control_max_len)
@@ -233,6 +256,7 @@ def static_state(topo, routes: Mapping[str, list], mode: str, dclas: DclasParams
                               M.params(role=0)) for p in topo.fabric_ports(sw.name)]
         ents.append(cfg)
         ents += thresholds
+        ents += ecn_entities(topo, sw.name, link_mbps, ecn_threshold_bytes)
         out[sw.name] = ents
     return out
 

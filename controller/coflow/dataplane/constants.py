@@ -53,6 +53,13 @@ EPOCH_SHIFT = 20                    # v1model: ingress_global_timestamp (us) >> 
 SLOT_IDLE_EPOCHS = 8                # a hashed slot idle this many epochs is taken over
 EPOCH_SECONDS = (1 << EPOCH_SHIFT) / 1e6    # v1model epoch length in seconds
 
+# ECN marking (ecn_marker.p4) -----------------------------------------------------------------
+VQ_SHIFT = 10                       # virtual queue level: bytes << VQ_SHIFT, in a bit<32>
+ECN_NOT_ECT = 0                     # the IPv4 ECN field (RFC 3168)
+ECN_CE = 3
+ECN_PORT_TABLE_SIZE = 64            # size.p4
+ECN_MAX_THRESHOLD_BYTES = (1 << (32 - VQ_SHIFT)) - 1   # the largest threshold a level can exceed
+
 # Sizes of the TNA program (p4src/tna/include/size.p4; p4src/README.md "Tofino (TNA)") ---------
 TNA_HASH_SLOT_BITS = 15
 TNA_HASH_SLOTS = 1 << TNA_HASH_SLOT_BITS          # CRC-32 (zlib) slot hash, low 15 bits

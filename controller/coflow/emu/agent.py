@@ -16,9 +16,12 @@ driver -> agent (stdin)::
                                      shuffle services of Hadoop and Spark keep theirs open), and
                                      answer {"ev": "warm", "dst": ..., "count": opened}
     {"op": "ping", "seq": s}         answered by {"ev": "pong", "seq": s}
+    {"op": "mark"}                   answered by {"ev": "mark", "tcp": {...}}: the host's TCP
+                                     counters since the previous mark or reset, which restart
+                                     from here (the warm-up's own, before a mode's clock starts)
     {"op": "reset"}                  abort every connection in progress and close the pool (end of a mode),
                                      answered by {"ev": "reset", "cancelled": n, "tcp": {...}}
-                                     with the host's TCP counters since the previous reset
+                                     with the host's TCP counters since the previous reset or mark
                                      (:data:`TCP_COUNTERS`: SYN retransmissions, listen-queue
                                      overflows, timeouts, ...)
     {"op": "quit"}                   (or EOF) close everything and exit
@@ -156,9 +159,9 @@ def parse_command(line: str) -> dict:
                 "count": _int(msg, "count", 1, MAX_WARM)}
     if op == "ping":
         return {"op": "ping", "seq": _int(msg, "seq")}
-    if op in ("quit", "reset"):
+    if op in ("quit", "reset", "mark"):
         return {"op": op}
-    raise MessageError("op", f"unknown operation {op!r} (send, warm, ping, reset, quit)")
+    raise MessageError("op", f"unknown operation {op!r} (send, warm, ping, mark, reset, quit)")
 
 
 def parse_header(data: bytes) -> tuple[int, int, int, int]:
@@ -366,6 +369,10 @@ class Agent:
                 break
             if cmd["op"] == "ping":
                 self.emit(ev="pong", seq=cmd["seq"])
+            elif cmd["op"] == "mark":
+                now = tcp_counters()
+                self.emit(ev="mark", tcp={k: v - tcp_base.get(k, 0) for k, v in now.items()})
+                tcp_base = now
             elif cmd["op"] == "reset":
                 live = [t for t in self.tasks if not t.done()]
                 for t in live:

@@ -13,7 +13,7 @@ import sys
 
 
 def _common(p) -> None:
-    from .plan import DEFAULT_MODES, QUEUE_BUDGET
+    from .plan import DEFAULT_MODES, ECN_FRAMES, QUEUE_BUDGET
     p.add_argument("--topo", default="fattree:4",
                    help="fattree:K, leafspine:L,S,H, bigswitch:H or a topology file (default fattree:4)")
     p.add_argument("--trace", default="", help="trace (default: the FB trace in ../shared/traces, "
@@ -32,6 +32,9 @@ def _common(p) -> None:
                    help="D-CLAS with Aalo's weighted queues in the TM (default strict)")
     p.add_argument("--queue-budget", type=int, default=QUEUE_BUDGET,
                    help=f"frames all queues of one port may hold (default {QUEUE_BUDGET})")
+    p.add_argument("--ecn-frames", type=int, default=ECN_FRAMES,
+                   help=f"switch ports mark ECN-capable frames CE above this queue depth, in MTU "
+                        f"frames (default {ECN_FRAMES}; 0 = no marking, drop-tail only)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="controller/scheduler setting for every mode (repeatable)")
     p.add_argument("--connections", choices=("per-flow", "pool"), default="per-flow",
@@ -65,7 +68,7 @@ def config_from_args(args):
                      coflows=args.coflows, rate_mbps=args.rate_mbps, work_s=args.work, load=args.load,
                      bytes_factor=args.bytes_scale, time_scale=args.time_scale,
                      mode_timeout_s=args.timeout, weighted_dclas=args.weighted_dclas,
-                     queue_budget=args.queue_budget, out_dir=args.out, settings=settings,
+                     queue_budget=args.queue_budget, ecn_frames=args.ecn_frames, out_dir=args.out, settings=settings,
                      simulate=not getattr(args, "no_sim", False),
                      log_level=getattr(args, "switch_log", "off"),
                      keep_run_dir=getattr(args, "keep", False),

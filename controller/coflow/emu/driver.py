@@ -45,6 +45,7 @@ def parse_event(line: str, where: str = "agent") -> dict:
         raise EventError(f"{where}: ev: missing event name")
     need = {"done": ("run", "coflow", "flow", "bytes", "t"), "sent": ("run", "coflow", "flow"),
             "ready": ("port",), "pong": ("seq",), "reset": ("cancelled",), "warm": ("count",),
+            "mark": (),
             "error": ("where", "field", "message")}
     if ev["ev"] not in need:
         raise EventError(f"{where}: ev: unknown event {ev['ev']!r}")
@@ -180,19 +181,28 @@ class AgentPool:
 
     def reset(self, timeout: float = 5.0) -> dict:
         """Abort every flow in progress on every agent; returns the TCP counters of all hosts
-        since the previous reset, summed, and the number of connections cancelled."""
-        self.broadcast({"op": "reset"})
-        total: dict = {"cancelled": 0}
+        since the previous reset or mark, summed, and the number of connections cancelled."""
+        return self._collect({"op": "reset"}, "reset", timeout)
+
+    def mark(self, timeout: float = 5.0) -> dict:
+        """The TCP counters of all hosts since the previous reset or mark, summed; they restart
+        from here (after a warm-up: its handshakes are not the mode's)."""
+        return self._collect({"op": "mark"}, "mark", timeout)
+
+    def _collect(self, cmd: dict, answer: str, timeout: float) -> dict:
+        self.broadcast(cmd)
+        total: dict = {"cancelled": 0} if answer == "reset" else {}
         seen, deadline = set(), time.monotonic() + timeout
         while len(seen) < len(self.procs) and time.monotonic() < deadline:
             try:
                 name, ev = self.events.get(timeout=0.1)
             except queue.Empty:
                 continue
-            if ev.get("ev") != "reset":
+            if ev.get("ev") != answer:
                 continue                      # late reports of the mode just aborted
             seen.add(name)
-            total["cancelled"] += int(ev.get("cancelled", 0))
+            if answer == "reset":
+                total["cancelled"] += int(ev.get("cancelled", 0))
             for k, v in (ev.get("tcp") or {}).items():
                 if isinstance(v, int):
                     total[k] = total.get(k, 0) + v

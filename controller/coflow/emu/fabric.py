@@ -10,9 +10,11 @@ switch ports it goes through.
 Queue limits: BMv2 transmits through an AF_PACKET socket per port, and a frame queued in the
 qdisc counts against that socket's send buffer (``wmem_default``, 208 KiB: about 90 MTU frames
 at their true size). Past it BMv2's single transmit thread blocks, stalling every port of that
-switch. So the queues of one port are sized from a ``queue_budget`` of frames (see
-:func:`tm_config`), and excess traffic is dropped in the priority queues, where TCP sees it,
-instead of blocking the switch.
+switch, and frames are lost inside BMv2 instead of in the priority queues. So every switch's
+packet sockets get a send buffer that holds every frame its queues can hold
+(:func:`port_sndbuf`, set from outside the process: :mod:`coflow.dataplane.sockbuf`), and the
+queues of one port are sized from a ``queue_budget`` of frames (:func:`tm_config`): excess
+traffic is dropped in the priority queues, where TCP sees it.
 """
 from __future__ import annotations
 
@@ -67,6 +69,25 @@ TOP_QUEUES = 2
 TOP_LIMIT = 64
 
 
+def leaf_limits(cfg: tm.TmConfig) -> dict[int, int]:
+    """Frames each priority's queue holds (:func:`tm_commands`)."""
+    top = set(sorted(cfg.prios())[-TOP_QUEUES:]) if cfg.queues > 1 else set()
+    return {p: max(cfg.limit_pkts, TOP_LIMIT) if p in top else cfg.limit_pkts for p in cfg.prios()}
+
+
+#: Bytes one MTU frame takes in a packet socket's send buffer, rounded up from the measured
+#: 2,242 (95 frames filled 212,992 bytes).
+FRAME_TRUESIZE = 2560
+
+
+def port_sndbuf(budget: int = QUEUE_BUDGET) -> int:
+    """Send buffer for a switch port's transmit socket: every frame the port's queues can hold
+    in any mode (:func:`tm_for_mode`) at ``budget``, plus BMv2's own burst of 64."""
+    frames = max(sum(leaf_limits(tm_config(TmPlan(tm.STRICT, q), 1000, budget)).values())
+                 for q in (1, tm.NUM_PRIOS))
+    return (frames + 64) * FRAME_TRUESIZE
+
+
 def tm_commands(dev: str, cfg: tm.TmConfig) -> list[list[str]]:
     """:func:`coflow.dataplane.tm.htb_commands`, with the leaves of the two highest classes
     holding ``TOP_LIMIT`` packets.
@@ -78,19 +99,29 @@ def tm_commands(dev: str, cfg: tm.TmConfig) -> list[list[str]]:
     lowest, data going the other way would starve them under strict priority (measured before
     that entry existed: 70-byte coflows taking 5-12 s under dclas)."""
     cmds = tm.htb_commands(dev, cfg)
-    if cfg.queues == 1:
-        return cmds
-    top = {tm.classid(p) for p in sorted(cfg.prios())[-TOP_QUEUES:]}
+    limits = {tm.classid(p): n for p, n in leaf_limits(cfg).items()}
     out = []
     for c in cmds:
-        if "pfifo" in c and c[c.index("parent") + 1] in top:
-            c = c[:c.index("limit") + 1] + [str(max(cfg.limit_pkts, TOP_LIMIT))]
+        if "pfifo" in c:
+            c = c[:c.index("limit") + 1] + [str(limits[c[c.index("parent") + 1]])]
         out.append(c)
     return out
 
 
 class FabricError(RuntimeError):
     pass
+
+
+def switch_offloads_off(devs: list[str]) -> None:
+    """Offloads off on the switches' interfaces, before BMv2 opens them. libpcap sizes the
+    slots of a capture ring from the interface: with TSO/GSO/GRO on (a veth's default) every
+    slot is 64 KiB, so BMv2's 2 MiB ring per port holds about 30 frames and a switch process
+    that is off CPU for a few milliseconds loses whatever arrives meanwhile ("lost before the
+    pipeline" in the reports); with them off a slot is an MTU frame and the ring holds ~1,000."""
+    from .switch import OFFLOADS
+    args = [a for o in OFFLOADS for a in (o, "off")]
+    for dev in devs:
+        subprocess.run(["ethtool", "-K", dev, *args], capture_output=True)
 
 
 def conflicting_interfaces(t: topo.Topology) -> list[str]:
@@ -114,8 +145,9 @@ class Fabric:
 
     def __init__(self, t: topo.Topology, sw_path: str | None = None, run_dir: str | None = None,
                  log_level: str = "off", switch_nice: int = SWITCH_NICE,
-                 tcp_sysctls: dict | None = None):
+                 tcp_sysctls: dict | None = None, queue_budget: int = QUEUE_BUDGET):
         self.t = t
+        self.queue_budget = queue_budget     # the largest apply_tm may use (sizes the sockets)
         self.tcp_sysctls = dict(tcp_sysctls or {})   # over TCP_SYSCTLS, on every host
         tc = discover()
         self.sw_path = sw_path or tc.simple_switch_grpc
@@ -149,13 +181,15 @@ class Fabric:
             net.addHost(h.name, cls=EmuHost, ip=f"{h.ip}/8", mac=h.mac, tcp_sysctls=self.tcp_sysctls)
         for s in self.t.switches:
             net.addSwitch(s.name, cls=BMv2Switch, device_id=s.device_id, sw_path=self.sw_path,
-                          run_dir=self.run_dir, log_level=self.log_level, nice=self.switch_nice)
+                          run_dir=self.run_dir, log_level=self.log_level, nice=self.switch_nice,
+                          sndbuf=port_sndbuf(self.queue_budget))
         for h in self.t.hosts:
             net.addLink(h.name, h.switch, port1=0, port2=h.port)
         for l in self.t.links:
             net.addLink(l.a, l.b, port1=l.a_port, port2=l.b_port)
         try:
             net.build()
+            switch_offloads_off(self.egress_interfaces())
             for s in net.switches:
                 s.start([])
             static_arp(net.hosts, self.t)
@@ -188,12 +222,13 @@ class Fabric:
         (read-only channels: the mode's controller stays primary): ``enq`` (the pipeline handed
         them to BMv2's queues), ``deq`` (they left them), ``bmv2_dropped`` = enq - deq (BMv2's
         own queues overflowed: a switch process short of CPU), ``pipeline_dropped`` (meter
-        RED). Index = priority 0..7. A switch that cannot be read is listed in ``unread``."""
+        RED). Index = priority 0..7. ``ecn_marked``: frames marked CE, all ports. A switch that cannot be read is listed in ``unread``."""
         from ..dataplane.p4rt import P4InfoHelper, P4RuntimeClient, P4RuntimeError
         info = P4InfoHelper.from_file(p4info_path)
         names = {"enq": "CoflowIngress.stamp.queue_enq", "deq": "CoflowEgress.queue_stats.queue_deq",
                  "pipeline_dropped": "CoflowIngress.queue_stats.queue_drop"}
         out = {k: [0] * 8 for k in names}
+        out["ecn_marked"] = 0
         unread = []
         for s in self.net.switches:
             c = P4RuntimeClient(s.grpc_addr, device_id=s.device_id, p4info=info)
@@ -203,6 +238,8 @@ class Fabric:
                     for e in c.read(c.counter_entity(counter)):
                         ce = e.counter_entry
                         out[key][ce.index.index % 8] += ce.data.packet_count
+                for e in c.read(c.counter_entity("CoflowEgress.ecn_marker.ecn_marked")):
+                    out["ecn_marked"] += e.counter_entry.data.packet_count
             except P4RuntimeError:
                 unread.append(s.name)
             finally:
@@ -228,7 +265,11 @@ class Fabric:
     def egress_interfaces(self) -> list[str]:
         return [s.intf(p) for s in self.t.switches for p in s.ports]
 
-    def apply_tm(self, plan: TmPlan, rate_kbit: int, budget: int = QUEUE_BUDGET) -> tm.TmConfig:
+    def apply_tm(self, plan: TmPlan, rate_kbit: int, budget: int | None = None) -> tm.TmConfig:
+        budget = self.queue_budget if budget is None else budget
+        if budget > self.queue_budget:
+            raise FabricError(f"queue budget {budget} > the {self.queue_budget} frames the "
+                              "switches' sockets were sized for (Fabric(queue_budget=...))")
         cfg = tm_config(plan, rate_kbit, budget)
         devs = self.egress_interfaces()
         # one `tc -batch` for every port (thousands of tc processes otherwise); the removal of

@@ -7,8 +7,9 @@ module of the package that imports Mininet at module level.
 there) with ``--priority-queues 8``, gRPC on 127.0.0.1 at a free port, its own device id,
 Thrift port, notifications ipc address and log file, and ``--log-level off`` unless asked.
 It starts without a program (``--no-p4``): the controller pushes the pipeline, routes and mode
-over P4Runtime. ``restart()`` replaces the process (fresh tables, counters and registers) and
-keeps the interfaces; ``stop()`` terminates it and removes its ipc socket.
+over P4Runtime; its ports' transmit sockets get a send buffer of ``sndbuf`` bytes
+(:mod:`coflow.dataplane.sockbuf`). ``restart()`` replaces the process (fresh tables, counters
+and registers) and keeps the interfaces; ``stop()`` terminates it and removes its ipc socket.
 
 :class:`EmuHost` turns off NIC offloads (rx, tx, sg, tso, gso, gro: BMv2 must see MTU-sized
 frames), IPv6 (the pipeline drops non-IPv4) and sets :data:`coflow.emu.switch.TCP_SYSCTLS`.
@@ -28,11 +29,12 @@ class BMv2Switch(Switch):
     the switch's interfaces (see the module doc)."""
 
     def __init__(self, name, device_id: int, sw_path: str, run_dir: str, log_level: str = "off",
-                 nice: int = 0, **params):
+                 nice: int = 0, sndbuf: int = 0, **params):
         params.setdefault("dpid", "%016x" % device_id)
         Switch.__init__(self, name, **params)
         self.device_id = device_id
         self.run_dir = run_dir
+        self.sndbuf = sndbuf
         self.bmv2 = Bmv2(device_id, binary=sw_path, log_level=log_level, nice=nice, run_dir=run_dir,
                          log_file=os.path.join(run_dir, f"{name}.log") if log_level != "off" else None,
                          name=name, tag=MARKER)
@@ -47,6 +49,25 @@ class BMv2Switch(Switch):
     def start(self, controllers=None, timeout: float = 30.0) -> None:
         self.bmv2.interfaces = self.interfaces()
         self.bmv2.start(timeout, stdout_path=os.path.join(self.run_dir, f"{self.name}.stdout"))
+        if self.sndbuf:
+            self.raise_sndbuf()
+
+    def raise_sndbuf(self) -> None:
+        """Every port's transmit socket gets a send buffer of ``sndbuf`` bytes, so that the
+        traffic manager's queues on its egress veth, not the socket, bound what is queued
+        (:mod:`coflow.dataplane.sockbuf`)."""
+        from ..dataplane.sockbuf import SockBufError, raise_sndbuf
+        want = len(self.bmv2.interfaces)
+        pid = self.bmv2.pid
+        if pid is None:
+            raise RuntimeError(f"{self.name}: no switch process to raise the send buffers of")
+        try:
+            changed = raise_sndbuf(pid, self.sndbuf // 2)   # the kernel doubles it
+        except SockBufError as e:
+            raise RuntimeError(f"{self.name}: cannot raise its ports' send buffers: {e}") from None
+        if len(changed) < want or any(b < self.sndbuf for _, b in changed):
+            raise RuntimeError(f"{self.name}: {len(changed)} of {want} packet sockets got a "
+                               f"{self.sndbuf}-byte send buffer ({changed})")
 
     def stop_process(self) -> None:
         self.bmv2.stop()

@@ -37,6 +37,10 @@ from ..params import MB
 #: 390 ms at 1 Mb/s: deeper queues put several seconds of queueing on a path with two congested
 #: hops, past the hosts' RTO ceiling (TCP_SYSCTLS), and TCP then retransmits spuriously.
 QUEUE_BUDGET = 32
+
+#: Queue depth, in MTU frames, above which a switch port marks ECN-capable frames CE
+#: (``ecn_threshold_bytes``, p4src/include/control/ecn_marker.p4); 0 = no marking.
+ECN_FRAMES = 20
 #: the modes ``coflow emu run`` and ``make run`` emulate by default, in order
 DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug")
 

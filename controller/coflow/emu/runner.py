@@ -29,6 +29,7 @@ from ..report import compare_table, format_table, make_report, plot_reports, wri
 from . import plan as P
 from .driver import AGENT_PORT, CLAIRVOYANT_MODES, AgentPool, drive
 from .fabric import QUEUE_BUDGET, SWITCH_NICE, Fabric, tm_for_mode
+from .plan import ECN_FRAMES
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 FB_TRACE = os.path.join(os.path.dirname(REPO), "shared", "traces", "FB2010-1Hr-150-0.txt")
@@ -64,6 +65,7 @@ class EmuConfig:
     mode_timeout_s: float | None = None
     weighted_dclas: bool = False
     queue_budget: int = QUEUE_BUDGET
+    ecn_frames: int = ECN_FRAMES           # ECN marking above this queue depth (0 = none)
     out_dir: str = "out/emu"
     log_level: str = "off"
     switch_nice: int = SWITCH_NICE
@@ -96,6 +98,9 @@ class EmuConfig:
             raise P.PlanError("timeout", f"must be > 0, got {self.mode_timeout_s!r}")
         if self.queue_budget < 2:
             raise P.PlanError("queue-budget", f"must be >= 2 frames, got {self.queue_budget!r}")
+        if not 0 <= self.ecn_frames <= self.queue_budget:
+            raise P.PlanError("ecn-frames", f"must be in 0..queue-budget ({self.queue_budget}), "
+                              f"got {self.ecn_frames!r}")
         if self.connections not in CONNECTIONS:
             raise P.PlanError("connections", f"must be one of {', '.join(CONNECTIONS)}, got {self.connections!r}")
         if not (isinstance(self.pool_per_pair, int) and 1 <= self.pool_per_pair <= 64):
@@ -162,9 +167,10 @@ def meter_burst_settings(t, rate_mbps: float, queue_budget: int) -> dict[str, st
 def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> dict[str, str]:
     """``fabric_topo``: the fabric's topology, for the rate modes' meter bursts
     (:func:`meter_burst_settings`)."""
-    from ..dataplane.constants import RATE_MODES
+    from ..dataplane.constants import MAX_FRAME_BYTES, RATE_MODES
     s = P.scaled_mode_settings(mode, plan)
     s["link_mbps"] = repr(cfg.rate_mbps)
+    s["ecn_threshold_bytes"] = str(cfg.ecn_frames * MAX_FRAME_BYTES)
     if fabric_topo is not None and mode in RATE_MODES:
         s.update(meter_burst_settings(fabric_topo, cfg.rate_mbps, cfg.queue_budget))
     s.update(CTL_DEFAULTS)
@@ -310,7 +316,7 @@ class Experiment:
         p4info, bmv2 = self._artifacts()
         os.makedirs(cfg.out_dir, exist_ok=True)
         self.fabric = Fabric(self.t, log_level=cfg.log_level, switch_nice=cfg.switch_nice,
-                             tcp_sysctls=cfg.tcp_sysctls)
+                             tcp_sysctls=cfg.tcp_sysctls, queue_budget=cfg.queue_budget)
         run_dir = self.fabric.run_dir
         topo_file = os.path.join(run_dir, "topology.json")
         self.t.save(topo_file)
@@ -353,7 +359,11 @@ class Experiment:
         if pooled:                         # handshakes before the clock starts, as a shuffle service
             from .driver import warm_counts
             opened = self.agents.warm(warm_counts(plan, cfg.pool_per_pair))
-            _say(f"    {mode}: {opened} pooled connections open")
+            warm_tcp = self.agents.mark()      # the warm-up's counters; the mode's start here
+            _say(f"    {mode}: {opened} pooled connections open "
+                 f"({warm_tcp.get('TCPSynRetrans', 0)} SYN retransmissions in the warm-up)")
+        else:
+            warm_tcp = None
         try:
             _say(f"[{i + 1}/{len(cfg.modes)}] {mode}: {len(plan.coflows)} coflows, TM {tmp.discipline} x{tmp.queues}"
                  f" (limit {tmc.limit_pkts} frames), timeout {timeout:.0f} s")
@@ -367,6 +377,7 @@ class Experiment:
                 bmv2_q = fab.queue_stats(p4info)
             except Exception as e:  # noqa: BLE001 - a diagnostic: never fail the mode for it
                 bmv2_q = {"error": str(e)}
+            ecn = bmv2_q.pop("ecn_marked", None)
             links = {k: v - links0.get(k, 0) for k, v in fab.link_stats().items()}
             if "enq" in bmv2_q:
                 # frames the kernel handed towards the switches that never reached a queue
@@ -388,7 +399,8 @@ class Experiment:
                                       "mean": float(np.mean(res.register_s)) if res.register_s else 0.0},
                           controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode,
                           stages=stage_summary(timeline), tcp=tcp, bmv2_queues=bmv2_q, links=links,
-                          flows=timeline, regime=regime_summary(tcp, timeline, ccts, plan))
+                          flows=timeline, regime=regime_summary(tcp, timeline, ccts, plan),
+                          tcp_warmup=warm_tcp, ecn_marked=ecn)
         s, g = rep["summary"], rep["regime"]
         _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "
              f"{(s['avg_cct_s'] or float('nan')):.3f} s, p95 {(s['p95_cct_s'] or float('nan')):.3f} s, "

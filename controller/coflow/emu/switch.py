@@ -21,11 +21,13 @@ OFFLOADS = ("rx", "tx", "sg", "tso", "gso", "gro")
 #: - tcp_rto_max_ms 2000 (default 120000): a flow starved behind higher priorities retries at
 #:   least every 2 s instead of backing off for minutes (measured: a flow idle for 230 s with
 #:   RTO 115 s at the end of a run), so the port goes back to work soon after it frees up.
+#: - tcp_ecn 1: connections negotiate ECN, so that a switch port over its marking threshold
+#:   (``ecn_threshold_bytes``) slows senders down with CE marks instead of drops.
 #: - tcp_no_metrics_save: no RTT/ssthresh carried from one connection (or mode) to the next.
 #: - tcp_syn_retries / tcp_synack_retries / tcp_retries2 raised: with the RTO capped at 2 s the
 #:   default counts give up after 10-30 s (measured: "Connect call failed", "Connection reset by
 #:   peer" in fair mode); a flow must wait for as long as the mode's timeout, never abort.
-TCP_SYSCTLS = {"tcp_rto_max_ms": "2000",
+TCP_SYSCTLS = {"tcp_rto_max_ms": "2000", "tcp_ecn": "1",
                "tcp_no_metrics_save": "1", "tcp_syn_retries": "127", "tcp_synack_retries": "127",
                "tcp_retries2": "120"}
 
