@@ -78,3 +78,46 @@ class MeterTest(P4RuntimeTest):
         self.set_config(mode=pk.MODE_DCLAS)
         passed, _ = self._blast(cid, "10.0.0.1")
         self.assertEqual(passed, self.N)
+
+
+class MeterYellowMarksEcnTest(P4RuntimeTest):
+    """cir = pir, pburst = 4 x cburst: past the committed burst the meter says YELLOW, and an
+    ECN-capable packet leaves marked CE instead of being dropped; past the peak burst it is RED
+    and dropped. A Not-ECT packet is never marked (it passes YELLOW, or is dropped RED)."""
+    N = 40
+    SIZE = 1000
+
+    @autocleanup
+    def runTest(self):
+        from scapy.all import IP
+        self.add_route("10.0.1.0", 24, 1)
+        self.set_config(mode=pk.MODE_RATE, fair_prio=7)
+        cid = self.fresh_coflow()
+        rate, cburst, pburst = 2_000, 3_000, 12_000     # 3 frames green, ~9 more yellow
+        for idx, src in ((810, "10.0.0.1"), (811, "10.0.0.2")):
+            self.p4rt.set_meter("flow_meters", idx, cir=rate, cburst=cburst, pir=rate, pburst=pburst)
+            self.p4rt.insert(self.p4rt.table_entry(
+                "flow_meter", {"external_id": cid.external, "internal_id": cid.internal,
+                               "ipv4_src": src, "ipv4_dst": "10.0.1.1"},
+                "set_meter", {"index": idx}))
+
+        def blast(src, tos):
+            t0 = time.time()
+            for i in range(self.N):
+                self.send(0, frame(cid, self.SIZE, src=src, ident=i, tos=tos))
+            elapsed = time.time() - t0
+            got = self.recv_n(1, self.N, timeout=2.0)
+            return [p[IP].tos & 3 for p in got], elapsed
+
+        ecn, elapsed = blast("10.0.0.1", 2)            # ECT(0)
+        trickle = rate * elapsed / self.SIZE + 2        # tokens refilled meanwhile (+ slack)
+        green, ce = ecn.count(2), ecn.count(3)
+        print(f"ECT: {green} unmarked, {ce} marked CE of {self.N} in {elapsed:.3f} s")
+        self.assertEqual(green + ce, len(ecn))
+        self.assertLessEqual(green, cburst / self.SIZE + trickle)
+        self.assertGreaterEqual(ce, (pburst - cburst) / self.SIZE - 1)
+        self.assertLessEqual(len(ecn), pburst / self.SIZE + trickle)
+        self.assertEqual(ecn[:green], [2] * green)      # green first, then marks
+        plain, _ = blast("10.0.0.2", 0)                 # Not-ECT: the same colours, no mark
+        self.assertEqual(set(plain), {0})
+        self.assertGreaterEqual(len(plain), pburst / self.SIZE - 1)

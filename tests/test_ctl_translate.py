@@ -282,3 +282,17 @@ def test_ecn_setting_is_validated():
         with pytest.raises(ValueError, match="ecn_threshold_bytes") as err:
             TR.split_settings({"ecn_threshold_bytes": bad})
         assert "\n" not in str(err.value)
+
+
+def test_meter_peak_burst_leaves_room_for_marks():
+    """meter_peak_bursts = k: pburst = k x cburst (what lies between is YELLOW, ECN-marked by
+    flow_meter.p4), capped at the port buffer, never below cburst; cir = pir unchanged."""
+    s = TR.CtlSettings(link_mbps=10, meter_peak_bursts=4.0)
+    m = TR.meter_config(42, 250_000.0, s)
+    assert (m.cir, m.pir, m.cburst, m.pburst) == (262_848, 262_848, 2 * 1514, 8 * 1514)
+    big = TR.meter_config(1, 100e6, s)       # committed burst = half the buffer: peak = buffer
+    assert (big.cburst, big.pburst) == (16 * 1514, 32 * 1514)
+    assert TR.meter_config(1, 250_000.0, TR.CtlSettings()).pburst == 2 * 1514   # default: k = 1
+    for bad in ("0.5", "nan", "-2"):
+        with pytest.raises(ValueError, match="meter_peak_bursts"):
+            TR.split_settings({"meter_peak_bursts": bad})

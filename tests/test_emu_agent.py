@@ -337,9 +337,18 @@ def test_regime_summary_by_hand():
     assert regime_summary({}, [], [None, None], plan) == {
         "retrans_segs": None, "out_segs": None, "retrans_ratio": None, "syn_retrans": None,
         "connections": None, "syn_retrans_per_connection": None, "timeouts": None,
+        "warmup_connections": None, "warmup_syn_retrans": None, "ecn_marked": None,
         "before_first_byte_share": None}
     line = format_regime(g)
     assert "retransmitted 2.5% of segments" in line and "25.0% SYN" in line and "median 17.5%" in line
+    # pooled connections: the warm-up's connections and SYN retransmissions count, its
+    # segments do not (they are before the mode's clock)
+    warm = {"ActiveOpens": 16, "TCPSynRetrans": 1, "RetransSegs": 99, "OutSegs": 100}
+    w = regime_summary(tcp, tl, [2.0, 1.0], plan, warm, ecn_marked=7)
+    assert (w["connections"], w["syn_retrans"], w["syn_retrans_per_connection"]) == (20, 2, 0.1)
+    assert (w["warmup_connections"], w["warmup_syn_retrans"], w["ecn_marked"]) == (16, 1, 7)
+    assert w["retrans_ratio"] == 0.025
+    assert "(20 opened)" in format_regime(w) and "7 ECN marks" in format_regime(w)
 
 
 def test_parse_warm_and_reuse():

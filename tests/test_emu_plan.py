@@ -102,6 +102,9 @@ def test_scaled_thresholds():
     assert s["rtt_us"] == str(5 * ((1514 + 66) * 8 + 2000)) and s["port_buffer_bytes"] == "30000"
     assert split_settings(s)[0].rtt_us == 73_200.0
     assert "rtt_us" not in mode_settings(cfg, "dclas", p, ft)
+    # with ECN marking, a meter's peak burst leaves room for marks; without, nothing is YELLOW
+    assert s["meter_peak_bursts"] == str(P.METER_PEAK_BURSTS)
+    assert "meter_peak_bursts" not in mode_settings(EmuConfig(ecn_frames=0), "sebf", p, ft)
 
 
 def test_schedule_commands_and_registration():

@@ -103,6 +103,12 @@ def test_emu_summary_renders_the_regime(tmp_path):
     p.write_text(json.dumps(cmp))
     out = R.render_emu(R.summarize_emu(cmp, str(p), "make run"))
     assert ("| fair | 2.00 | 1.50 | 2.00 | 3.00 | 2.00 | 1.00 | 1.20 | 1.10 | 10 / 1,000 (1.0%) | "
-            "2 / 40 (5.0%) | 3 | 25% | - |") in out
+            "2 / 40 (5.0%) | 3 | - | 25% | - |") in out
+    # pooled connections: the regime's connections (warm-up included) and ECN marks
+    pooled = json.loads(json.dumps(cmp))
+    pooled["reports"]["fair"]["tcp"]["ActiveOpens"] = 0
+    pooled["reports"]["fair"]["regime"].update(connections=480, syn_retrans=3, ecn_marked=12345)
+    out = R.render_emu(R.summarize_emu(pooled, str(p), "make run"))
+    assert "| 10 / 1,000 (1.0%) | 3 / 480 (0.6%) | 3 | 12,345 | 25% | - |" in out
     s = R.summarize_emu(dict(cmp, table={"baseline": "fair", "rows": {"fair": row, "sebf": row}}), str(p), "r")
     assert "| closed loop: 1,234 reads of the switches' flow counters; 2 coflows unmetered |" in R.render_emu(s)

@@ -155,15 +155,19 @@ def render_emu(s: dict) -> str:
            f"{s['baseline']}'s CCT / the mode's; `sim`: the fluid simulator on the same scaled flows.", "",
            "| mode | avg CCT (s) | avg | p95 | SN avg | LN avg | LW avg | sim avg | sim p95 | "
            "retransmitted / sent segments | SYN retransmissions / connections | TCP timeouts | "
-           "time before first byte, median share of CCT | rate control |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "ECN marks | time before first byte, median share of CCT | rate control |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     sim = s.get("sim_rows") or {}
     for name, r in s["rows"].items():
         sr = sim.get(name, {})
         t = (s.get("tcp") or {}).get(name) or {}
         retx, sent = t.get("RetransSegs"), t.get("OutSegs")
-        syn, conns = t.get("TCPSynRetrans"), t.get("ActiveOpens") or p.get("flows")
-        share = (((s.get("regime") or {}).get(name) or {}).get("before_first_byte_share") or {})
+        g = (s.get("regime") or {}).get(name) or {}
+        if g.get("connections") is not None:     # with pooled connections: the warm-up's too
+            syn, conns = g.get("syn_retrans"), g.get("connections")
+        else:
+            syn, conns = t.get("TCPSynRetrans"), t.get("ActiveOpens") or p.get("flows")
+        share = g.get("before_first_byte_share") or {}
         bfb = share.get("median")
         seg = (f"{retx:,} / {sent:,} ({100 * retx / sent:.1f}%)" if retx is not None and sent else "-")
         m = (s.get("meters") or {}).get(name)
@@ -174,7 +178,8 @@ def render_emu(s: dict) -> str:
         synr = (f"{syn:,} / {conns:,} ({100 * syn / conns:.1f}%)" if syn is not None and conns else "-")
         out.append(f"| {name} | {_f(r['avg_cct_s'])} | {_f(r['avg'])} | {_f(r['p95'])} | {_f(r.get('SN_avg'))} | "
                    f"{_f(r.get('LN_avg'))} | {_f(r.get('LW_avg'))} | {_f(sr.get('avg'))} | {_f(sr.get('p95'))} | "
-                   f"{seg} | {synr} | {_f(t.get('TCPTimeouts'), '{:,}')} | {_f(bfb, '{:.0%}')} | {rc} |")
+                   f"{seg} | {synr} | {_f(t.get('TCPTimeouts'), '{:,}')} | {_f(g.get('ecn_marked'), '{:,}')} | "
+                   f"{_f(bfb, '{:.0%}')} | {rc} |")
     return "\n".join(out) + "\n"
 
 

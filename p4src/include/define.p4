@@ -76,4 +76,8 @@ enum bit<8> DropReason_t {
     PARSER_OTHER = 11   /* any other parser error */
 }
 
+/* IPv4 ECN field (RFC 3168): ECT(0) = 2 and ECT(1) = 1 are ECN-capable; CE = 3 is a mark */
+const bit<2> ECN_NOT_ECT = 0;
+const bit<2> ECN_CE      = 3;
+
 #endif

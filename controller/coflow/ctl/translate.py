@@ -75,6 +75,10 @@ class CtlSettings:
     - ``control_prio`` / ``control_max_len``: untagged TCP packets of at most this IP total
       length (the receivers' pure ACKs, SYN-ACKs, FINs) go in this class at the edges
       (``untagged_class``); ``control_max_len=0`` leaves them in the default class.
+    - ``meter_peak_bursts``: a meter's peak burst is this many committed bursts (at most the
+      port buffer); what passes beyond the committed burst and within the peak one is YELLOW,
+      and an ECN-capable YELLOW packet is marked CE (flow_meter.p4), so that TCP slows to its
+      rate on a mark before the meter drops. 1 = one burst, nothing YELLOW.
     - ``ecn_threshold_bytes``: every switch port marks ECN-capable packets CE while its queue
       holds more than this many bytes (``ecn_port``: a virtual queue draining at
       ``link_mbps`` on BMv2, :func:`ecn_entities`); 0 = no marking.
@@ -96,6 +100,7 @@ class CtlSettings:
     control_max_len: int = CONTROL_MAX_LEN
     slot_idle_epochs: int = SLOT_IDLE_EPOCHS
     ecn_threshold_bytes: int = 0
+    meter_peak_bursts: float = 1.0
 
     @property
     def link_Bps(self) -> float:
@@ -143,6 +148,8 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
     if s.port_buffer_bytes * s.burst_buffer_frac < 2 * MAX_FRAME:
         raise ValueError(f"setting port_buffer_bytes: burst_buffer_frac x port_buffer_bytes must "
                          f"hold 2 frames ({2 * MAX_FRAME} B), got {s.port_buffer_bytes}")
+    if not (math.isfinite(s.meter_peak_bursts) and s.meter_peak_bursts >= 1):
+        raise ValueError(f"setting meter_peak_bursts: must be >= 1, got {s.meter_peak_bursts}")
     if not 0 <= s.ecn_threshold_bytes <= ECN_MAX_THRESHOLD_BYTES:
         raise ValueError(f"setting ecn_threshold_bytes: must be in 0..{ECN_MAX_THRESHOLD_BYTES} "
                          f"(0 = no marking), got {s.ecn_threshold_bytes}")
@@ -363,12 +370,14 @@ def meter_config(index: int, rate_Bps: float, s: CtlSettings) -> M.MeterConfig:
     bytes/s: cir = pir = :func:`frame_rate` of it in BYTES PER SECOND (P4Runtime's unit; the
     Thrift CLI would want bytes per microsecond), floored at ``min_rate_frac`` of the link;
     burst = :func:`burst_bytes` (rate x RTT, clamped to [2 frames, a share of the port
-    buffer])."""
+    buffer]); pburst = ``meter_peak_bursts`` bursts, at most the port buffer (YELLOW between
+    the two: marked CE when ECN-capable)."""
     floor = s.min_rate_frac * s.link_Bps
     rate = max(frame_rate(rate_Bps), floor, 1.0)
     cir = int(math.ceil(rate - 1e-6))  # (no 1-byte/s step from float noise)
     burst = burst_bytes(cir, s)
-    return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, burst)
+    peak = max(burst, min(int(burst * s.meter_peak_bursts), s.port_buffer_bytes))
+    return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, peak)
 
 
 EMPTY: dict = {}  # a shared empty component (never mutated)

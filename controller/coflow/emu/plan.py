@@ -41,6 +41,11 @@ QUEUE_BUDGET = 32
 #: Queue depth, in MTU frames, above which a switch port marks ECN-capable frames CE
 #: (``ecn_threshold_bytes``, p4src/include/control/ecn_marker.p4); 0 = no marking.
 ECN_FRAMES = 20
+
+#: The rate modes' meters: peak burst = this many committed bursts; what lies between is
+#: ECN-marked instead of dropped (``meter_peak_bursts``, flow_meter.p4), so that a TCP flow
+#: above its rate slows down on a mark before the meter drops (only with ``ecn_frames`` > 0).
+METER_PEAK_BURSTS = 4
 #: the modes ``coflow emu run`` and ``make run`` emulate by default, in order
 DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug")
 

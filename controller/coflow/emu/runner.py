@@ -173,6 +173,8 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
     s["ecn_threshold_bytes"] = str(cfg.ecn_frames * MAX_FRAME_BYTES)
     if fabric_topo is not None and mode in RATE_MODES:
         s.update(meter_burst_settings(fabric_topo, cfg.rate_mbps, cfg.queue_budget))
+        if cfg.ecn_frames > 0:
+            s["meter_peak_bursts"] = str(P.METER_PEAK_BURSTS)
     s.update(CTL_DEFAULTS)
     s.update(cfg.settings)
     s.update(cfg.per_mode.get(mode, {}))
@@ -399,8 +401,9 @@ class Experiment:
                                       "mean": float(np.mean(res.register_s)) if res.register_s else 0.0},
                           controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode,
                           stages=stage_summary(timeline), tcp=tcp, bmv2_queues=bmv2_q, links=links,
-                          flows=timeline, regime=regime_summary(tcp, timeline, ccts, plan),
-                          tcp_warmup=warm_tcp, ecn_marked=ecn)
+                          flows=timeline,
+                          regime=regime_summary(tcp, timeline, ccts, plan, warm_tcp, ecn),
+                          tcp_warmup=warm_tcp)
         s, g = rep["summary"], rep["regime"]
         _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "
              f"{(s['avg_cct_s'] or float('nan')):.3f} s, p95 {(s['p95_cct_s'] or float('nan')):.3f} s, "
@@ -488,12 +491,16 @@ def format_emu_vs_sim(rows: dict) -> str:
     return "\n".join(out)
 
 
-def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan) -> dict:
+def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
+                   warmup: dict | None = None, ecn_marked: int | None = None) -> dict:
     """How much of a mode's time is TCP's loss recovery rather than scheduling: retransmitted
     segments over segments sent, SYN retransmissions per connection opened, RTO timeouts, and
     per coflow the share of its CCT spent before its first byte arrived (arrival -> the first of
     its flows connected: registration, dispatch and handshakes, where a lost SYN costs the
-    initial RTO)."""
+    initial RTO). With pooled connections (``warmup``: the hosts' counters over the warm-up,
+    before the mode's clock) the connections and SYN retransmissions count those of the
+    warm-up too (``warmup_connections``, ``warmup_syn_retrans`` apart); the segments are the
+    mode's. ``ecn_marked``: frames the switches marked CE (the pipeline's counter)."""
     def ratio(a, b):
         return a / b if a is not None and b else None
     first: dict = {}
@@ -505,21 +512,31 @@ def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan) -> dict:
         if cct and c.trace_id in first:
             shares.append(min(1.0, max(0.0, first[c.trace_id] / cct)))
     sh = np.asarray(shares)
+    w = warmup or {}
+    syn = _add(tcp.get("TCPSynRetrans"), w.get("TCPSynRetrans"))
+    conns = _add(tcp.get("ActiveOpens"), w.get("ActiveOpens"))
     return {"retrans_segs": tcp.get("RetransSegs"), "out_segs": tcp.get("OutSegs"),
             "retrans_ratio": ratio(tcp.get("RetransSegs"), tcp.get("OutSegs")),
-            "syn_retrans": tcp.get("TCPSynRetrans"), "connections": tcp.get("ActiveOpens"),
-            "syn_retrans_per_connection": ratio(tcp.get("TCPSynRetrans"), tcp.get("ActiveOpens")),
-            "timeouts": tcp.get("TCPTimeouts"),
+            "syn_retrans": syn, "connections": conns,
+            "syn_retrans_per_connection": ratio(syn, conns),
+            "warmup_connections": w.get("ActiveOpens"), "warmup_syn_retrans": w.get("TCPSynRetrans"),
+            "timeouts": tcp.get("TCPTimeouts"), "ecn_marked": ecn_marked,
             "before_first_byte_share": ({"median": float(np.median(sh)), "mean": float(sh.mean()),
                                          "p95": float(np.percentile(sh, 95))} if sh.size else None)}
+
+
+def _add(a, b):
+    return None if a is None else a + (b or 0)
 
 
 def format_regime(g: dict) -> str:
     pct = lambda x: "-" if x is None else f"{100 * x:.1f}%"
     b = g.get("before_first_byte_share") or {}
     return (f"regime: retransmitted {pct(g.get('retrans_ratio'))} of segments, "
-            f"{pct(g.get('syn_retrans_per_connection'))} SYN retransmissions per connection, "
-            f"{g.get('timeouts') if g.get('timeouts') is not None else '-'} timeouts; "
+            f"{pct(g.get('syn_retrans_per_connection'))} SYN retransmissions per connection "
+            f"({g.get('connections', '-')} opened), "
+            f"{g.get('timeouts') if g.get('timeouts') is not None else '-'} timeouts, "
+            f"{g.get('ecn_marked') if g.get('ecn_marked') is not None else '-'} ECN marks; "
             f"time before a coflow's first byte: median {pct(b.get('median'))} of its CCT")
 
 

@@ -26,9 +26,6 @@
 typedef bit<32> vq_level_t;    /* bytes << VQ_SHIFT: up to 4 MiB of queue */
 typedef bit<32> vq_time_t;     /* egress timestamp, microseconds mod 2^32 (71 min) */
 
-const bit<2> ECN_NOT_ECT = 0;
-const bit<2> ECN_CE      = 3;
-
 control EcnMarker(inout headers_t hdr,
                   inout local_metadata_t meta,
                   inout standard_metadata_t std_meta) {

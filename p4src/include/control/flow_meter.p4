@@ -9,7 +9,11 @@
  * (meter_red_drops) and per queue; GREEN and YELLOW ones pass and are counted
  * per meter in flow_bytes (frame bytes and packets), which the controller reads
  * every round as the flow's progress (frame bytes - packets * overhead =
- * payload bytes; p4src/README.md "Meters").
+ * payload bytes; p4src/README.md "Meters"). A YELLOW packet that is ECN-capable
+ * leaves marked CE: with cir = pir and a peak burst larger than the committed one
+ * (the controller's meter_mark_bursts), a TCP sender above its rate is told by a
+ * mark before the peak bucket runs dry and drops; with pburst = cburst (the
+ * default) nothing is YELLOW.
  */
 #ifndef __FLOW_METER__
 #define __FLOW_METER__
@@ -45,6 +49,9 @@ control FlowMeter(inout headers_t hdr,
                 meter_red_drops.count(meta.meter_idx);
                 meta.drop_reason = DropReason_t.METER_RED;
             } else {
+                if (meta.color == METER_YELLOW && hdr.ipv4.ecn != ECN_NOT_ECT) {
+                    hdr.ipv4.ecn = ECN_CE;
+                }
                 flow_bytes.count(meta.meter_idx);
             }
         }

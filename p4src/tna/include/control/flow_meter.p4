@@ -42,6 +42,12 @@ control FlowMeter(inout headers_t hdr,
                 meter_red_drops.count(meta.meter_idx);
                 meta.meter_red = 1;          /* DropReason_t.METER_RED (coflow_tna.p4) */
             } else {
+                /* YELLOW (past the committed burst, within the peak one): an ECN-capable
+                 * packet is marked CE, as on v1model (the checksum's rewritten words
+                 * include the ECN field) */
+                if (meta.color == (bit<8>)MeterColor_t.YELLOW && hdr.ipv4.ecn != ECN_NOT_ECT) {
+                    hdr.ipv4.ecn = ECN_CE;
+                }
                 flow_bytes.count(meta.meter_idx);
             }
         }
