@@ -124,12 +124,7 @@ def test_both_p4infos_serve_the_controller():
 
 #: Controller names the v1model program has and the TNA program does not have yet, with why
 #: (each is ported by whoever owns p4src/tna/, who then removes it from here).
-_ECN_WHY = ("ECN marking (ecn_marker.p4, issue 19): on Tofino it compares the traffic "
-            "manager's real depth (eg_intr_md.enq_qdepth) instead of a virtual queue, which "
-            "needs the egress parser to parse IPv4 and an incremental checksum; not written yet")
-NOT_YET_ON_TNA: dict = {"CoflowEgress.ecn_marker.ecn_port": _ECN_WHY,
-                        "CoflowEgress.ecn_marker.set_vq": _ECN_WHY,
-                        "CoflowEgress.ecn_marker.ecn_marked": _ECN_WHY}
+NOT_YET_ON_TNA: dict = {}
 
 
 #: (action, parameter) the v1model program has and the TNA one does not have yet, with why
@@ -137,14 +132,17 @@ PARAMS_NOT_YET_ON_TNA: dict = {}
 
 
 def test_tna_sources_declare_every_controller_name():
-    """Without the compiler: each ``CoflowIngress.<instance>.<object>`` the controller names is
-    an instance in coflow_tna.p4 whose control declares the object (the P4Info names come from
-    these), so a rename on one side fails here before any compile."""
+    """Without the compiler: each ``CoflowIngress.<instance>.<object>`` (or ``CoflowEgress``)
+    the controller names is an instance in that control of coflow_tna.p4 whose control type
+    declares the object (the P4Info names come from these), so a rename on one side fails here
+    before any compile."""
     import re
     tna = os.path.join(REPO, "p4src", "tna")
     main = open(os.path.join(tna, "coflow_tna.p4")).read()
-    ingress = main[main.index("control CoflowIngress("):main.index("control CoflowEgress(")]
-    instances = dict((inst, typ) for typ, inst in re.findall(r"^\s*(\w+)\(\)\s+(\w+);", ingress, re.M))
+    bodies = {"CoflowIngress": main[main.index("control CoflowIngress("):main.index("control CoflowEgress(")],
+              "CoflowEgress": main[main.index("control CoflowEgress("):]}
+    instances = {top: dict((inst, typ) for typ, inst in re.findall(r"^\s*(\w+)\(\)\s+(\w+);", b, re.M))
+                 for top, b in bodies.items()}
     controls = {}
     for root, _, files in os.walk(os.path.join(tna, "include")):
         for f in files:
@@ -156,6 +154,6 @@ def test_tna_sources_declare_every_controller_name():
             if name in NOT_YET_ON_TNA:
                 continue
             top, inst, obj = name.split(".")
-            assert top == "CoflowIngress" and inst in instances, name
-            body = controls[instances[inst]]
-            assert re.search(rf"\b{obj}\b", body), f"{name}: {obj} not in control {instances[inst]}"
+            assert top in instances and inst in instances[top], name
+            typ = instances[top][inst]
+            assert re.search(rf"\b{obj}\b", controls[typ]), f"{name}: {obj} not in control {typ}"

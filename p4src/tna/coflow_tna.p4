@@ -10,7 +10,7 @@
  *             stamp's priority -> override -> [edge, rate mode] flow meter
  *   untagged: [edge] default class   [fabric] trust DSCP
  *   -> stamp (option + DSCP + TTL, qid) -> drops; checksum in the deparser.
- * Egress: per-queue dequeue counter from the bridged class.
+ * Egress: per-queue dequeue counter from the bridged class -> ECN marking on the queue's depth.
  *
  * Layout after stratum/fabric-tna: one control per feature (include/control/),
  * sizes by name (include/size.p4 and the shared p4src/include/size.p4).
@@ -36,6 +36,7 @@
 #include "include/control/flow_meter.p4"
 #include "include/control/stamp.p4"
 #include "include/control/queue_stats.p4"
+#include "include/control/ecn_marker.p4"
 
 control CoflowIngress(inout headers_t hdr,
                       inout ingress_metadata_t meta,
@@ -129,9 +130,11 @@ control CoflowEgress(inout egress_headers_t hdr,
                      inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
                      inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
     EgressQueueStats() queue_stats;
+    EcnMarker() ecn_marker;
 
     apply {
         queue_stats.apply(meta, eg_intr_md);
+        ecn_marker.apply(hdr, meta, eg_intr_md);
     }
 }
 

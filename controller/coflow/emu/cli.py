@@ -13,7 +13,7 @@ import sys
 
 
 def _common(p) -> None:
-    from .plan import DEFAULT_MODES, ECN_FRAMES, QUEUE_BUDGET
+    from .plan import DEFAULT_MODES, ECN_FRAMES, POOL_PER_PAIR, QUEUE_BUDGET
     p.add_argument("--topo", default="fattree:4",
                    help="fattree:K, leafspine:L,S,H, bigswitch:H or a topology file (default fattree:4)")
     p.add_argument("--trace", default="", help="trace (default: the FB trace in ../shared/traces, "
@@ -37,11 +37,13 @@ def _common(p) -> None:
                         f"frames (default {ECN_FRAMES}; 0 = no marking, drop-tail only)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="controller/scheduler setting for every mode (repeatable)")
-    p.add_argument("--connections", choices=("per-flow", "pool"), default="per-flow",
-                   help="one TCP connection per flow, opened when it starts (default), or a pool "
-                        "per host pair opened before each mode and reused (shuffle services)")
-    p.add_argument("--pool-per-pair", type=int, default=2,
-                   help="pooled connections opened per host pair (default 2; more on demand)")
+    p.add_argument("--connections", choices=("per-flow", "pool"), default="pool",
+                   help="a pool per host pair opened before each mode and reused, as shuffle "
+                        "services keep theirs (default), or one TCP connection per flow, opened "
+                        "when it starts")
+    p.add_argument("--pool-per-pair", type=int, default=POOL_PER_PAIR,
+                   help=f"pooled connections opened per host pair (default {POOL_PER_PAIR}; more "
+                        "on demand)")
     p.add_argument("--tcp", action="append", default=[], metavar="SYSCTL=VALUE",
                    help="a net.ipv4 TCP sysctl of every host, over the defaults (coflow.emu.switch."
                         "TCP_SYSCTLS), e.g. tcp_rto_max_ms=8000, tcp_rto_min_us=1000000 (repeatable)")
@@ -49,7 +51,7 @@ def _common(p) -> None:
 
 
 def config_from_args(args):
-    from .plan import PlanError
+    from .plan import POOL_PER_PAIR, PlanError
     from .runner import EmuConfig
     settings = {}
     for it in args.set:
@@ -73,7 +75,7 @@ def config_from_args(args):
                      log_level=getattr(args, "switch_log", "off"),
                      keep_run_dir=getattr(args, "keep", False),
                      connections=getattr(args, "connections", "per-flow"),
-                     pool_per_pair=getattr(args, "pool_per_pair", 2))
+                     pool_per_pair=getattr(args, "pool_per_pair", POOL_PER_PAIR))
 
 
 def preflight() -> str | None:

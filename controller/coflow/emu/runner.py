@@ -29,7 +29,7 @@ from ..report import compare_table, format_table, make_report, plot_reports, wri
 from . import plan as P
 from .driver import AGENT_PORT, CLAIRVOYANT_MODES, AgentPool, drive
 from .fabric import QUEUE_BUDGET, SWITCH_NICE, Fabric, tm_for_mode
-from .plan import ECN_FRAMES
+from .plan import ECN_FRAMES, POOL_PER_PAIR
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 FB_TRACE = os.path.join(os.path.dirname(REPO), "shared", "traces", "FB2010-1Hr-150-0.txt")
@@ -74,11 +74,11 @@ class EmuConfig:
     simulate: bool = True
     progress: bool = True
     keep_run_dir: bool = False
-    # "per-flow": one TCP connection per flow, opened when the flow starts; "pool": connections
-    # opened before the mode starts and reused, as Hadoop's and Spark's shuffle services keep
-    # theirs (up to pool_per_pair per host pair; more are opened on demand)
-    connections: str = "per-flow"
-    pool_per_pair: int = 2
+    # "pool" (default): connections opened before the mode starts and reused, as Hadoop's and
+    # Spark's shuffle services keep theirs (up to pool_per_pair per host pair; more are opened
+    # on demand); "per-flow": one TCP connection per flow, opened when the flow starts
+    connections: str = "pool"
+    pool_per_pair: int = POOL_PER_PAIR
     # net.ipv4 TCP sysctls of every host over coflow.emu.switch.TCP_SYSCTLS (--tcp)
     tcp_sysctls: dict[str, str] = field(default_factory=dict)
 

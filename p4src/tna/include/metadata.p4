@@ -78,11 +78,23 @@ struct ingress_metadata_t {
     queue_idx_t     queue_idx;
 }
 
-struct egress_headers_t { }
+/* Egress parses Ethernet and the fixed IPv4 header only (options and payload pass as
+ * payload): ECN marking rewrites the first IPv4 word. */
+struct egress_headers_t {
+    ethernet_t      ethernet;
+    ipv4_t          ipv4;
+}
 
 struct egress_metadata_t {
     bridged_md_t    bridged;
     queue_idx_t     queue_idx;
+    bit<16>         ck_residual;   /* IPv4 checksum without its first word (ECN marking) */
+    bit<32>         ecn_threshold; /* ecn_port's threshold, bytes << VQ_SHIFT */
+    bit<32>         ecn_depth;     /* the queue's depth at enqueue, bytes << VQ_SHIFT, then
+                                    * what exceeds the threshold */
+    bit<32>         ecn_lo;        /* depth in cells << 14 (cells * 80 << 10 = << 16 + << 14) */
+    bit<1>          ecn_on;        /* the port has an ecn_port entry */
+    bit<1>          ecn_mark;      /* this packet was marked CE here */
 }
 
 #endif

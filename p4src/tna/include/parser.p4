@@ -232,15 +232,32 @@ control CoflowIngressDeparser(packet_out pkt,
     }
 }
 
-/* Egress sees the bridged header, then the packet as ingress deparsed it; only
- * the bridged header is parsed, and it is not emitted again. */
+/* Egress sees the bridged header, then the packet as ingress deparsed it. The bridged
+ * header is parsed and not emitted again; Ethernet and the fixed IPv4 header are parsed for
+ * ECN marking (ecn_marker.p4), the rest passes as payload. The checksum is updated
+ * incrementally as in ingress: the parser subtracts the first word (version, IHL, DSCP, ECN)
+ * and the old checksum, which leaves the sum of every other word, options included. */
 parser CoflowEgressParser(packet_in pkt,
                           out egress_headers_t hdr,
                           out egress_metadata_t meta,
                           out egress_intrinsic_metadata_t eg_intr_md) {
+    Checksum() residual;
+
     state start {
         pkt.extract(eg_intr_md);
         pkt.extract(meta.bridged);
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        residual.subtract({hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn});
+        residual.subtract({hdr.ipv4.hdr_checksum});
+        meta.ck_residual = residual.get();
         transition accept;
     }
 }
@@ -249,7 +266,13 @@ control CoflowEgressDeparser(packet_out pkt,
                              inout egress_headers_t hdr,
                              in egress_metadata_t meta,
                              in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_ck;
+
     apply {
+        if (meta.ecn_mark == 1) {
+            hdr.ipv4.hdr_checksum = ipv4_ck.update({
+                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, meta.ck_residual});
+        }
         pkt.emit(hdr);
     }
 }
