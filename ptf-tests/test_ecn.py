@@ -32,11 +32,11 @@ class EcnTest(P4RuntimeTest):
                                   {"drain_per_us": drain, "threshold_level": threshold_bytes << VQ_SHIFT})
         (self.p4rt.modify if modify else self.p4rt.insert)(e)
 
-    def through(self, port: int, tos: int, cid=None, n: int = 1) -> list[int]:
+    def through(self, port: int, tos: int, cid=None, n: int = 1, in_port: int = 0) -> list[int]:
         """Send ``n`` frames with ``tos`` towards ``port``; the ECN field of each received."""
         out = []
         for i in range(n):
-            self.send(0, frame(cid, FRAME, dst=f"10.0.{port}.1", tos=tos, ident=i))
+            self.send(in_port, frame(cid, FRAME, dst=f"10.0.{port}.1", tos=tos, ident=i))
             p = self.drain(port, 1)[0]
             self.assertTrue(checksum_ok(p), "IPv4 checksum wrong after marking")
             out.append(ecn(p))
@@ -52,8 +52,8 @@ class EcnTest(P4RuntimeTest):
 
 
 class MarkAboveThresholdTest(EcnTest):
-    """ECT(0) and ECT(1) frames are marked CE exactly while the level exceeds the threshold;
-    Not-ECT frames never are; a CE frame stays CE and is not counted again."""
+    """ECT(0) and ECT(1) frames are marked CE exactly while their queue's level exceeds the
+    threshold; Not-ECT frames never are; a CE frame stays CE and is not counted again."""
 
     @autocleanup
     def runTest(self):
@@ -66,9 +66,10 @@ class MarkAboveThresholdTest(EcnTest):
         self.assertEqual(self.through(port, NOT_ECT), [NOT_ECT])           # level 6: never marked
         self.assertEqual(self.through(port, ECT1), [ECN_CE])
         self.assertEqual(self.through(port, ECN_CE), [ECN_CE])             # stays CE
-        # tagged traffic is marked alike, whatever its class
-        self.assertEqual(self.through(port, ECT0, cid=new_coflow()), [ECN_CE])
-        self.assertEqual(self.counter("ecn_marked", port)[1] - m0, 4)
+        # a new coflow's frame goes to another queue (D-CLAS's top class): this queue's
+        # backlog does not mark it
+        self.assertEqual(self.through(port, ECT0, cid=new_coflow()), [ECT0])
+        self.assertEqual(self.counter("ecn_marked", port)[1] - m0, 3)
 
 
 class NoEntryNoMarkTest(EcnTest):
@@ -98,3 +99,26 @@ class DrainTest(EcnTest):
         # the level is exactly the last frame (everything before it drained): the next one
         # takes it to 2 frames, above 1.5, and so on
         self.assertEqual(self.through(port, ECT0, n=3), [ECN_CE] * 3)
+
+
+class PerQueueTest(EcnTest):
+    """Each queue of a port is marked on its own backlog: a full low queue does not mark a
+    frame of another queue, and that queue's own backlog does. Frames come in on a fabric
+    port, so their queue is the class their DSCP names."""
+
+    @autocleanup
+    def runTest(self):
+        port, fabric_in = 1, 3
+        self.add_route("10.0.1.0", 24, port)
+        self.set_port_role(fabric_in, edge=False)
+        low, high = 1 << 5, 6 << 5                        # DSCP CS1, CS6: queues 1 and 6
+        self.set_vq(port, 0xFFFFFFFF, 2 * FRAME)
+        self.through(port, low | NOT_ECT, in_port=fabric_in)
+        self.through(port, high | NOT_ECT, in_port=fabric_in)
+        self.set_vq(port, 0, 2 * FRAME, modify=True)     # both levels: exactly one frame
+        # queue 1 goes to 2, 3, 4 frames: marked from the 3rd frame on
+        self.assertEqual(self.through(port, low | ECT0, n=3, in_port=fabric_in),
+                         [ECT0, ECN_CE, ECN_CE])
+        # queue 6 is at one frame: its next frame (2 frames, not above 2) is not marked
+        self.assertEqual(self.through(port, high | ECT0, in_port=fabric_in), [ECT0])
+        self.assertEqual(self.through(port, high | ECT0, in_port=fabric_in), [ECN_CE])
