@@ -356,7 +356,9 @@ def test_parse_warm_and_reuse():
         "op": "warm", "dst": "10.0.0.2", "port": 5001, "count": 3}
     assert A.parse_command(good())["reuse"] is False
     assert A.parse_command(good(reuse=True))["reuse"] is True
-    for line, field in ((good(reuse="yes"), "reuse"),
+    assert A.parse_command(good(reuse=True, wait=True))["wait"] is True
+    assert A.parse_command(good())["wait"] is False
+    for line, field in ((good(reuse="yes"), "reuse"), (good(wait=1), "wait"),
                         ('{"op":"warm","dst":"x","port":5001,"count":3}', "dst"),
                         ('{"op":"warm","dst":"10.0.0.2","port":5001,"count":0}', "count"),
                         (f'{{"op":"warm","dst":"10.0.0.2","port":5001,"count":{A.MAX_WARM + 1}}}', "count")):
@@ -414,6 +416,49 @@ def test_pooled_connections_carry_flows_one_after_another():
     assert 2 <= opened < 2 + 5
     # a pooled flow's connection exists before it starts: no handshake in its time
     assert all(x["t_conn"] - x["t_start"] < 0.05 for x in e if x["ev"] == "sent")
+
+
+@pytest.mark.parametrize("wait", [True, False])
+def test_busy_pool_waits_or_opens(wait):
+    """One pooled connection, 4 flows at once: with ``wait`` they take turns on it (the pool
+    stays one connection, no flow fails); without, the 3 that find it busy open their own,
+    which join the pool."""
+    port = _free_port()
+    r, w = os.pipe()
+    out = io.StringIO()
+    agent = A.Agent("h0", "127.0.0.1", port, out=out, tag=False)
+
+    def evs():
+        return [json.loads(x) for x in out.getvalue().splitlines()]
+
+    async def main():
+        task = asyncio.ensure_future(agent.run(stdin=os.fdopen(r, "rb", buffering=0)))
+        await asyncio.sleep(0.2)
+        os.write(w, f'{{"op":"warm","dst":"127.0.0.1","port":{port},"count":1}}\n'.encode())
+        for _ in range(200):
+            if any(x["ev"] == "warm" for x in evs()):
+                break
+            await asyncio.sleep(0.02)
+        os.write(w, "".join(good(dst="127.0.0.1", port=port, coflow=i, flow=0, bytes=200_000,
+                                 reuse=True, wait=wait) + "\n" for i in range(4)).encode())
+        for _ in range(300):
+            if sum(x["ev"] == "sent" for x in evs()) == 4:
+                break
+            await asyncio.sleep(0.02)
+        pool = sum(len(c) for c in agent.idle.values())
+        os.write(w, b'{"op":"quit"}\n')
+        await asyncio.wait_for(task, 5)
+        return pool
+
+    pool = asyncio.run(main())
+    os.close(w)
+    e = evs()
+    assert {x["coflow"]: x["bytes"] for x in e if x["ev"] == "done"} == {i: 200_000 for i in range(4)}
+    assert not [x for x in e if x["ev"] == "error"]
+    assert pool == (1 if wait else 4)
+    if wait:   # one connection: the flows finished one after another, in the order sent
+        sent = sorted((x for x in e if x["ev"] == "sent"), key=lambda x: x["t_end"])
+        assert [x["coflow"] for x in sent] == [0, 1, 2, 3]
 
 
 def test_warm_counts():

@@ -10,7 +10,10 @@ driver -> agent (stdin)::
      "port": 5001, "bytes": n}       open one TCP connection tagged with CoflowId 7.0 and send
                                      n payload bytes to dst:port now; with "reuse": true take an
                                      idle connection to dst:port from the pool instead (tagged
-                                     for this flow, back in the pool when the receiver acks)
+                                     for this flow, back in the pool when the receiver acks);
+                                     with "wait": true too, a flow that finds every pooled
+                                     connection of the pair busy waits for one (oldest first)
+                                     instead of opening another
     {"op": "warm", "dst": "10.0.0.2", "port": 5001, "count": c}
                                      open c idle connections to dst:port for later flows (the
                                      shuffle services of Hadoop and Spark keep theirs open), and
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import ipaddress
 import json
 import os
@@ -145,10 +149,13 @@ def parse_command(line: str) -> dict:
         reuse = msg.get("reuse", False)
         if not isinstance(reuse, bool):
             raise MessageError("reuse", f"not a boolean: {reuse!r}")
+        wait = msg.get("wait", False)
+        if not isinstance(wait, bool):
+            raise MessageError("wait", f"not a boolean: {wait!r}")
         return {"op": "send", "run": _int(msg, "run"), "coflow": _int(msg, "coflow"),
                 "flow": _int(msg, "flow"), "cid": cid, "dst": dst,
                 "port": _int(msg, "port", 1, 65535), "bytes": _int(msg, "bytes", 0, MAX_BYTES),
-                "reuse": reuse}
+                "reuse": reuse, "wait": wait}
     if op == "warm":
         dst = msg.get("dst")
         try:
@@ -185,6 +192,8 @@ class Agent:
         self.tag = tag
         self.tasks: set[asyncio.Task] = set()
         self.idle: dict[tuple[str, int], list] = {}   # (dst, port) -> idle pooled connections
+        self.pooled: dict[tuple[str, int], int] = {}  # (dst, port) -> live pooled connections
+        self.waiting: dict[tuple[str, int], collections.deque] = {}  # flows waiting for one
         self.server = None
 
     def emit(self, **ev) -> None:
@@ -262,6 +271,7 @@ class Agent:
             for _ in range(cmd["count"]):
                 reader, writer, _how = await self._connect(cmd["dst"], cmd["port"], None)
                 self.idle.setdefault(key, []).append((reader, writer))
+                self.pooled[key] = self.pooled.get(key, 0) + 1
                 opened += 1
         except (OSError, RuntimeError, ValueError) as e:
             self.emit(ev="error", where=f"warm {cmd['dst']}:{cmd['port']}", field="socket", message=str(e))
@@ -275,6 +285,14 @@ class Agent:
         conn = None
         try:
             idle = self.idle.get(key) if reuse else None
+            if reuse and not idle and cmd.get("wait") and self.pooled.get(key, 0) > 0:
+                # every pooled connection of the pair is busy: wait for one (a shuffle
+                # service's bounded fetches per host) instead of opening another
+                fut = asyncio.get_running_loop().create_future()
+                self.waiting.setdefault(key, collections.deque()).append(fut)
+                got = await fut
+                if got is not None:
+                    idle = [got]
             if idle:
                 reader, writer = idle.pop()
                 conn = (reader, writer)
@@ -285,6 +303,8 @@ class Agent:
             else:
                 reader, writer, how = await self._connect(cmd["dst"], cmd["port"], cmd["cid"])
                 conn = (reader, writer)
+                if reuse:
+                    self.pooled[key] = self.pooled.get(key, 0) + 1
             t_conn = time.time()
             writer.write(HEADER.pack(MAGIC, cmd["run"], cmd["coflow"], cmd["flow"], cmd["bytes"]))
             left = cmd["bytes"]
@@ -297,7 +317,7 @@ class Agent:
             if reuse:
                 if await reader.readexactly(len(ACK)) != ACK:
                     raise ValueError("bad ack")
-                self.idle.setdefault(key, []).append(conn)   # back in the pool for the next flow
+                self._release(key, conn)     # to a waiting flow, or back in the pool
                 conn = None
             else:
                 writer.write_eof()
@@ -312,11 +332,34 @@ class Agent:
         except asyncio.CancelledError:
             if conn is not None:
                 conn[1].transport.abort()
+                if reuse:
+                    self._lost(key)
             raise
         except (OSError, RuntimeError, ValueError, asyncio.IncompleteReadError) as e:
             if conn is not None:
                 conn[1].transport.abort()
+                if reuse:
+                    self._lost(key)
             self.emit(ev="error", where=where, field="socket", message=f"{cmd['dst']}:{cmd['port']}: {e}")
+
+    def _release(self, key, conn) -> None:
+        """A pooled connection is free: the oldest flow waiting for the pair takes it, else it
+        goes back to the pool."""
+        q = self.waiting.get(key)
+        while q:
+            fut = q.popleft()
+            if not fut.done():
+                fut.set_result(conn)
+                return
+        self.idle.setdefault(key, []).append(conn)
+
+    def _lost(self, key) -> None:
+        """A pooled connection broke: with none left for the pair, waiting flows open their own."""
+        self.pooled[key] = max(0, self.pooled.get(key, 0) - 1)
+        if self.pooled[key] == 0:
+            for fut in self.waiting.pop(key, ()):
+                if not fut.done():
+                    fut.set_result(None)
 
     def close_idle(self) -> int:
         n = 0
@@ -325,6 +368,11 @@ class Agent:
                 writer.transport.abort()
                 n += 1
         self.idle.clear()
+        self.pooled.clear()
+        for q in self.waiting.values():
+            for fut in q:
+                fut.cancel()
+        self.waiting.clear()
         return n
 
     def _set_cc(self, sock: socket.socket) -> None:

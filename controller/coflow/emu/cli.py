@@ -44,6 +44,10 @@ def _common(p) -> None:
     p.add_argument("--pool-per-pair", type=int, default=POOL_PER_PAIR,
                    help=f"pooled connections opened per host pair (default {POOL_PER_PAIR}; more "
                         "on demand)")
+    p.add_argument("--pool-overflow", choices=("wait", "open"), default="wait",
+                   help="with a pool, a flow that finds its host pair's connections busy waits "
+                        "for one (default: bounded connections per host pair, as shuffle "
+                        "services bound their fetches) or opens another")
     p.add_argument("--tcp", action="append", default=[], metavar="SYSCTL=VALUE",
                    help="a net.ipv4 TCP sysctl of every host, over the defaults (coflow.emu.switch."
                         "TCP_SYSCTLS), e.g. tcp_rto_max_ms=8000, tcp_rto_min_us=1000000 (repeatable)")
@@ -75,7 +79,8 @@ def config_from_args(args):
                      log_level=getattr(args, "switch_log", "off"),
                      keep_run_dir=getattr(args, "keep", False),
                      connections=getattr(args, "connections", "per-flow"),
-                     pool_per_pair=getattr(args, "pool_per_pair", POOL_PER_PAIR))
+                     pool_per_pair=getattr(args, "pool_per_pair", POOL_PER_PAIR),
+                     pool_overflow=getattr(args, "pool_overflow", "wait"))
 
 
 def preflight() -> str | None:

@@ -65,8 +65,10 @@ def parse_event(line: str, where: str = "agent") -> dict:
 
 
 def send_commands(plan: Plan, k: int, cid: str, run: int, ips: dict[str, str],
-                  port: int = AGENT_PORT, reuse: bool = False) -> dict[str, list[dict]]:
-    """The ``send`` commands of coflow ``k``, per mapper host (``reuse``: on pooled connections)."""
+                  port: int = AGENT_PORT, reuse: bool = False,
+                  wait: bool = False) -> dict[str, list[dict]]:
+    """The ``send`` commands of coflow ``k``, per mapper host (``reuse``: on pooled connections;
+    ``wait``: a flow that finds them all busy waits for one)."""
     out: dict[str, list[dict]] = {}
     c = plan.coflows[k]
     for f in c.flows:
@@ -74,6 +76,8 @@ def send_commands(plan: Plan, k: int, cid: str, run: int, ips: dict[str, str],
                "dst": ips[f.dst], "port": port, "bytes": f.bytes}
         if reuse:
             cmd["reuse"] = True
+            if wait:
+                cmd["wait"] = True
         out.setdefault(f.src, []).append(cmd)
     return out
 
@@ -282,7 +286,8 @@ def _unregister(fn, cid: str, trace_id: int, errors: list) -> None:
 
 def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
           unregister: Callable[[str], None], run: int, clairvoyant: bool, timeout_s: float,
-          lead_s: float = 0.5, progress: bool = True, label: str = "", reuse: bool = False) -> ModeResult:
+          lead_s: float = 0.5, progress: bool = True, label: str = "", reuse: bool = False,
+          wait: bool = False) -> ModeResult:
     """Replay ``plan`` once. ``register(flows) -> cid`` and ``unregister(cid)`` reach the API.
     ``reuse``: flows go over the agents' pooled connections (opened before, :meth:`AgentPool.warm`)."""
     N = len(plan.coflows)
@@ -315,7 +320,7 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
     def dispatch(k: int, cid: str) -> None:
         res.registered[k] = cid
         res.dispatched_at[k] = time.time()      # before the first send: agents start at once
-        for host, cmds in send_commands(plan, k, cid, run, agents.ips, agents.port, reuse).items():
+        for host, cmds in send_commands(plan, k, cid, run, agents.ips, agents.port, reuse, wait).items():
             for cmd in cmds:
                 agents.send(host, cmd)
         res.late_s.append(res.dispatched_at[k] - (t0 + plan.coflows[k].arrival_s))

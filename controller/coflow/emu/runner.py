@@ -79,6 +79,9 @@ class EmuConfig:
     # on demand); "per-flow": one TCP connection per flow, opened when the flow starts
     connections: str = "pool"
     pool_per_pair: int = POOL_PER_PAIR
+    # with a pool: a flow that finds the pair's connections busy waits for one ("wait", as a
+    # shuffle service bounds its fetches per host) or opens another ("open")
+    pool_overflow: str = "wait"
     # net.ipv4 TCP sysctls of every host over coflow.emu.switch.TCP_SYSCTLS (--tcp)
     tcp_sysctls: dict[str, str] = field(default_factory=dict)
 
@@ -101,6 +104,8 @@ class EmuConfig:
         if not 0 <= self.ecn_frames <= self.queue_budget:
             raise P.PlanError("ecn-frames", f"must be in 0..queue-budget ({self.queue_budget}), "
                               f"got {self.ecn_frames!r}")
+        if self.pool_overflow not in ("wait", "open"):
+            raise P.PlanError("pool-overflow", f"must be wait or open, got {self.pool_overflow!r}")
         if self.connections not in CONNECTIONS:
             raise P.PlanError("connections", f"must be one of {', '.join(CONNECTIONS)}, got {self.connections!r}")
         if not (isinstance(self.pool_per_pair, int) and 1 <= self.pool_per_pair <= 64):
@@ -371,7 +376,8 @@ class Experiment:
                  f" (limit {tmc.limit_pkts} frames), timeout {timeout:.0f} s")
             res = drive(plan, self.agents, lambda flows: client.register(flows=flows),
                         client.unregister, run=i + 1, clairvoyant=mode in CLAIRVOYANT_MODES,
-                        timeout_s=timeout, progress=cfg.progress, label=mode, reuse=pooled)
+                        timeout_s=timeout, progress=cfg.progress, label=mode, reuse=pooled,
+                        wait=pooled and cfg.pool_overflow == "wait")
         finally:
             client.close()
             tcp = self.agents.reset()
