@@ -13,7 +13,7 @@ import sys
 
 
 def _common(p) -> None:
-    from .plan import DEFAULT_MODES, ECN_FRAMES, POOL_PER_PAIR, QUEUE_BUDGET
+    from .plan import DEFAULT_MODES, ECN_FRAMES, LOAD, POOL_PER_PAIR, QUEUE_BUDGET
     p.add_argument("--topo", default="fattree:4",
                    help="fattree:K, leafspine:L,S,H, bigswitch:H or a topology file (default fattree:4)")
     p.add_argument("--trace", default="", help="trace (default: the FB trace in ../shared/traces, "
@@ -23,8 +23,9 @@ def _common(p) -> None:
     p.add_argument("--rate-mbps", type=float, default=1.0, help="every link's rate, Mb/s (default 1)")
     p.add_argument("--work", type=float, default=40.0,
                    help="bytes scaled so the coflows keep every host link busy this many seconds (default 40)")
-    p.add_argument("--load", type=float, default=2.0,
-                   help="arrivals compressed to span work/load seconds (default 2)")
+    p.add_argument("--load", type=float, default=LOAD,
+                   help=f"arrivals compressed to span work/load seconds (default {LOAD}: the "
+                        "offered load while coflows arrive)")
     p.add_argument("--bytes-scale", type=float, help="bytes factor (overrides --work)")
     p.add_argument("--time-scale", type=float, help="arrival time factor (overrides --load)")
     p.add_argument("--timeout", type=float, help="per-mode timeout, s (default 60 + 3 x (span + work))")

@@ -29,7 +29,7 @@ from ..report import compare_table, format_table, make_report, plot_reports, wri
 from . import plan as P
 from .driver import AGENT_PORT, CLAIRVOYANT_MODES, AgentPool, drive
 from .fabric import QUEUE_BUDGET, SWITCH_NICE, Fabric, tm_for_mode
-from .plan import ECN_FRAMES, POOL_PER_PAIR
+from .plan import ECN_FRAMES, LOAD, POOL_PER_PAIR
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 FB_TRACE = os.path.join(os.path.dirname(REPO), "shared", "traces", "FB2010-1Hr-150-0.txt")
@@ -59,7 +59,7 @@ class EmuConfig:
     coflows: int = 60
     rate_mbps: float = 1.0
     work_s: float = 40.0
-    load: float = 2.0
+    load: float = LOAD
     bytes_factor: float | None = None
     time_scale: float | None = None
     mode_timeout_s: float | None = None
