@@ -229,7 +229,9 @@ def test_progress_readings_become_bytes_sent():
     cid = (5, 1)
     assert pr.observe(cid, 0, 1, ("s0", 4), 4 * 1514, 4)         # 4 full segments: 5760 B
     assert not pr.observe(cid, 0, 1, ("s0", 4), 4 * 1514, 4)     # no change: no new version
-    assert pr.measured([rec], hp) == {cid: {0: 3000, 1: 2760}}   # in flow order, up to sizes
+    # in flow order, up to sizes; a flow with a known size stays one segment short of it (the
+    # counters see what left the edge, not what arrived): 3000 - 1440, 2000 - 1440
+    assert pr.measured([rec], hp) == {cid: {0: 1560, 1: 560}}
     pr.observe(cid, 2, 1, ("s0", 5), 1514 + 574, 2)
     assert pr.measured([rec], hp)[cid][2] == 1940                # unknown size: all of it
     # the counter goes back to 0 (a restarted switch, entries re-inserted with a reset)
@@ -244,7 +246,9 @@ def test_progress_readings_become_bytes_sent():
 
 def test_measured_progress_drives_sebf_order_and_finishes_flows():
     """The core gets the measured bytes as sent: a large coflow that drained below a smaller
-    one is served first (SEBF), and a flow whose bytes were all counted leaves the view."""
+    one is served first (SEBF); a flow whose bytes were all counted stays in the view one
+    segment short of its size (it leaves when its application says so), so its coflow keeps
+    its place in the order while its last packets are on their way."""
     from types import SimpleNamespace as NS
     from coflow.api.registry import CoflowId, FlowSpec
     hp = {"h0": 0, "h1": 1, "h2": 2, "h3": 3}
@@ -257,12 +261,19 @@ def test_measured_progress_drives_sebf_order_and_finishes_flows():
     assert p.prio == {(2, 0): 7, (1, 0): 6}
     pr = FlowProgress()
     pr.observe((1, 0), 0, 1, ("s0", 0), 70_000 // 1440 * 1514 + 1514, 70_000 // 1440 + 1)
-    pr.observe((1, 0), 0, 2, ("s0", 1), 7 * 1514, 7)   # 10,080 >= 10,000: finished
+    pr.observe((1, 0), 0, 2, ("s0", 1), 7 * 1514, 7)   # 10,080 >= 10,000 counted
     p = plan("sebf", s, [big, small], hp, 1e6, 0.0, {}, 10**9,
              measured=pr.measured([big, small], hp))
     assert p.prio == {(1, 0): 7, (2, 0): 6}
-    assert [(c, a, b) for c, a, b, _ in p.flows] == [((1, 0), "h0", "h1"), ((2, 0), "h2", "h3")]
+    assert [(c, a, b) for c, a, b, _ in p.flows] == [((1, 0), "h0", "h1"), ((1, 0), "h0", "h2"),
+                                                     ((2, 0), "h2", "h3")]
     assert p.view.remaining[0] == 100_000 - (70_000 // 1440 + 1) * 1440
+    assert p.view.remaining[1] == 1440                 # counted in full: one segment short
+    # the application's own Update finishes it
+    big.sent_bytes = {1: 10_000}
+    p = plan("sebf", s, [big, small], hp, 1e6, 0.0, {}, 10**9,
+             measured=pr.measured([big, small], hp))
+    assert [(c, a, b) for c, a, b, _ in p.flows] == [((1, 0), "h0", "h1"), ((2, 0), "h2", "h3")]
 
 
 def test_measured_progress_moves_fai_queues():
