@@ -58,7 +58,10 @@ def test_dclas_lets_the_small_coflow_overtake_fifo_does_not(tmp_path):
     p4json = os.path.join(REPO, "build", "coflow.json")
     if not os.path.exists(p4json):
         subprocess.run(["make", "-C", REPO, "--no-print-directory", "p4"], check=True)
+    # one connection per flow (not the default pool): the counters below check each flow's own
+    # handshake and that every packet of it is classed
     cfg = EmuConfig(topology="fattree:4", modes=("dclas", "fifo-lm"), rate_mbps=RATE_BPS / 1e6,
+                    connections="per-flow",
                     mode_timeout_s=45.0, out_dir=str(tmp_path), progress=False, simulate=False,
                     # D-CLAS: first threshold 10 kB (B is demoted within its first packets);
                     # FIFO-LM: nobody is ever heavy, so it is plain FIFO by CoflowId
