@@ -133,8 +133,10 @@ def test_closed_loop_and_per_flow_meters(fabric):
         # counters see what left the edge, not what arrived), metered, and the large flow
         # takes the rest of the uplink
         r0 = ctl.rounds
-        assert wait_for(lambda: meters(l0).get(("h0", "h3", a[0]), (0, 0))[1] >= 0.99 * full), \
-            (meters(l0), ctl.status()["coflows"])
+        # (200 kB of the large flow beside the small one's last 1,440 B: 99.3% of the uplink)
+        assert wait_for(lambda: ctl.progress.sent(a).get((0, 2)) == 20_000
+                        and meters(l0).get(("h0", "h3", a[0]), (0, 0))[1] >= 0.992 * full), \
+            (meters(l0), ctl.progress.sent(a), ctl.status()["coflows"])
         took = ctl.rounds - r0
         print(f"1. small flow counted: the large flow's rate raised after {took} round(s)")
         assert took <= 2
