@@ -138,40 +138,59 @@ def test_agent_sends_and_receives_over_loopback():
     assert reset["cancelled"] == 0 and reset["tcp"]["ActiveOpens"] >= 4 and reset["tcp"]["PassiveOpens"] >= 4
 
 
+class _Agent:
+    """One agent on loopback fed through a pipe, its events read back: the tests below."""
+
+    def __init__(self):
+        self.port = _free_port()
+        self.r, self.w = os.pipe()
+        self.out = io.StringIO()
+        self.agent = A.Agent("h0", "127.0.0.1", self.port, out=self.out, tag=False)
+        self.task = None
+
+    def evs(self) -> list:
+        return [json.loads(x) for x in self.out.getvalue().splitlines()]
+
+    def send(self, *lines: str) -> None:
+        os.write(self.w, "".join(x + "\n" for x in lines).encode())
+
+    async def start(self) -> None:
+        self.task = asyncio.ensure_future(self.agent.run(stdin=os.fdopen(self.r, "rb", buffering=0)))
+        await asyncio.sleep(0.2)
+
+    async def until(self, pred, what: str, tries: int = 300) -> None:
+        for _ in range(tries):
+            if pred(self.evs()):
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"timed out waiting for {what}: {self.evs()}")
+
+    async def quit(self) -> None:
+        self.send('{"op":"quit"}')
+        await asyncio.wait_for(self.task, 5)
+        os.close(self.w)
+
+
 def test_mark_restarts_the_tcp_counters():
     """``mark`` reports the counters since the start and restarts them: the reset after it
     counts only the connection opened after the mark (a warm-up's handshakes are not the
     mode's)."""
-    port = _free_port()
-    r, w = os.pipe()
-    out = io.StringIO()
-    agent = A.Agent("h0", "127.0.0.1", port, out=out, tag=False)
-
-    async def until(pred, what):
-        for _ in range(200):
-            if pred([json.loads(x) for x in out.getvalue().splitlines()]):
-                return
-            await asyncio.sleep(0.05)
-        raise AssertionError(f"no {what}")
+    h = _Agent()
 
     async def main():
-        task = asyncio.ensure_future(agent.run(stdin=os.fdopen(r, "rb", buffering=0)))
-        await asyncio.sleep(0.2)
-        os.write(w, ("\n".join(good(dst="127.0.0.1", port=port, coflow=0, flow=i, bytes=100)
-                                for i in range(4)) + "\n").encode())
-        await until(lambda e: sum(x["ev"] == "sent" for x in e) == 4, "4 sends")
-        os.write(w, b'{"op":"mark"}\n')
-        await until(lambda e: any(x["ev"] == "mark" for x in e), "mark")
-        os.write(w, (good(dst="127.0.0.1", port=port, coflow=1, flow=0, bytes=100) + "\n").encode())
-        await until(lambda e: sum(x["ev"] == "sent" for x in e) == 5, "the 5th send")
-        os.write(w, b'{"op":"reset"}\n')
-        await until(lambda e: any(x["ev"] == "reset" for x in e), "reset")
-        os.write(w, b'{"op":"quit"}\n')
-        await asyncio.wait_for(task, 5)
+        await h.start()
+        h.send(*(good(dst="127.0.0.1", port=h.port, coflow=0, flow=i, bytes=100) for i in range(4)))
+        await h.until(lambda e: sum(x["ev"] == "sent" for x in e) == 4, "4 sends")
+        h.send('{"op":"mark"}')
+        await h.until(lambda e: any(x["ev"] == "mark" for x in e), "mark")
+        h.send(good(dst="127.0.0.1", port=h.port, coflow=1, flow=0, bytes=100))
+        await h.until(lambda e: sum(x["ev"] == "sent" for x in e) == 5, "the 5th send")
+        h.send('{"op":"reset"}')
+        await h.until(lambda e: any(x["ev"] == "reset" for x in e), "reset")
+        await h.quit()
 
     asyncio.run(main())
-    os.close(w)
-    evs = [json.loads(x) for x in out.getvalue().splitlines()]
+    evs = h.evs()
     (mark,) = [e for e in evs if e["ev"] == "mark"]
     (reset,) = [e for e in evs if e["ev"] == "reset"]
     assert mark["tcp"]["ActiveOpens"] >= 4
@@ -371,42 +390,26 @@ def test_pooled_connections_carry_flows_one_after_another():
     """warm opens 2 idle connections; 5 flows sent one at a time with reuse go over them (no new
     connection: the agent's pool still counts the 2 warm ones) and each arrives with every
     byte; a reset closes the pool."""
-    port = _free_port()
-    r, w = os.pipe()
-    out = io.StringIO()
-    agent = A.Agent("h0", "127.0.0.1", port, out=out, tag=False)
-
-    def evs():
-        return [json.loads(x) for x in out.getvalue().splitlines()]
-
-    async def wait_for(pred, what):
-        for _ in range(200):
-            if pred(evs()):
-                return
-            await asyncio.sleep(0.02)
-        raise AssertionError(f"timed out waiting for {what}: {evs()}")
+    h = _Agent()
 
     async def main():
-        task = asyncio.ensure_future(agent.run(stdin=os.fdopen(r, "rb", buffering=0)))
-        await asyncio.sleep(0.2)
-        os.write(w, f'{{"op":"warm","dst":"127.0.0.1","port":{port},"count":2}}\n'.encode())
-        await wait_for(lambda e: any(x["ev"] == "warm" for x in e), "warm")
+        await h.start()
+        h.send(f'{{"op":"warm","dst":"127.0.0.1","port":{h.port},"count":2}}')
+        await h.until(lambda e: any(x["ev"] == "warm" for x in e), "warm")
         for i in range(5):
-            os.write(w, (good(dst="127.0.0.1", port=port, coflow=i, flow=0, bytes=20_000 * (i + 1),
-                              reuse=True) + "\n").encode())
-            await wait_for(lambda e, i=i: sum(x["ev"] == "sent" for x in e) > i, f"flow {i}")
-        opened = sum(agent.pooled.values())
-        assert sum(len(c) for c in agent.idle.values()) == 2
-        os.write(w, b'{"op":"reset"}\n')
-        await wait_for(lambda e: any(x["ev"] == "reset" for x in e), "reset")
-        assert agent.idle == {}
-        os.write(w, b'{"op":"quit"}\n')
-        await asyncio.wait_for(task, 5)
+            h.send(good(dst="127.0.0.1", port=h.port, coflow=i, flow=0, bytes=20_000 * (i + 1),
+                        reuse=True))
+            await h.until(lambda e, i=i: sum(x["ev"] == "sent" for x in e) > i, f"flow {i}")
+        opened = sum(h.agent.pooled.values())
+        assert sum(len(c) for c in h.agent.idle.values()) == 2
+        h.send('{"op":"reset"}')
+        await h.until(lambda e: any(x["ev"] == "reset" for x in e), "reset")
+        assert h.agent.idle == {}
+        await h.quit()
         return opened
 
     opened = asyncio.run(main())
-    os.close(w)
-    e = evs()
+    e = h.evs()
     assert [x["count"] for x in e if x["ev"] == "warm"] == [2]
     assert {x["coflow"]: x["bytes"] for x in e if x["ev"] == "done"} == {i: 20_000 * (i + 1) for i in range(5)}
     assert not [x for x in e if x["ev"] == "error"]
@@ -421,36 +424,21 @@ def test_busy_pool_waits_or_opens(wait):
     """One pooled connection, 4 flows at once: with ``wait`` they take turns on it (the pool
     stays one connection, no flow fails); without, the 3 that find it busy open their own,
     which join the pool."""
-    port = _free_port()
-    r, w = os.pipe()
-    out = io.StringIO()
-    agent = A.Agent("h0", "127.0.0.1", port, out=out, tag=False)
-
-    def evs():
-        return [json.loads(x) for x in out.getvalue().splitlines()]
+    h = _Agent()
 
     async def main():
-        task = asyncio.ensure_future(agent.run(stdin=os.fdopen(r, "rb", buffering=0)))
-        await asyncio.sleep(0.2)
-        os.write(w, f'{{"op":"warm","dst":"127.0.0.1","port":{port},"count":1}}\n'.encode())
-        for _ in range(200):
-            if any(x["ev"] == "warm" for x in evs()):
-                break
-            await asyncio.sleep(0.02)
-        os.write(w, "".join(good(dst="127.0.0.1", port=port, coflow=i, flow=0, bytes=200_000,
-                                 reuse=True, wait=wait) + "\n" for i in range(4)).encode())
-        for _ in range(300):
-            if sum(x["ev"] == "sent" for x in evs()) == 4:
-                break
-            await asyncio.sleep(0.02)
-        pool = sum(len(c) for c in agent.idle.values())
-        os.write(w, b'{"op":"quit"}\n')
-        await asyncio.wait_for(task, 5)
+        await h.start()
+        h.send(f'{{"op":"warm","dst":"127.0.0.1","port":{h.port},"count":1}}')
+        await h.until(lambda e: any(x["ev"] == "warm" for x in e), "warm")
+        h.send(*(good(dst="127.0.0.1", port=h.port, coflow=i, flow=0, bytes=200_000, reuse=True,
+                      wait=wait) for i in range(4)))
+        await h.until(lambda e: sum(x["ev"] == "sent" for x in e) == 4, "4 sends")
+        pool = sum(len(c) for c in h.agent.idle.values())
+        await h.quit()
         return pool
 
     pool = asyncio.run(main())
-    os.close(w)
-    e = evs()
+    e = h.evs()
     assert {x["coflow"]: x["bytes"] for x in e if x["ev"] == "done"} == {i: 200_000 for i in range(4)}
     assert not [x for x in e if x["ev"] == "error"]
     assert pool == (1 if wait else 4)
