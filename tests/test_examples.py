@@ -320,6 +320,9 @@ def test_flows_without_bytes_are_done_on_arrival(name, mode):
     rate (no flow could progress)."""
     wl = workload(3, [[(0, 1, 0.0), (0, 2, 2.0)], [(1, 2, 0.0)], [(0, 1, 0.0)] * 150], arrivals=[0.0, 0.5, 0.7])
     r = simulate(wl, make_scheduler(name), 1.0, reschedule=mode, check=True)
+    if name == "virtual-cluster":  # a reservation runs a coflow at d / D: it ends at its deadline
+        assert 2.0 <= r.finish[0] <= 2.0 * 2 and r.finish.tolist()[1:] == pytest.approx([0.5, 0.7])
+        return
     assert r.finish.tolist() == pytest.approx([2.0, 0.5, 0.7])
 
 
@@ -333,3 +336,68 @@ def test_pfp_equal_bytes_go_by_flow_order():
     for inc in (True, False):
         r = simulate(wl, make_scheduler("pfp"), 1.0, incremental=inc)
         assert r.finish.tolist() == pytest.approx([3.0, 5.0])
+
+
+def _fai_view():
+    # A (id 1, queue 1): flows 0->2, 1->3; B (id 2, already demoted to queue 2): flow 4->3.
+    v = view(5, [[(0, 2, 10), (1, 3, 10)], [(4, 3, 10)]], [1] * 5, [1] * 5)
+    v.remaining = None
+    v.memory["queue"] = {2: 2}
+    return v
+
+
+@pytest.mark.parametrize("reading,expect", [
+    # Aalo's weighted queues (10:9): on downlink 3 A's 1->3 gets 10/19 and B 9/19; MBAB: A's
+    # flows sent the same and 1->3 has the least rate -> 0->2 is cut from 1 to 10/19; the
+    # share reallocation finds A's downlink 3 full and adds nothing
+    ({}, [10 / 19, 10 / 19, 9 / 19]),
+    ({"detect": "min-bw"}, [10 / 19, 10 / 19, 9 / 19]),
+    ({"detect": "min-bytes"}, [1, 10 / 19, 9 / 19]),  # least bytes: flow 0->2 (first), rate 1
+    ({"detect": "none"}, [1, 10 / 19, 9 / 19]),
+    ({"realloc": "greedy"}, [1, 10 / 19, 9 / 19]),  # 0->2 takes back up0/dn2's 9/19
+    ({"realloc": "maxmin"}, [1, 10 / 19, 9 / 19]),
+    # Algorithm 1 read literally: queue 1 owns 10/55 of every link, queue 2 9/55; then A adds
+    # the least residual per flow over its links (downlink 3: 1 - 19/55 = 36/55) to both flows
+    ({"init": "static"}, [46 / 55, 46 / 55, 9 / 55]),
+    ({"init": "static", "realloc": "none"}, [10 / 55, 10 / 55, 9 / 55]),
+])
+def test_fai_readings_by_hand(reading, expect):
+    a = make_scheduler("fai", reading).allocate(_fai_view())
+    assert a.rates == pytest.approx(expect)
+
+
+def test_psp_splits_each_link_per_coflow_then_per_flow():
+    # downlink 0: coflow A's three flows (from 0, 1, 2) and coflow B's one (from 1): PS-P gives
+    # each coflow half of it, A's flows 1/6 each; per-flow fairness gives all four 1/4
+    a = make_scheduler("psp").allocate(view(3, [[(0, 0, 1), (1, 0, 1), (2, 0, 1)], [(1, 0, 1)]], [1] * 3, [1] * 3))
+    assert a.rates == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 2])
+    wl = workload(3, [[(0, 0, 1), (1, 0, 1), (2, 0, 1)], [(1, 0, 1)]])
+    r = simulate(wl, make_scheduler("psp"), 1.0, check=True)
+    assert list(r.finish) == pytest.approx([4.0, 2.0])  # B alone at 1/2; A at 1/6 then 1/3
+    assert list(simulate(wl, make_scheduler("fair"), 1.0).finish) == pytest.approx([4.0, 4.0])
+
+
+def test_dclas_uncoordinated_demotes_on_a_senders_own_bytes():
+    # A (t=0): 0->0 and 1->1, 10 bytes each; B (t=1): 0->2, 1 byte; Q1 = 3, strict queues, no
+    # coordination delay.  Globally A crosses 3 bytes at t=1.5 (2 bytes/s): B runs 1.5..2.5.
+    # Sender 0 alone sees A cross 3 bytes at t=3: B runs 3..4.  A ends at 11 in both.
+    wl = workload(3, [[(0, 0, 10), (1, 1, 10)], [(0, 2, 1)]], [0.0, 1.0])
+    kw = {"Q1": "3", "delta": "0", "strict": "true"}
+    glob = simulate(wl, make_scheduler("dclas", kw), 1.0, check=True)
+    loc = simulate(wl, make_scheduler("dclas-local", kw), 1.0, check=True)
+    assert list(glob.finish) == pytest.approx([11.0, 2.5])
+    assert list(loc.finish) == pytest.approx([11.0, 4.0])
+
+
+def test_virtual_cluster_reserves_the_hose_and_admits_less_than_varys():
+    # A: 0->1, 2 bytes, deadline 4: reserves 0.5 on uplink 0 (and downlink 1).  B: 0->0 and
+    # 1->0, 1 byte each, deadline 2: downlink 0 needs 2/2 = 1, so a virtual cluster reserves 1
+    # on every port B uses, uplink 0 included, where only 0.5 is left: rejected.  Varys only
+    # needs 1/2 on uplink 0 and admits it.
+    wl = workload(2, [[(0, 1, 2)], [(0, 0, 1), (1, 0, 1)]])
+    wl.deadline = np.array([4.0, 2.0])
+    vc = simulate(wl, make_scheduler("virtual-cluster"), 1.0, check=True)
+    vy = simulate(wl, make_scheduler("varys-deadline"), 1.0, check=True)
+    assert list(vc.admitted) == [True, False] and list(vy.admitted) == [True, True]
+    assert vc.finish[0] == pytest.approx(4.0)  # at exactly d / D inside its reservation
+    assert vy.finish[1] <= 2.0 + 1e-9

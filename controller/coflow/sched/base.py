@@ -138,12 +138,14 @@ def _coerce(value: str, typ: Any, name: str):
             raise ValueError
         if t is int or s == "int":
             return int(value)
+        if "tuple" in s:
+            if "None" in s and value.lower() == "none":
+                return None
+            return tuple(float(x) for x in value.split(","))
         if t is float or s == "float" or "float" in s:
             if "None" in s and value.lower() == "none":
                 return None
             return float(value)
-        if "tuple" in s:
-            return tuple(float(x) for x in value.split(","))
         return value
     except ValueError:
         raise ValueError(f"parameter {name}: cannot read {value!r} as {s}") from None

@@ -178,3 +178,41 @@ class Utopia(Scheduler):
         if self.params.backfill:
             ordered_waterfill(v, order, rem, weights=v.remaining, rates=rates)
         return Allocation(rates)
+
+
+def psp_guarantee(v: View) -> np.ndarray:
+    """PS-P's guaranteed rates ([DISS] section 7.2, FairCloud's proportional sharing at the
+    network: every coflow using a link gets an equal share of it, split equally among its flows
+    on that link).  A flow crossing uplink u and downlink d gets min(share_u, share_d), so no link
+    is loaded above its capacity."""
+    P, L = v.ports, 2 * v.ports
+    if v.nflows == 0:
+        return np.zeros(0)
+    cf = np.asarray(v.cf, dtype=np.int64)
+    up, dn = cf * L + v.src, cf * L + P + v.dst
+    n = np.bincount(np.concatenate([up, dn]), minlength=v.ncoflows * L)  # flows per (coflow, link)
+    m = np.bincount(np.flatnonzero(n) % L, minlength=L)  # coflows per link
+    caps = v.caps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share_up = caps[v.src] / m[v.src] / n[up]
+        share_dn = caps[P + v.dst] / m[P + v.dst] / n[dn]
+    return np.minimum(share_up, share_dn)
+
+
+@register("psp")
+class Psp(Scheduler):
+    """PS-P (HUG's baseline): per-coflow fair share on every link, equal among the coflow's flows
+    there; spare capacity then shared by per-flow max-min (work-conserving, as FairCloud's PS-P)."""
+
+    @dataclass(frozen=True)
+    class Params:
+        work_conserving: bool = True
+
+    def allocate(self, v: View) -> Allocation:
+        rates = psp_guarantee(v)
+        if not self.params.work_conserving or v.nflows == 0:
+            return Allocation(rates)
+        P = v.ports
+        used = np.concatenate([np.bincount(v.src, rates, P), np.bincount(v.dst, rates, P)])
+        rem = np.maximum(v.caps - used, 0.0)
+        return Allocation(rates + pair_waterfill(v, rem))

@@ -249,3 +249,58 @@ class Sincronia(Scheduler):
         if self.params.rates != "madd":
             raise ValueError("sincronia: rates must be 'madd' or 'greedy'")
         return Allocation(madd_backfill(v, order))
+
+
+@register("virtual-cluster")
+class VirtualCluster(Scheduler):
+    """Virtual Cluster reservation ([VARYS] section 7.3, Oktopus's hose model): a coflow reserves
+    one rate B on every port it uses, B = its most loaded port's bytes / time to deadline; it is
+    admitted iff every one of those ports still has B unreserved. Admitted coflows run at
+    r_ij = d_ij / (time to deadline) inside their reservation, with no backfill."""
+
+    clairvoyant = True
+
+    @dataclass(frozen=True)
+    class Params:
+        x: float = 1.0
+        min_deadline: float = 0.2
+        seed: int = 1
+
+    def allocate(self, v: View) -> Allocation:
+        m = v.memory
+        dl = m.setdefault("deadline", {})
+        adm = m.setdefault("admitted", {})
+        resv = m.setdefault("reservation", {})  # CoflowId -> (links, B)
+        rng = m.setdefault("rng", np.random.default_rng(self.params.seed))
+        ids = v.cf_id.tolist()
+        D = v.link_demand(v.remaining)
+        caps = v.caps
+        for k, i in enumerate(ids):
+            if i not in dl:
+                if v.cf_deadline is not None and np.isfinite(v.cf_deadline[k]):
+                    dl[i] = float(v.cf_deadline[k])
+                else:
+                    g0 = float(gamma(D[k], caps))
+                    dl[i] = v.cf_arrival[k] + max(self.params.min_deadline, g0 * (1 + rng.uniform(0, self.params.x)))
+        live = set(ids)
+        for i in [i for i in resv if i not in live]:
+            del resv[i]
+        free = caps.copy()
+        for links, B in resv.values():
+            free[links] -= B
+        for k, i in enumerate(ids):
+            if i in adm:
+                continue
+            links = np.flatnonzero(D[k] > 0)
+            B = float(D[k].max()) / max(dl[i] - v.now, 1e-9)
+            ok = bool(links.size) and bool(np.all(free[links] >= B * (1 - 1e-9)))
+            adm[i] = ok
+            if ok:
+                resv[i] = (links, B)
+                free[links] -= B
+        admitted = np.array([adm[i] for i in ids], dtype=bool)
+        order = fifo_order(v)
+        order = order[admitted[order]]
+        tau = np.array([max(dl[i] - v.now, 1e-9) for i in ids])
+        rates = madd_ordered(v, order, v.remaining, v.caps.copy(), tau)
+        return Allocation(rates, admitted=admitted)

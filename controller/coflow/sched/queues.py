@@ -18,7 +18,7 @@ import numpy as np
 from ..params import DclasParams, FifoLmParams, MB
 from .base import Allocation, INF, Scheduler, View, register
 from . import kernels
-from .primitives import REL_TOL, scratch
+from .primitives import REL_TOL, ordered_waterfill, scratch
 from .ordered import fifo_order
 
 
@@ -264,6 +264,37 @@ class FifoLm(Scheduler):
         return Allocation(rates, queue=np.minimum(g + 1, 8))
 
 
+#: Fai's readings where its text is ambiguous (README "Known gaps", REPRODUCTION.md "Fai, settled")
+FAI_INIT = ("wfq", "static")
+FAI_DETECT = ("mbab", "min-bw", "min-bytes", "none")
+FAI_REALLOC = ("share", "greedy", "maxmin", "literal", "none")
+
+
+def fai_static_init(v: View, q: np.ndarray, order: np.ndarray, weights: list[float]) -> np.ndarray:
+    """[FAI] Algorithm 1 read literally: on every link each of the K queues owns
+    capacity * w_i / W (W over all K queues, empty or not); inside a queue coflows take the
+    queue's share FIFO, a coflow's flows on a link splitting what is left of it equally (a flow
+    runs at the smaller of its two links' splits). Nothing a queue leaves is lent to another
+    here: Algorithm 3 hands leftovers out."""
+    P, L = v.ports, 2 * v.ports
+    W = float(sum(weights))
+    qbw = np.outer(np.asarray(weights, dtype=float) / W, v.caps)  # K x 2P
+    rates = np.zeros(v.nflows)
+    for k in order.tolist():
+        s = v.flows_of(k)
+        if s.start == s.stop:
+            continue
+        up, dn = v.src[s], v.dst[s] + P
+        n = np.bincount(up, minlength=L) + np.bincount(dn, minlength=L)
+        share = np.zeros(L)
+        nz = n > 0
+        share[nz] = np.maximum(qbw[q[k] - 1, nz], 0.0) / n[nz]
+        r = np.minimum(share[up], share[dn])
+        rates[s] = r
+        qbw[q[k] - 1] -= np.bincount(up, r, L) + np.bincount(dn, r, L)
+    return rates
+
+
 @register("fai")
 class Fai(Scheduler):
     """Fai: Aalo-like queues, then MBAB bottleneck detection (rate deallocation) and strict-
@@ -271,47 +302,160 @@ class Fai(Scheduler):
 
     @dataclass(frozen=True)
     class Params(DclasParams):
-        pass
+        #: Alg. 1: ``wfq`` (queues share each link by weight, what one leaves goes to the others:
+        #: Aalo's work-conserving weighted sharing) or ``static`` (each queue owns w_i / W of
+        #: every link, empty queues included; leftovers wait for Alg. 3)
+        init: str = "wfq"
+        #: Alg. 2: ``mbab`` (the paper's), ``min-bw`` / ``min-bytes`` (its Fig. 4a strawmen:
+        #: the flow with the least rate / least bytes sent is the bottleneck), ``none``. The
+        #: coflow's flows are cut to the bottleneck's rate (never raised)
+        detect: str = "mbab"
+        #: Alg. 3: ``share`` (each coflow in strict priority adds to all its flows the least
+        #: residual per flow over its links), ``greedy`` (flow by flow, each adds
+        #: min(residual up, residual down)), ``maxmin`` (max-min over the coflow's flows on the
+        #: residual), ``literal`` (every flow adds the least residual of the coflow's links,
+        #: not divided among the flows that share a link: EXCEEDS link capacity, kept so that
+        #: the property tests show it), ``none``
+        realloc: str = "share"
+        #: scheduling epoch (s): 0 = recompute at every event the driver has; > 0 = also at
+        #: every multiple of it (with the simulator's per-coflow mode: only then, at arrivals
+        #: and at departures)
+        epoch: float = 0.0
+
+        def __post_init__(self):
+            super().__post_init__()
+            for f, ok in (("init", FAI_INIT), ("detect", FAI_DETECT), ("realloc", FAI_REALLOC)):
+                if getattr(self, f) not in ok:
+                    raise ValueError(f"{f} must be one of {', '.join(ok)}, not {getattr(self, f)!r}")
+            if self.epoch < 0:
+                raise ValueError("epoch must be >= 0")
 
     def allocate(self, v: View) -> Allocation:
         p = self.params
         q = dclas_queues(v, p)
-        # Alg. 1: initial allocation, weighted queues as in Aalo
-        rates = weighted_queues(v, q, p.queue_weights())
         P = v.ports
         order = queue_order(v, q)
-        # Alg. 2: MBAB.  Per coflow: F_min = flows with the fewest bytes sent; if one of them
-        # also has the coflow's minimum rate, that flow is the bottleneck: every flow of the
-        # coflow is cut to that rate (it cannot finish earlier anyway).
-        for k in order.tolist():
-            s = v.flows_of(k)
-            r = rates[s]
-            if r.size == 0:
-                continue
-            sent = v.sent[s]
-            fmin = sent <= sent.min() * (1 + 1e-12) + 1e-9
-            mbw = r.min()
-            if (r[fmin] <= mbw * (1 + 1e-12)).any():
-                rates[s] = mbw
+        # Alg. 1: initial allocation
+        if p.init == "static":
+            rates = fai_static_init(v, q, order, p.queue_weights())
+        else:
+            rates = weighted_queues(v, q, p.queue_weights())
+        # Alg. 2: bottleneck detection.  MBAB: F_min = flows with the fewest bytes sent; if one
+        # of them also has the coflow's minimum rate, that flow is the bottleneck: every flow of
+        # the coflow is cut to that rate (it cannot finish earlier anyway).
+        if p.detect != "none":
+            for k in order.tolist():
+                s = v.flows_of(k)
+                r = rates[s]
+                if r.size == 0:
+                    continue
+                sent = v.sent[s]
+                if p.detect == "min-bw":
+                    bw = r.min()
+                elif p.detect == "min-bytes":
+                    bw = r[int(np.argmin(sent))]
+                else:
+                    fmin = sent <= sent.min() * (1 + 1e-12) + 1e-9
+                    mbw = r.min()
+                    if not (r[fmin] <= mbw * (1 + 1e-12)).any():
+                        continue
+                    bw = mbw
+                rates[s] = np.minimum(r, bw)
         used = np.concatenate([np.bincount(v.src, rates, P), np.bincount(v.dst, rates, P)])
         rem = np.maximum(v.caps - used, 0.0)
-        # Alg. 3: reallocation in strict priority.  Each coflow adds the same amount to all its
-        # flows: the least residual any of its links can give per flow crossing it.
-        tol = np.maximum(v.caps, 1.0) * REL_TOL
-        for k in order.tolist():
-            s = v.flows_of(k)
-            src, dst = v.src[s], v.dst[s] + P
-            if src.size == 0:
-                continue
-            nu = np.bincount(src, minlength=2 * P)
-            nd = np.bincount(dst, minlength=2 * P)
-            n = nu + nd
-            links = np.flatnonzero(n)
-            per = rem[links] / n[links]
-            add = per.min()
-            if add <= tol[links].min():
-                continue
-            rates[s] += add
-            rem -= n * add
-            np.maximum(rem, 0, out=rem)
-        return Allocation(rates, queue=q, next_event=dclas_next_demotion(v, p, q, rates))
+        # Alg. 3: reallocation in strict priority
+        if p.realloc == "maxmin":
+            ordered_waterfill(v, order, rem, rates=rates)
+        elif p.realloc == "greedy":
+            for k in order.tolist():
+                s = v.flows_of(k)
+                for f in range(s.start, s.stop):
+                    a, b = int(v.src[f]), P + int(v.dst[f])
+                    add = min(rem[a], rem[b])
+                    if add > 0:
+                        rates[f] += add
+                        rem[a] -= add
+                        rem[b] -= add
+        elif p.realloc in ("share", "literal"):
+            tol = np.maximum(v.caps, 1.0) * REL_TOL
+            for k in order.tolist():
+                s = v.flows_of(k)
+                src, dst = v.src[s], v.dst[s] + P
+                if src.size == 0:
+                    continue
+                n = np.bincount(src, minlength=2 * P) + np.bincount(dst, minlength=2 * P)
+                links = np.flatnonzero(n)
+                per = rem[links] if p.realloc == "literal" else rem[links] / n[links]
+                add = per.min()
+                if add <= tol[links].min():
+                    continue
+                rates[s] += add
+                rem -= n * add
+                np.maximum(rem, 0, out=rem)
+        nxt = dclas_next_demotion(v, p, q, rates)
+        if p.epoch > 0:
+            nxt = min(nxt, (math.floor(v.now / p.epoch + 1e-9) + 1) * p.epoch)
+        return Allocation(rates, queue=q, next_event=nxt)
+
+
+@register("dclas-local")
+class DclasLocal(Scheduler):
+    """Uncoordinated D-CLAS ([AALO] section 7.2's 15.8x baseline): each sender queues a coflow by
+    the bytes the coflow has sent from that sender alone, with no coordinator."""
+
+    Params = DclasParams
+
+    def allocate(self, v: View) -> Allocation:
+        p = self.params
+        mem = v.memory
+        P = v.ports
+        # bytes each sender has sent per coflow: what it sent at the rates it was given since
+        # the last call (a daemon's own count), never more than the coflow's global bytes (in
+        # the simulator's per-coflow mode a flow can finish between calls)
+        local: dict = mem.setdefault("local_sent", {})
+        last_t, last_keys, last_rate = mem.get("local_last", (v.now, [], np.zeros(0)))
+        dt = v.now - last_t
+        if dt > 0:
+            for key, r in zip(last_keys, last_rate.tolist()):
+                local[key] = local.get(key, 0.0) + r * dt
+        if v.nflows == 0:
+            mem["local_last"] = (v.now, [], np.zeros(0))
+            return Allocation(np.zeros(0), queue=np.zeros(0, dtype=np.int64))
+        ids = v.cf_id.tolist()
+        # one pseudo-coflow per (coflow, sender), flows grouped by it (stable: coflow order kept)
+        order = np.lexsort((v.src, v.cf))
+        gkey = np.asarray(v.cf, dtype=np.int64)[order] * P + v.src[order]
+        start = np.r_[True, gkey[1:] != gkey[:-1]]
+        g_lo = np.r_[np.flatnonzero(start), gkey.size].astype(np.int64)
+        g_cf = np.asarray(v.cf, dtype=np.int64)[order][start]
+        g_src = v.src[order][start]
+        keys = [(ids[k], s) for k, s in zip(g_cf.tolist(), g_src.tolist())]
+        sent = np.array([local.get(key, 0.0) for key in keys])
+        for k in range(v.ncoflows):  # clamp to the coflow's global bytes
+            m = g_cf == k
+            tot = sent[m].sum()
+            if tot > v.cf_sent[k] * (1 + 1e-12) and tot > 0:
+                sent[m] *= v.cf_sent[k] / tot
+                for j in np.flatnonzero(m).tolist():
+                    local[keys[j]] = float(sent[j])
+        thr = np.array(p.thresholds())
+        q = np.minimum(1 + np.searchsorted(thr, sent * (1 + 1e-12), side="right"), p.K).astype(np.int64)
+        sub = View(now=v.now, ports=P, cap_up=v.cap_up, cap_down=v.cap_down, src=v.src[order], dst=v.dst[order],
+                   sent=v.sent[order], cf=np.repeat(np.arange(g_lo.size - 1), np.diff(g_lo)),
+                   reducer=v.reducer[order], cf_id=(v.cf_id[g_cf] * P + g_src).astype(np.int64),
+                   cf_arrival=v.cf_arrival[g_cf], cf_sent=sent, cf_lo=g_lo,
+                   memory=mem.setdefault("sub", {}))
+        w = p.queue_weights()
+        r_sub = weighted_queues(sub, q, w, rounds=0 if p.strict else 4)
+        rates = np.empty(v.nflows)
+        rates[order] = r_sub
+        g_rate = np.add.reduceat(r_sub, g_lo[:-1]) if r_sub.size else np.zeros(0)
+        mem["local_last"] = (v.now, keys, g_rate)
+        # the next local demotion at these rates
+        hi = _upper_thresholds(p)[q - 1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_cross = np.where((g_rate > 0) & np.isfinite(hi), (hi - sent) / g_rate, INF)
+        nxt = float(v.now + max(float(t_cross.min()), 0.0)) if t_cross.size else INF
+        cq = np.ones(v.ncoflows, dtype=np.int64)
+        np.maximum.at(cq, g_cf, q)
+        return Allocation(rates, queue=cq, next_event=nxt)
