@@ -9,7 +9,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 # Debian's Mininet and python3-thrift live in /usr/bin/python3's site-packages: build the venv
 # from it with --system-site-packages so the emulation sees them.
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
-EXTRAS ?= test,p4,ctl,lint
+EXTRAS ?= test,p4,ctl,lint,sweep
 
 .PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-ctl clean help results results-emu readme \
 	shell shell-venv

@@ -349,7 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-PLUGIN_MODULES = ("coflow.topology", "coflow.results", "coflow.api.cli", "coflow.ctl.cli", "coflow.emu.cli")
+PLUGIN_MODULES = ("coflow.topology", "coflow.results", "coflow.api.cli", "coflow.ctl.cli", "coflow.emu.cli",
+                  "coflow.reproduce")
 
 
 def main(argv: list[str] | None = None) -> int:

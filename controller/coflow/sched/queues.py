@@ -18,7 +18,7 @@ import numpy as np
 from ..params import DclasParams, FifoLmParams, MB
 from .base import Allocation, INF, Scheduler, View, register
 from . import kernels
-from .primitives import REL_TOL, ordered_waterfill, scratch
+from .primitives import REL_TOL, greedy, ordered_waterfill, scratch
 from .ordered import fifo_order
 
 
@@ -367,15 +367,9 @@ class Fai(Scheduler):
         if p.realloc == "maxmin":
             ordered_waterfill(v, order, rem, rates=rates)
         elif p.realloc == "greedy":
-            for k in order.tolist():
-                s = v.flows_of(k)
-                for f in range(s.start, s.stop):
-                    a, b = int(v.src[f]), P + int(v.dst[f])
-                    add = min(rem[a], rem[b])
-                    if add > 0:
-                        rates[f] += add
-                        rem[a] -= add
-                        rem[b] -= add
+            rank = np.empty(v.ncoflows, dtype=np.int64)
+            rank[order] = np.arange(v.ncoflows)
+            greedy(v, np.argsort(rank[v.cf], kind="stable"), rem, rates)
         elif p.realloc in ("share", "literal"):
             tol = np.maximum(v.caps, 1.0) * REL_TOL
             for k in order.tolist():
