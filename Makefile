@@ -11,7 +11,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 EXTRAS ?= test,p4,ctl,lint,sweep
 
-.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-ctl clean help results results-emu readme \
+.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl clean help results results-emu readme \
 	shell shell-venv
 
 all: help
@@ -88,6 +88,12 @@ run: $(VENV)/.installed sysdeps
 # COFLOWSIM_CMD set, CoflowSim runs side by side (bench/bench_sim.py's docstring)
 bench: $(VENV)/.installed
 	$(PY) bench/bench_sim.py --trace $(FB_TRACE) --out out/bench $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory bench-sweep
+
+# sweeps on Dask: the Fig. 12 grid with 1 and 2 local workers (speed-up, per-task engine overhead);
+# SWEEP_ARGS="--reproduce-all" also times `coflow reproduce --all --workers 2` from an empty cache
+bench-sweep: $(VENV)/.installed
+	FB_TRACE=$(FB_TRACE) $(PY) bench/bench_sweep.py --out out/bench $(SWEEP_ARGS)
 
 # controller: SEBF+MADD round (100 coflows / 10k flows) and D-CLAS coordination over a k=4
 # fat-tree's 8 edges (20 BMv2 processes; needs `make p4` and simple_switch_grpc)

@@ -162,3 +162,17 @@ def test_unknown_experiment_is_a_one_line_error(capsys):
     from coflow import cli
     assert cli.main(["reproduce", "nope"]) == 2
     assert "unknown experiment 'nope'" in capsys.readouterr().err
+
+
+def test_sweep_bench_judges_speedup_and_overhead_by_hand():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bench_sweep", os.path.join(REPO, "bench", "bench_sweep.py"))
+    b = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(b)
+    j = b.judge({"1": {"wall_s": 100.0, "task_wall_sum_s": 98.0, "ran": 40, "task_wall_median_s": 2.0},
+                 "2": {"wall_s": 56.0}})
+    assert j["speedup"] == pytest.approx(1.79) and not j["speedup_ok"]  # 1.8x is the target
+    assert j["overhead_per_task_s"] == pytest.approx(0.05) and j["overhead_share_of_median"] == pytest.approx(0.025)
+    assert j["overhead_ok"]
+    assert not b.judge({"1": {"wall_s": 100.0, "task_wall_sum_s": 90.0, "ran": 40, "task_wall_median_s": 2.0}})["overhead_ok"]
+    assert len(b.grid_tasks("full")) == 41 and len(b.grid_tasks("small")) == 7

@@ -55,8 +55,7 @@ FAI_READING_LABEL = {name: f"fai{i}" for i, name in enumerate(FAI_READINGS)}
 
 K_GRID, E_GRID, Q1_GRID = [1, 2, 3, 5, 10], [2, 10], [1, 10, 100, 1000]  # Q1 in MB
 DELTAS = [0.01, 0.1, 1.0, 10.0, 100.0]
-LIGHT = [("uniform", 10), ("uniform", 100), ("uniform", 1000), ("fixed", 9), ("fixed", 11), ("fixed", 90),
-         ("fixed", 110)]
+LIGHT = [("uniform", 10), ("uniform", 1000), ("fixed", 9), ("fixed", 11), ("fixed", 110)]
 LIGHT_SEEDS = range(1, 11)
 
 
