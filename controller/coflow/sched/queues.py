@@ -343,7 +343,7 @@ class Fai(Scheduler):
         # Alg. 2: bottleneck detection.  MBAB: F_min = flows with the fewest bytes sent; if one
         # of them also has the coflow's minimum rate, that flow is the bottleneck: every flow of
         # the coflow is cut to that rate (it cannot finish earlier anyway).
-        if p.detect != "none":
+        if p.detect == "min-bytes" or (p.detect != "none" and np.any(np.diff(v.cf_lo) == 0)):
             for k in order.tolist():
                 s = v.flows_of(k)
                 r = rates[s]
@@ -361,6 +361,18 @@ class Fai(Scheduler):
                         continue
                     bw = mbw
                 rates[s] = np.minimum(r, bw)
+        elif p.detect != "none" and v.nflows:
+            # every coflow at once (each coflow's cut reads only its own flows)
+            lo = v.cf_lo[:-1]
+            cf = v.cf
+            mbw = np.minimum.reduceat(rates, lo)
+            if p.detect == "min-bw":
+                cut = np.ones(v.ncoflows, dtype=bool)
+            else:
+                smin = np.minimum.reduceat(v.sent, lo)
+                hit = (v.sent <= smin[cf] * (1 + 1e-12) + 1e-9) & (rates <= mbw[cf] * (1 + 1e-12))
+                cut = np.logical_or.reduceat(hit, lo)
+            rates = np.where(cut[cf], np.minimum(rates, mbw[cf]), rates)
         used = np.concatenate([np.bincount(v.src, rates, P), np.bincount(v.dst, rates, P)])
         rem = np.maximum(v.caps - used, 0.0)
         # Alg. 3: reallocation in strict priority
@@ -370,22 +382,11 @@ class Fai(Scheduler):
             rank = np.empty(v.ncoflows, dtype=np.int64)
             rank[order] = np.arange(v.ncoflows)
             greedy(v, np.argsort(rank[v.cf], kind="stable"), rem, rates)
-        elif p.realloc in ("share", "literal"):
+        elif p.realloc in ("share", "literal") and v.nflows:
             tol = np.maximum(v.caps, 1.0) * REL_TOL
-            for k in order.tolist():
-                s = v.flows_of(k)
-                src, dst = v.src[s], v.dst[s] + P
-                if src.size == 0:
-                    continue
-                n = np.bincount(src, minlength=2 * P) + np.bincount(dst, minlength=2 * P)
-                links = np.flatnonzero(n)
-                per = rem[links] if p.realloc == "literal" else rem[links] / n[links]
-                add = per.min()
-                if add <= tol[links].min():
-                    continue
-                rates[s] += add
-                rem -= n * add
-                np.maximum(rem, 0, out=rem)
+            kernels.fai_share_realloc(np.ascontiguousarray(order, dtype=np.int64),
+                                      np.ascontiguousarray(v.cf_lo, dtype=np.int64), v.src, v.dst, P, rem, tol,
+                                      rates, p.realloc == "share")
         nxt = dclas_next_demotion(v, p, q, rates)
         if p.epoch > 0:
             nxt = min(nxt, (math.floor(v.now / p.epoch + 1e-9) + 1) * p.epoch)

@@ -452,3 +452,45 @@ def group_fill(fl, gorder, cg, rem, rel_tol, buf):
         if not _capacity_left(rem, no_tol, P):
             break
     return rates
+
+
+@njit(cache=True)
+def fai_share_realloc(order, cf_lo, src, dst, P, rem, tol, rates, divide):
+    """[FAI] Algorithm 3 (:class:`coflow.sched.queues.Fai`, ``realloc=share|literal``): the
+    coflows in strict priority ``order``; each adds to all its flows the least, over the links
+    its flows cross, of the link's residual divided by the number of its flows there
+    (``divide``; ``literal``: not divided), unless that is within the links' least tolerance;
+    residuals updated (and kept >= 0). ``rates`` and ``rem`` are updated in place."""
+    n = np.zeros(2 * P, dtype=np.int64)
+    for k in order:
+        lo, hi = cf_lo[k], cf_lo[k + 1]
+        if hi == lo:
+            continue
+        for f in range(lo, hi):
+            n[src[f]] += 1
+            n[P + dst[f]] += 1
+        add = INF
+        tmin = INF
+        for f in range(lo, hi):
+            for j in range(2):
+                l = np.int64(src[f]) if j == 0 else np.int64(P + dst[f])
+                if n[l] > 0:
+                    per = rem[l] / n[l] if divide else rem[l]
+                    if per < add:
+                        add = per
+                    if tol[l] < tmin:
+                        tmin = tol[l]
+        if add > tmin:
+            for f in range(lo, hi):
+                rates[f] += add
+            for f in range(lo, hi):
+                for j in range(2):
+                    l = np.int64(src[f]) if j == 0 else np.int64(P + dst[f])
+                    if n[l] > 0:
+                        rem[l] -= n[l] * add
+                        if rem[l] < 0:
+                            rem[l] = 0.0
+                        n[l] = 0
+        for f in range(lo, hi):
+            n[src[f]] = 0
+            n[P + dst[f]] = 0
