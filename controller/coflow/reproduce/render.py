@@ -65,6 +65,9 @@ def value(expr, out: dict):
     run = lambda lab: out[lab] if lab in out else (_ for _ in ()).throw(MetricError(f"run {lab!r} missing"))  # noqa: E731
     if op == "avg_ratio":
         return _avg(run(a[0])) / _avg(run(a[1]))
+    if op == "avg_jct_ratio":
+        x, y = (np.array([np.nan if v is None else v for v in run(lab)["jct"]], dtype=float) for lab in a[:2])
+        return float(np.nanmean(x) / np.nanmean(y))
     if op == "p95_ratio":
         return _p95(run(a[0])) / _p95(run(a[1]))
     if op == "bin_avg_ratio":

@@ -49,10 +49,23 @@ def run_task(task: dict) -> dict:
     else:
         caps = np.full(wl.ports, GBPS)
         r = simulate(wl, sched, GBPS, reschedule=task.get("reschedule", "flow"), check=bool(task.get("check")))
-        out = {"cct": _r(r.finish - wl.arrival), "admitted": [bool(a) for a in r.admitted],
-               "deadline": None if wl.deadline is None else _r(wl.deadline),
-               "iso": _r(isolation_times(wl, caps, caps)), "bins": coflow_bins(wl).tolist(),
-               "events": int(r.events), "max_overload": float(r.max_overload)}
+        iso = isolation_times(wl, caps, caps)
+        if getattr(wl, "dynamics", None) is not None:
+            # waves and DAGs (coflow.dynamics): per trace coflow (waves merged) and per job
+            from ..dynamics import dynamic_records
+            recs, jobs = dynamic_records(wl, r.admitted, r.start, r.complete, iso)
+            nan = float("nan")
+            out = {"cct": _r(np.array([nan if c["cct_s"] is None else c["cct_s"] for c in recs])),
+                   "admitted": [bool(c["admitted"]) for c in recs], "deadline": None,
+                   "iso": _r(np.array([c["isolation_s"] for c in recs])), "bins": [c["bin"] for c in recs],
+                   "jct": _r(np.array([nan if j["jct_s"] is None else j["jct_s"] for j in jobs])),
+                   "critical_path": _r(np.array([j["critical_path_s"] for j in jobs])),
+                   "events": int(r.events), "max_overload": float(r.max_overload)}
+        else:
+            out = {"cct": _r(r.finish - wl.arrival), "admitted": [bool(a) for a in r.admitted],
+                   "deadline": None if wl.deadline is None else _r(wl.deadline),
+                   "iso": _r(iso), "bins": coflow_bins(wl).tolist(),
+                   "events": int(r.events), "max_overload": float(r.max_overload)}
     out["wall_s"] = round(time.perf_counter() - t0, 3)
     return out
 

@@ -12,6 +12,9 @@ Every spec is a dict with a ``kind``:
   bins SN/LN/SW/LW as in the FB trace, the generator's) is kept and whose total size is
   U(0, ``x_mb``] (``dist: uniform``) or exactly ``x_mb`` (``dist: fixed``), spread evenly
   over its flows, Poisson arrivals at offered ``load``.
+- ``fb-waves`` (``max_waves`` 1, 2 or 4) and ``tpcds`` (``queries``, ``ports``, ``seed``,
+  ``load``): Aalo's multi-wave coflows and DAGs of coflows (:mod:`coflow.dynamics`, where the
+  checkout has it).
 - ``shuffle``: one coflow alone (MADD, [DISS] Fig. 4.6): two receivers, sender 0 sends ``n``
   units to each, ``n`` other senders one unit to each (see :func:`madd_shuffle`).
 """
@@ -50,7 +53,7 @@ def _file_digest(path: str) -> str:
 
 def digest(spec: dict) -> str:
     """What the workload's content depends on besides the spec (the FB trace's bytes)."""
-    if spec.get("kind") == "fb":
+    if spec.get("kind") in ("fb", "fb-waves"):
         p = fb_trace_path()
         if not os.path.exists(p):
             raise WorkloadError(f"{p}: the FB trace is not there (set FB_TRACE)")
@@ -76,6 +79,13 @@ def describe(spec: dict) -> str:
         return (f"{spec['coflows']} coflows on {spec['ports']} ports, sizes "
                 + (f"U(0, {spec['x_mb']:g} MB]" if spec["dist"] == "uniform" else f"fixed {spec['x_mb']:g} MB")
                 + f", seed {spec['seed']}")
+    if k == "fb-waves":
+        return (f"FB trace split into waves with Aalo's Table 4 mix for at most {spec['max_waves']} waves "
+                f"(`coflow.dynamics.split_waves`)")
+    if k == "tpcds":
+        return (f"{spec['queries']} generated TPC-DS-like query DAGs on {spec['ports']} ports, load "
+                f"{spec.get('load', 0.5)}, seed {spec['seed']} (`coflow.dynamics.tpcds_dags`: a stand-in for the "
+                f"Cloudera benchmark's 20 TPC-DS queries, not available here)")
     if k == "shuffle":
         return (f"one shuffle, N={spec['n']}: two receivers, sender 0 sends N MB to each, N other senders "
                 f"1 MB to each (a stand-in: the figure's shuffle is not in the text)")
@@ -149,6 +159,18 @@ def _build(spec_json: str) -> Workload:
                                   int(spec["seed"]), float(spec.get("load", 0.6))))
     if k == "shuffle":
         return madd_shuffle(int(spec["n"]))
+    if k in ("fb-waves", "tpcds"):
+        try:
+            from .. import dynamics as D
+        except ImportError:
+            raise WorkloadError(f"workload {k}: runtime dynamics (coflow.dynamics) are not in this checkout") from None
+        if k == "fb-waves":
+            p = fb_trace_path()
+            if not os.path.exists(p):
+                raise WorkloadError(f"{p}: the FB trace is not there (set FB_TRACE)")
+            return expand(D.split_waves(read_trace(p), mix=D.TABLE4_MIXES[int(spec["max_waves"])]))
+        return expand(D.tpcds_dags(queries=int(spec["queries"]), ports=int(spec["ports"]), seed=int(spec["seed"]),
+                                   load=float(spec.get("load", 0.5))))
     raise WorkloadError(f"unknown workload kind {k!r}")
 
 
