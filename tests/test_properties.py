@@ -41,7 +41,6 @@ FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChe
 @given(inst=instances())
 def test_capacity_bytes_isolation(name, inst):
     wl, caps = inst
-    P = wl.ports
     r = simulate(wl, make_scheduler(name, {"Q1": "2.0", "delta": "0.1"} if "dclas" in name or name == "fai" else None),
                  caps, check=True)
     _bytes_isolation(r, wl, caps)

@@ -13,7 +13,6 @@ The catalog (:mod:`.catalog`) is data; each experiment's runs become sweep tasks
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import platform
 import subprocess
@@ -75,6 +74,7 @@ def reproduce(names: list[str], workers: int = 2, scheduler: str | None = None, 
     per = {e["name"]: entry_tasks(e) for e in entries}
     tasks = [t for ts in per.values() for t in ts.values()]
     res = run_sweep(tasks, workers=workers, scheduler=scheduler, cache_dir=cache_dir, progress=progress)
+    load: list[float | None]
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:

@@ -44,7 +44,7 @@ def _over_loads(a: str, b: str, how: str = "coflow_ratio_mean", loads: list | No
 
 
 # Fai's readings of its ambiguous steps ([FAI] Algorithms 1-3; coflow.sched.queues.Fai.Params)
-FAI_READINGS = {
+FAI_READINGS: dict[str, dict] = {
     "as implemented": {},
     "Alg. 1 static shares": {"init": "static"},
     "no MBAB (Alg. 2 off)": {"detect": "none"},

@@ -252,7 +252,7 @@ def _machine(run: dict) -> str:
 
 
 def load_summaries(results_dir: str) -> dict:
-    out = {}
+    out: dict = {}
     if not os.path.isdir(results_dir):
         return out
     for f in sorted(os.listdir(results_dir)):
