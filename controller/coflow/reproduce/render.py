@@ -63,6 +63,10 @@ def value(expr, out: dict):
         return expr
     op, *a = expr
     run = lambda lab: out[lab] if lab in out else (_ for _ in ()).throw(MetricError(f"run {lab!r} missing"))  # noqa: E731
+    if op == "avg_s":
+        return _avg(run(a[0]))
+    if op == "p95_s":
+        return _p95(run(a[0]))
     if op == "avg_ratio":
         return _avg(run(a[0])) / _avg(run(a[1]))
     if op == "avg_jct_ratio":
@@ -79,11 +83,14 @@ def value(expr, out: dict):
         m = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
         r = x[m] / y[m]
         return float(r.mean()) if op == "coflow_ratio_mean" else float(100 * np.mean(r >= a[2] * (1 - 1e-9)))
-    if op in ("met_pct", "met_of_admitted_pct"):
+    if op in ("met_pct", "met_of_admitted_pct", "met_pct_bin"):
         o = run(a[0])
         c, d = _cct(o), np.array(o["deadline"], dtype=float)
         adm = np.array(o["admitted"], dtype=bool)
         met = adm & np.isfinite(c) & (c <= d * (1 + 1e-9) + 1e-9)
+        if op == "met_pct_bin":
+            m = np.array(o["bins"]) == a[1]
+            return float(100 * met[m].mean())
         return float(100 * met.mean()) if op == "met_pct" else float(100 * met.sum() / max(1, adm.sum()))
     if op == "slowdown":
         s = _slow(run(a[0]))
@@ -131,6 +138,10 @@ def fmt(v, kind: str = "x") -> str:
         return " / ".join(f"{x:.2f}" for x in v)
     if kind == "%":
         return f"{v:.1f}%"
+    if kind == "s":
+        return f"{v:.2f} s"
+    if kind == "over":
+        return f"{v:.0%} above capacity"
     if kind == "pts":
         return f"{v:+.1f} pts"
     if kind == "K":
@@ -150,10 +161,28 @@ _OPS = {">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a 
         "==": lambda a, b: a == b}
 
 
+def kind_of(expr) -> str:
+    """How a metric's value reads: percentages, seconds, overload or a ratio."""
+    op = expr[0] if isinstance(expr, list) and expr and isinstance(expr[0], str) else ""
+    if op.startswith("met") or op in ("snap_pct", "coflow_ratio_pct_ge"):
+        return "%"
+    if op in ("avg_s", "p95_s"):
+        return "s"
+    if op == "max_overload":
+        return "over"
+    if op == "list":
+        return "list"
+    return "x"
+
+
+def _because(row: dict, because: dict) -> dict:
+    return {k: fmt(x, kind_of(row.get("because", {}).get(k))) for k, x in because.items()}
+
+
 def verdict(row: dict, v, because: dict) -> str:
     why = row.get("why", "")
     try:
-        why = why.format(**{k: fmt(x, "list" if isinstance(x, list) else "x") for k, x in because.items()})
+        why = why.format(**_because(row, because))
     except (KeyError, IndexError, ValueError):
         pass
     if v is None:
@@ -195,8 +224,7 @@ def evaluate(entry: dict, outputs: dict, failed: set[str]) -> list[dict]:
             v, because = None, {}
         if isinstance(v, float) and not math.isfinite(v):
             v = None
-        rows.append({"what": row["what"].format(**{k: fmt(x, "list" if isinstance(x, list) else "x")
-                                                    for k, x in because.items()}) if because else
+        rows.append({"what": row["what"].format(**_because(row, because)) if because else
                      row["what"].replace("{ravg}", "-").replace("{ov}", "-"),
                      "paper": row["paper"], "ours": fmt(v, row.get("fmt", "x")), "value": v,
                      "verdict": verdict(row, v, because)})
