@@ -66,7 +66,7 @@ FAI_OVER_CAPACITY = [{"realloc": "literal"}, {"realloc": "literal", "detect": "n
 
 @pytest.mark.parametrize("reading", FAI_READINGS, ids=lambda d: ",".join(f"{k}={v}" for k, v in d.items()))
 @pytest.mark.parametrize("reschedule", ["flow", "coflow"])
-@FAST
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=instances())
 def test_fai_readings_capacity_bytes_isolation(reading, reschedule, inst):
     wl, caps = inst
