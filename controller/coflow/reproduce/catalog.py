@@ -362,10 +362,13 @@ CATALOG: list[dict] = [
      "rows": [
          {"what": "Fai over Aalo, average normalized CCT, mean over loads", "paper": "1.76x",
           "value": ["mean", _over_loads("aalo", "fai")], "expect": 1.76, "tol": 0.15,
-          "why": "per load {per_load}; the ratio of average CCTs is {ravg} (mean over loads): Fai's per-flow cuts "
-                 "help small coflows many times over and slow the large ones that carry the average",
+          "why": "per load {per_load}; the ratio of average CCTs is {ravg} (mean over loads): the per-coflow mean "
+                 "is carried by small coflows that finish many times faster, the average CCT by the large ones, "
+                 "which Fai slows. The loads hardly differ on this trace: all 526 coflows arrive within half a "
+                 "second at every load, and Aalo's average CCT is {a10} at 10 and {a160} at 160 coflows per 10 ms",
           "because": {"per_load": ["list", _over_loads("aalo", "fai")],
-                      "ravg": ["mean", _over_loads("aalo", "fai", "avg_ratio")]}},
+                      "ravg": ["mean", _over_loads("aalo", "fai", "avg_ratio")],
+                      "a10": ["avg_s", "aalo@10"], "a160": ["avg_s", "aalo@160"]}},
          {"what": "Fai over Aalo, average normalized CCT, best load", "paper": "2.23x",
           "value": ["max", _over_loads("aalo", "fai")], "expect": 2.23, "tol": 0.15},
          {"what": "Fai over Aalo, ratio of average CCTs, mean over loads", "paper": "(not given)",
@@ -403,13 +406,20 @@ CATALOG: list[dict] = [
               **{k: v for name, params in FAI_READINGS.items()
                  for k, v in _fai_runs(FAI_READING_LABEL[name], "fai", params, READING_LOADS).items()}},
      "rows": [
-         {"what": f"{name}: avg normalized CCT over Aalo (ratio of averages {{ravg}}{'; max overload {ov}' if 'literal' in name else ''})",
+         *({"what": f"{name}: avg normalized CCT over Aalo (ratio of averages {{ravg}}{'; max overload {ov}' if 'literal' in name else ''})",
           "paper": "1.76x", "value": ["mean", _over_loads("aalo", FAI_READING_LABEL[name], loads=READING_LOADS)],
           "expect": 1.76, "tol": 0.15,
           "because": {"ravg": ["mean", _over_loads("aalo", FAI_READING_LABEL[name], "avg_ratio", READING_LOADS)],
                       **({"ov": ["max_overload", [f"{FAI_READING_LABEL[name]}@{L}" for L in READING_LOADS]]}
                          if "literal" in name else {})}}
-         for name in FAI_READINGS]},
+         for name in FAI_READINGS),
+         {"what": "best reading, Fai's per-coflow metric", "paper": "1.76x",
+          "value": ["best", [["mean", _over_loads("aalo", FAI_READING_LABEL[n], loads=READING_LOADS)]
+                             for n in FAI_READINGS if "literal" not in n], [n for n in FAI_READINGS if "literal" not in n]]},
+         {"what": "best reading, ratio of average CCTs", "paper": "1.76x",
+          "value": ["best", [["mean", _over_loads("aalo", FAI_READING_LABEL[n], "avg_ratio", READING_LOADS)]
+                             for n in FAI_READINGS if "literal" not in n], [n for n in FAI_READINGS if "literal" not in n]]},
+     ]},
 ]
 
 BY_NAME = {e["name"]: e for e in CATALOG}

@@ -120,6 +120,10 @@ def value(expr, out: dict):
         return value(a[0], out) / value(a[1], out)
     if op == "sub":
         return value(a[0], out) - value(a[1], out)
+    if op == "best":  # the name whose expression is largest, and that value
+        vs = [value(e, out) for e in a[0]]
+        j = int(np.argmax(vs))
+        return f"{a[1][j]} ({fmt(vs[j])})"
     if op == "jump_at":
         vs = [value(e, out) for e in a[0]]
         j = int(np.argmax(np.diff(vs)))
@@ -130,6 +134,8 @@ def value(expr, out: dict):
 def fmt(v, kind: str = "x") -> str:
     if v is None:
         return "-"
+    if isinstance(v, str):
+        return v
     if kind == "list":
         return " / ".join(fmt(x) for x in v)
     if kind == "list%":
