@@ -276,22 +276,11 @@ def fai_static_init(v: View, q: np.ndarray, order: np.ndarray, weights: list[flo
     queue's share FIFO, a coflow's flows on a link splitting what is left of it equally (a flow
     runs at the smaller of its two links' splits). Nothing a queue leaves is lent to another
     here: Algorithm 3 hands leftovers out."""
-    P, L = v.ports, 2 * v.ports
     W = float(sum(weights))
     qbw = np.outer(np.asarray(weights, dtype=float) / W, v.caps)  # K x 2P
     rates = np.zeros(v.nflows)
-    for k in order.tolist():
-        s = v.flows_of(k)
-        if s.start == s.stop:
-            continue
-        up, dn = v.src[s], v.dst[s] + P
-        n = np.bincount(up, minlength=L) + np.bincount(dn, minlength=L)
-        share = np.zeros(L)
-        nz = n > 0
-        share[nz] = np.maximum(qbw[q[k] - 1, nz], 0.0) / n[nz]
-        r = np.minimum(share[up], share[dn])
-        rates[s] = r
-        qbw[q[k] - 1] -= np.bincount(up, r, L) + np.bincount(dn, r, L)
+    kernels.fai_static_init(np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(v.cf_lo, dtype=np.int64),
+                            v.src, v.dst, v.ports, np.ascontiguousarray(q, dtype=np.int64), qbw, rates)
     return rates
 
 

@@ -494,3 +494,37 @@ def fai_share_realloc(order, cf_lo, src, dst, P, rem, tol, rates, divide):
         for f in range(lo, hi):
             n[src[f]] = 0
             n[P + dst[f]] = 0
+
+
+@njit(cache=True)
+def fai_static_init(order, cf_lo, src, dst, P, cfq, qbw, rates):
+    """[FAI] Algorithm 1 read literally (:func:`coflow.sched.queues.fai_static_init`): per link,
+    queue i owns ``qbw[i - 1, link]``; the coflows in ``order`` each take, on every link, what is
+    left of their queue's share split equally among their flows there (a flow: the smaller of
+    its two links' splits); the queue's share is then reduced by what they took."""
+    L = 2 * P
+    n = np.zeros(L, dtype=np.int64)
+    acc = np.zeros(L)
+    for k in order:
+        lo, hi = cf_lo[k], cf_lo[k + 1]
+        if hi == lo:
+            continue
+        q = cfq[k] - 1
+        for f in range(lo, hi):
+            n[src[f]] += 1
+            n[P + dst[f]] += 1
+        for f in range(lo, hi):
+            u, d = np.int64(src[f]), np.int64(P + dst[f])
+            su = max(qbw[q, u], 0.0) / n[u]
+            sd = max(qbw[q, d], 0.0) / n[d]
+            r = su if su < sd else sd
+            rates[f] = r
+            acc[u] += r
+            acc[d] += r
+        for f in range(lo, hi):
+            for j in range(2):
+                l = np.int64(src[f]) if j == 0 else np.int64(P + dst[f])
+                if n[l] > 0:
+                    qbw[q, l] -= acc[l]
+                    acc[l] = 0.0
+                    n[l] = 0
