@@ -57,8 +57,10 @@ def _capacity(args) -> float:
 
 def _load(args) -> T.Workload:
     tr = T.read_trace(args.trace, allow_unsorted=getattr(args, "allow_unsorted", False))
+    if tr.dynamic and getattr(args, "first", None):   # waves / DAGs: cut whole coflows and jobs
+        tr = T.Trace(tr.ports, T.closed_prefix(tr.coflows, args.first), tr.path)
     wl = T.expand(tr, args.convention)
-    if getattr(args, "first", None):
+    if getattr(args, "first", None) and wl.dynamics is None:
         wl = wl.subset(min(args.first, wl.ncoflows))
     return wl
 
@@ -67,12 +69,13 @@ def run_one(wl, name: str, settings: dict[str, str], capacity: float, progress: 
             reschedule: str = "flow") -> dict:
     from .report import make_report
     from .sched import make_scheduler, params_dict
-    from .sim import coflow_records, simulate
+    from .sim import coflow_records, job_records, simulate
 
     s = make_scheduler(name, settings)
     res = simulate(wl, s, capacity, progress=progress, label=name, rtol=rtol, reschedule=reschedule)
     recs = coflow_records(wl, res, capacity)
-    return make_report(name, params_dict(s), wl.ports, recs, res.wall_s, events=res.events,
+    return make_report(name, params_dict(s), wl.ports, recs, res.wall_s, jobs=job_records(wl, res, capacity, recs),
+                       events=res.events,
                        capacity_Bps=capacity, convention=wl.convention, rtol=rtol, reschedule=reschedule)
 
 

@@ -36,9 +36,23 @@ def summarize(coflows: list[dict]) -> dict:
     }
 
 
-def make_report(scheduler: str, params: dict, ports: int, coflows: list[dict], wall_s: float, **extra) -> dict:
+def summarize_jobs(jobs: list[dict]) -> dict:
+    """Job completion time (JCT): a job is a DAG of coflows or a coflow on its own
+    (coflow.dynamics); added to a report's summary beside the CCT keys."""
+    jct = np.array([j["jct_s"] for j in jobs if j["jct_s"] is not None])
+    return {"jobs": len(jobs), "jobs_completed": int(jct.size),
+            "avg_jct_s": float(jct.mean()) if jct.size else None, "p95_jct_s": _p95(jct)}
+
+
+def make_report(scheduler: str, params: dict, ports: int, coflows: list[dict], wall_s: float,
+                jobs: list[dict] | None = None, **extra) -> dict:
+    """The report. ``jobs``: job records (coflow.dynamics); without them every coflow is its own
+    job (JCT = CCT)."""
+    if jobs is None:
+        from .dynamics import plain_jobs
+        jobs = plain_jobs(coflows)
     rep = {"scheduler": scheduler, "params": _jsonable(params), "ports": ports, "coflows": coflows,
-           "summary": summarize(coflows), "wall_s": wall_s}
+           "summary": {**summarize(coflows), **summarize_jobs(jobs)}, "jobs": jobs, "wall_s": wall_s}
     rep.update(extra)
     return rep
 
