@@ -74,6 +74,7 @@ class SimResult:
     #: completion (absolute s, nan if never); ``finish`` above is then per unit (trace line)
     start: np.ndarray | None = None
     complete: np.ndarray | None = None
+    released: np.ndarray | None = None  # per unit: its release time (nan if never)
 
 
 def isolation_times(wl: Workload, cap_up: np.ndarray, cap_down: np.ndarray) -> np.ndarray:
@@ -253,7 +254,8 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         bar.close()
     if rel is not None:
         finish = rel.unit_done   # every unit that finished (also those without bytes)
-        return SimResult(finish, admitted, events, time.perf_counter() - t0, max_over, rel.start, rel.complete)
+        return SimResult(finish, admitted, events, time.perf_counter() - t0, max_over, rel.start, rel.complete,
+                         rel.released)
     return SimResult(finish, admitted, events, time.perf_counter() - t0, max_over)
 
 

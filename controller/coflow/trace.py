@@ -14,8 +14,9 @@ end with annotations ``key=value`` after its reducers::
     <id> <arrival ms> <#mappers> <mappers...> <#reducers> <reducers...> [wave=N] [restart=1] [after=ID,...] [pipe=ID,...]
 
 - ``wave=N`` (N >= 2): wave N of coflow ``id`` (the same id, the same CoflowId): its flows start
-  when wave N-1's flows have all finished, and not before the line's arrival.  Waves 2.. follow
-  wave 1 (the line without ``wave=``) in the file, in order, without gaps.
+  when wave N-1's flows have all finished, and not before the line's arrival (a bound, so the
+  sorting rule below concerns first lines only).  Waves 2.. follow wave 1 (the line without
+  ``wave=``) in the file, in order, without gaps.
 - ``restart=1`` (on a wave line): the wave re-runs restarted tasks; treated as a wave ([AALO] 5.2)
   and counted in the report as restarted bytes.
 - ``after=ID,...``: Starts-After (barrier) edges: the coflow starts when all these coflows are
@@ -200,11 +201,13 @@ def parse_trace(text: str, path: str = "<string>", allow_unsorted: bool = False)
             if mb < 0:
                 raise TraceError(path, ln, f"reducer[{k}].MB", f"negative size {ms}")
             reducers.append((p, mb))
-        if arrival < last_arrival and unsorted_at is None:
+        # (a wave line's arrival is only the earliest its wave may start: not an arrival)
+        if wave == 1 and arrival < last_arrival and unsorted_at is None:
             unsorted_at = ln
             if not allow_unsorted:
                 raise TraceError(path, ln, "arrival", f"{tok[1]} ms is earlier than the previous line's {last_arrival:g} ms (arrivals must be sorted; --allow-unsorted sorts them)")
-        last_arrival = max(last_arrival, arrival)
+        if wave == 1:
+            last_arrival = max(last_arrival, arrival)
         if wave == 1:
             seen[cid] = ln
         waves[cid] = wave
@@ -215,7 +218,9 @@ def parse_trace(text: str, path: str = "<string>", allow_unsorted: bool = False)
     _check_dag(coflows, seen, path)
     if unsorted_at is not None:
         warnings.warn(f"{path}:{unsorted_at}: arrival: arrivals not sorted; sorted by arrival time", stacklevel=2)
-        coflows.sort(key=lambda c: c.arrival_ms)  # stable: ties keep file order
+        first_arrival = {c.id: c.arrival_ms for c in coflows if c.wave == 1}
+        # stable: ties keep file order, and a coflow's waves stay after its first line
+        coflows.sort(key=lambda c: first_arrival[c.id])
     return Trace(ports, coflows, path)
 
 
