@@ -400,3 +400,93 @@ def test_first_cuts_whole_jobs(tmp_path):
     assert [c.id for c in T.closed_prefix(tr.coflows, 2)] == [1, 2]
     tr = T.parse_trace("4 3\n1 0 1 0 1 3:2\n2 0 1 1 1 3:1 after=3\n3 0 1 2 1 3:0.5\n")
     assert [c.id for c in T.closed_prefix(tr.coflows, 2)] == [1]
+
+
+# The emulation's driver, without a fabric: fake agents, the real registry ----------------------
+
+class FakeAgents:
+    """Agents that 'deliver' a flow after bytes / rate, one flow at a time per receiver."""
+
+    def __init__(self, rate_Bps=2e6):
+        import queue
+        self.events = queue.Queue()
+        self.ips = {f"h{i}": f"10.0.0.{i}" for i in range(16)}
+        self.port, self.errors, self.rate = 5001, [], rate_Bps
+        self.busy: dict = {}
+        self.sends = []
+        self.timers = []
+
+    def send(self, host, cmd):
+        import threading
+        import time
+        now = time.time()
+        self.sends.append((now, host, cmd))
+        t = max(now, self.busy.get(cmd["dst"], 0.0)) + cmd["bytes"] / self.rate
+        self.busy[cmd["dst"]] = t
+        ev = {"run": cmd["run"], "coflow": cmd["coflow"], "flow": cmd["flow"]}
+        tm = threading.Timer(t - now, lambda: (
+            self.events.put((host, {"ev": "done", **ev, "bytes": cmd["bytes"], "t": t})),
+            self.events.put((host, {"ev": "sent", **ev, "t_start": now, "t_end": t}))))
+        tm.start()
+        self.timers.append(tm)
+
+
+DRIVER_TRACE = """16 4
+1 0 1 0 1 8:120
+1 0 2 0 1 1 8:60 wave=2
+2 0 1 2 1 9:60 after=1
+3 0 1 3 1 10:20 pipe=2
+"""
+
+
+def test_driver_releases_waves_and_children_through_the_api(tmp_path):
+    """The emulation's driver on a small DAG: a wave is AddFlows (a new host pair) and Update (a
+    pair the coflow has: the flow grows) under the coflow's CoflowId; a child registers with its
+    parent (Aalo's ids); nothing starts before its predecessors allow."""
+    from coflow.api.registry import CoflowRegistry
+    from coflow.emu import plan as P
+    from coflow.emu.driver import drive
+    p = tmp_path / "dag.txt"
+    p.write_text(DRIVER_TRACE)
+    plan = P.build_plan(T.read_trace(str(p)), [f"h{i}" for i in range(16)], 10, 16e6,
+                        bytes_factor=1e-3, time_factor=1.0)
+    assert plan.dynamics is not None and [c.bytes for c in plan.coflows] == [120_000, 60_000, 60_000, 20_000]
+    reg = CoflowRegistry([f"h{i}" for i in range(16)])
+    calls = []
+
+    def register(flows, **kw):
+        calls.append(("register", kw))
+        return str(reg.register(flows, **kw).cid)
+
+    def add_flows(cid, flows):
+        calls.append(("add_flows", cid, [(s, d) for s, d, _ in flows]))
+        reg.add_flows(cid, flows)
+
+    def update(cid, sizes):
+        calls.append(("update", cid, dict(sizes)))
+        reg.update(cid, sizes=sizes)
+
+    def unregister(cid):
+        calls.append(("unregister", cid))
+        reg.unregister(cid)
+
+    agents = FakeAgents()
+    res = drive(plan, agents, register, unregister, run=1, clairvoyant=True, timeout_s=20, progress=False,
+                add_flows=add_flows, update=update, lead_s=0.05)
+    assert not res.timed_out and res.errors == [] and len(res.records) == 5
+    assert res.registered == {0: "1.0", 1: "1.0", 2: "1.1", 3: "1.2"}
+    assert calls[0] == ("register", {})
+    assert ("add_flows", "1.0", [("h1", "h8")]) in calls
+    assert ("update", "1.0", {0: 150_000}) in calls          # h0 -> h8 grows by wave 2's 30 kB
+    assert ("register", {"parent": "1.0"}) in calls and ("register", {"parent": "1.1"}) in calls
+    assert [c for c in calls if c[0] == "unregister"] == [("unregister", "1.0"), ("unregister", "1.1"),
+                                                         ("unregister", "1.2")]
+    done = {k: max(r.t_done for r in res.records if r.coflow == k) - res.t0 for k in range(4)}
+    disp = {k: t - res.t0 for k, t in res.dispatched_at.items()}
+    assert disp[1] >= done[0]                                  # wave 2 after wave 1
+    assert disp[2] >= done[1] and res.start[1] >= res.complete[0]   # barrier child after coflow 1
+    assert abs(disp[3] - disp[2]) < 0.2                        # pipelined child with its parent
+    assert res.complete[2] >= res.complete[1] and res.complete[2] >= done[3]
+    recs, jobs = P.dynamic_report_records(plan, res.start, res.complete, res.registered)
+    assert [r["coflow_id"] for r in recs] == ["1.0", "1.1", "1.2"] and len(jobs) == 1
+    assert jobs[0]["jct_s"] >= jobs[0]["critical_path_s"] * 0.99
