@@ -268,7 +268,7 @@ def _settings(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=dynamic_traces())
 def test_dynamics_properties(name, inst):
     """Capacity never exceeded; every byte delivered; no wave or child starts before its
@@ -315,7 +315,7 @@ def test_dynamics_properties(name, inst):
 
 
 @pytest.mark.parametrize("name", ["fair", "sebf", "dclas", "pfp"])
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=dynamic_traces(), reschedule=st.sampled_from(["flow", "coflow"]))
 def test_dynamic_path_on_a_plain_trace_equals_the_plain_path(name, inst, reschedule):
     """The release machinery on a trace without waves or edges changes nothing."""

@@ -333,10 +333,10 @@ def dynamic_records(wl: Workload, admitted: np.ndarray, start: np.ndarray, compl
     out = []
     for j, cs in sorted(jobs.items()):
         arr = min(float(wl.arrival[dyn.first_unit[c]]) for c in cs if not dyn.after[c] and not dyn.pipe[c])
-        fin = [recs[c]["finish_s"] for c in cs]
-        ok = all(f is not None for f in fin)
+        ok = all(recs[c]["finish_s"] is not None for c in cs)
+        fin = max(float(complete[c]) for c in cs) if ok else None
         out.append({"job": j, "coflows": len(cs), "ids": [int(dyn.ids[c]) for c in cs], "arrival_s": arr,
-                    "finish_s": max(fin) if ok else None, "jct_s": max(fin) - arr if ok else None,
+                    "finish_s": fin, "jct_s": fin - arr if fin is not None else None,
                     "critical_path_s": float(max(f_lb[c] for c in cs) - arr)})
     return recs, out
 
@@ -460,7 +460,7 @@ def tpcds_dags(queries: int = 20, ports: int = 16, seed: int = 1, load: float = 
     total = 0.0
     for _ in range(queries):
         J = int(rng.choice([1, 2, 3, 4], p=[0.3, 0.3, 0.25, 0.15]))
-        lines = []  # (key, mappers, reducers, parents)
+        lines: list[tuple[str, list[int], list[tuple[int, float]], list[str]]] = []  # key, mappers, reducers, parents
         f_mb = min(100.0 * (1 + rng.pareto(1.2)), 20000.0)
         f_red = ports_(P // 2, P)
         lines.append(("F", ports_(P // 2, P), spread(f_mb, f_red), []))
@@ -486,7 +486,8 @@ def tpcds_dags(queries: int = 20, ports: int = 16, seed: int = 1, load: float = 
         idof = {}
         for key, m, r, parents in lines:
             idof[key] = nid
-            after, pipe = [], []
+            after: list[int] = []
+            pipe: list[int] = []
             for p in parents:
                 (after if rng.random() < barrier_fraction else pipe).append(idof[p])
             specs.append(CoflowSpec(nid, int(t), m, r, after=tuple(after), pipe=tuple(pipe)))

@@ -364,6 +364,7 @@ def job_records(wl: Workload, res: SimResult, capacity, coflows: list[dict] | No
     from .dynamics import dynamic_records, plain_jobs
     if wl.dynamics is None:
         return plain_jobs(coflows if coflows is not None else coflow_records(wl, res, capacity))
+    assert res.start is not None and res.complete is not None
     return dynamic_records(wl, res.admitted, res.start, res.complete, _iso(wl, capacity))[1]
 
 
@@ -372,6 +373,7 @@ def coflow_records(wl: Workload, res: SimResult, capacity) -> list[dict]:
     iso = _iso(wl, capacity)
     if wl.dynamics is not None:
         from .dynamics import dynamic_records
+        assert res.start is not None and res.complete is not None
         return dynamic_records(wl, res.admitted, res.start, res.complete, iso)[0]
     cof = wl.coflow_of_flow()
     total = np.bincount(cof, wl.size, wl.ncoflows)

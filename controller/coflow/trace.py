@@ -238,7 +238,7 @@ def _annotations(toks: list[str], path: str, ln: int) -> dict:
         if key not in ANNOTATIONS:
             raise TraceError(path, ln, key or "line", f"unknown annotation {tok!r} (known: {', '.join(ANNOTATIONS)})")
         if key in out:
-            raise TraceError(path, ln, key, f"given twice")
+            raise TraceError(path, ln, key, "given twice")
         if key == "wave":
             w = _int(val, path, ln, "wave")
             if w < 1:
