@@ -90,6 +90,10 @@ def cmd_trace_stats(args):
     print(f"{args.file}: {st['ports']} ports, {st['coflows']} coflows, {st['flows']} flows "
           f"({st['convention']}), {st['bytes'] / 2**30:.2f} GiB, arrivals over {st['span_s']:.1f} s, "
           f"widest coflow {st['max_width']} flows")
+    if "jobs" in st:
+        print(f"runtime dynamics: {st['trace_coflows']} coflows in {st['lines']} lines (up to {st['waves_max']} "
+              f"waves), {st['jobs']} jobs, {st['after_edges']} Starts-After and {st['pipe_edges']} "
+              f"Finishes-Before edges; counts and bins below are per line")
     print(f"{'bin':<5}{'coflows':>9}{'% coflows':>11}{'% bytes':>10}")
     for b in T.BINS:
         x = st["bins"][b]

@@ -108,7 +108,13 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     ``incremental``: schedulers that have an event-driven form (``sched.incremental``: pfp,
     with one capacity on every link) run in it, which keeps their state between events and
     touches only the flows that start, stop or finish (:func:`_simulate_incremental`); None
-    (the default) uses it where it applies, False never.  Both give the same result."""
+    (the default) uses it where it applies, False never.  Both give the same result.
+
+    A workload with runtime dynamics (``wl.dynamics``: waves, restarted tasks, DAGs of coflows;
+    :mod:`coflow.dynamics`) runs in the generic loop: each unit (a trace line) joins the active
+    set when the shared :class:`~coflow.dynamics.Releaser` releases it, with its coflow's id,
+    arrival and bytes sent so far; the result then carries each trace coflow's ``start`` and
+    ``complete`` and each unit's ``released``.  Plain workloads take the loop as before."""
     if reschedule not in RESCHEDULE:
         raise ValueError(f"reschedule must be one of {', '.join(RESCHEDULE)}, not {reschedule!r}")
     per_coflow = reschedule == "coflow"

@@ -479,7 +479,14 @@ def stats(wl: Workload) -> dict:
             "pct_bytes": 100.0 * total[m].sum() / allb,
         }
     span = float(wl.arrival[-1] - wl.arrival[0]) if wl.ncoflows else 0.0
-    return {
+    if wl.dynamics is not None:   # bins above are per line (wave); these count the dynamics
+        d = wl.dynamics
+        extra = {"lines": wl.ncoflows, "trace_coflows": d.ncoflows, "jobs": len(set(d.job.tolist())),
+                 "waves_max": int(max(len(d.units_of(c)) for c in range(d.ncoflows))),
+                 "after_edges": sum(map(len, d.after)), "pipe_edges": sum(map(len, d.pipe))}
+    else:
+        extra = {}
+    return {**extra, 
         "ports": wl.ports,
         "coflows": wl.ncoflows,
         "flows": wl.nflows,
