@@ -392,6 +392,11 @@ def test_cli_generators(tmp_path, capsys):
     import json
     s = json.loads(rep.read_text())["summary"]
     assert s["jobs"] == 4 and s["jobs_completed"] == 4 and s["avg_jct_s"] >= s["avg_cct_s"]
+    cmp = tmp_path / "c.json"
+    assert main(["compare", "--trace", str(d), "--schedulers", "fair,sebf", "--quiet", "--json", str(cmp)]) == 0
+    rows = json.loads(cmp.read_text())["table"]["rows"]
+    assert rows["fair"]["jct_avg"] == 1.0
+    assert rows["sebf"]["jct_avg"] == pytest.approx(rows["fair"]["avg_jct_s"] / rows["sebf"]["avg_jct_s"])
     assert main(["trace", "waves", BUNDLED, "-o", str(tmp_path / "x.txt")]) == 2
 
 
