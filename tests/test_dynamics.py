@@ -492,6 +492,8 @@ def test_driver_releases_waves_and_children_through_the_api(tmp_path):
     assert disp[2] >= done[1] and res.start[1] >= res.complete[0]   # barrier child after coflow 1
     assert abs(disp[3] - disp[2]) < 0.2                        # pipelined child with its parent
     assert res.complete[2] >= res.complete[1] and res.complete[2] >= done[3]
+    # lateness and the timeline count from each unit's release, not its line's arrival
+    assert max(res.late_s) < 0.5 and all(0 <= f["dispatched"] < 0.5 for f in res.timeline(plan))
     recs, jobs = P.dynamic_report_records(plan, res.start, res.complete, res.registered)
     assert [r["coflow_id"] for r in recs] == ["1.0", "1.1", "1.2"] and len(jobs) == 1
     assert jobs[0]["jct_s"] >= jobs[0]["critical_path_s"] * 0.99

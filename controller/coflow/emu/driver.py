@@ -263,6 +263,8 @@ class ModeResult:
         out = []
         for k, c in enumerate(plan.coflows):
             a = self.t0 + c.arrival_s
+            if self.released is not None and np.isfinite(self.released[k]):
+                a = self.t0 + float(self.released[k])   # a wave or child: from its release
             d = self.dispatched_at.get(k)
             for f in c.flows:
                 st = self.sender_times.get((k, f.index))
@@ -409,7 +411,8 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[..., str],
         for host, cmds in send_commands(plan, k, cid, run, agents.ips, agents.port, reuse, wait).items():
             for cmd in cmds:
                 agents.send(host, cmd)
-        res.late_s.append(res.dispatched_at[k] - (t0 + plan.coflows[k].arrival_s))
+        due = plan.coflows[k].arrival_s if dyn is None else float(dyn.rel.released[k])
+        res.late_s.append(res.dispatched_at[k] - (t0 + due))
 
     try:
         while done < N:
