@@ -57,8 +57,10 @@ def _capacity(args) -> float:
 
 def _load(args) -> T.Workload:
     tr = T.read_trace(args.trace, allow_unsorted=getattr(args, "allow_unsorted", False))
+    if tr.dynamic and getattr(args, "first", None):   # waves / DAGs: cut whole coflows and jobs
+        tr = T.Trace(tr.ports, T.closed_prefix(tr.coflows, args.first), tr.path)
     wl = T.expand(tr, args.convention)
-    if getattr(args, "first", None):
+    if getattr(args, "first", None) and wl.dynamics is None:
         wl = wl.subset(min(args.first, wl.ncoflows))
     return wl
 
@@ -67,12 +69,13 @@ def run_one(wl, name: str, settings: dict[str, str], capacity: float, progress: 
             reschedule: str = "flow") -> dict:
     from .report import make_report
     from .sched import make_scheduler, params_dict
-    from .sim import coflow_records, simulate
+    from .sim import coflow_records, job_records, simulate
 
     s = make_scheduler(name, settings)
     res = simulate(wl, s, capacity, progress=progress, label=name, rtol=rtol, reschedule=reschedule)
     recs = coflow_records(wl, res, capacity)
-    return make_report(name, params_dict(s), wl.ports, recs, res.wall_s, events=res.events,
+    return make_report(name, params_dict(s), wl.ports, recs, res.wall_s, jobs=job_records(wl, res, capacity, recs),
+                       events=res.events,
                        capacity_Bps=capacity, convention=wl.convention, rtol=rtol, reschedule=reschedule)
 
 
@@ -87,6 +90,10 @@ def cmd_trace_stats(args):
     print(f"{args.file}: {st['ports']} ports, {st['coflows']} coflows, {st['flows']} flows "
           f"({st['convention']}), {st['bytes'] / 2**30:.2f} GiB, arrivals over {st['span_s']:.1f} s, "
           f"widest coflow {st['max_width']} flows")
+    if "jobs" in st:
+        print(f"runtime dynamics: {st['trace_coflows']} coflows in {st['lines']} lines (up to {st['waves_max']} "
+              f"waves), {st['jobs']} jobs, {st['after_edges']} Starts-After and {st['pipe_edges']} "
+              f"Finishes-Before edges; counts and bins below are per line")
     print(f"{'bin':<5}{'coflows':>9}{'% coflows':>11}{'% bytes':>10}")
     for b in T.BINS:
         x = st["bins"][b]
@@ -115,6 +122,36 @@ def cmd_trace_scale(args):
     print(f"wrote {args.output}: {len(out.coflows)} coflows on {out.ports} ports "
           f"(bytes x{args.bytes_factor:g}, time x{args.time_factor:g}); preserved: coflow order, ids, "
           f"total bytes per coflow (scaled), arrival times (scaled); mappers/reducers on one port merged")
+    return 0
+
+
+def cmd_trace_waves(args):
+    from . import dynamics as D
+    tr = T.read_trace(args.file, allow_unsorted=args.allow_unsorted)
+    if args.table4 is not None:
+        mix = D.TABLE4_MIXES[args.table4]
+    elif args.mix:
+        try:
+            mix = tuple(float(x) for x in args.mix.split(","))
+        except ValueError:
+            raise UsageError(f"--mix {args.mix!r}: expected fractions like 0.9,0.1") from None
+    else:
+        mix = None
+    if (mix is None) == (args.max_waves is None):
+        raise UsageError("give one of --max-waves, --mix, --table4")
+    out = D.split_waves(tr, max_waves=args.max_waves, mix=mix)
+    out.write(args.output)
+    got = ", ".join(f"{w}: {100 * f:.1f}%" for w, f in enumerate(D.wave_mix(out), 1))
+    print(f"wrote {args.output}: {len(tr.coflows)} coflows in {len(out.coflows)} waves (coflows by waves: {got})")
+    return 0
+
+
+def cmd_trace_dag(args):
+    from .dynamics import tpcds_dags
+    tr = tpcds_dags(args.queries, args.ports, args.seed, args.load, args.barrier_fraction, args.link_gbps * 1e9)
+    tr.write(args.output)
+    print(f"wrote {args.output}: {args.queries} TPC-DS-like query DAGs, {len(tr.coflows)} coflows on "
+          f"{tr.ports} ports (seed {args.seed})")
     return 0
 
 
@@ -291,6 +328,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-unsorted", action="store_true")
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(fn=cmd_trace_scale)
+    p = tr.add_parser("waves", help="split coflows into waves: Aalo's multi-wave workloads (traces/README.md)")
+    p.add_argument("file")
+    p.add_argument("--max-waves", type=int, help="cap concurrent senders at ceil(max mappers / K): at most K waves")
+    p.add_argument("--mix", help="fractions of coflows with 1, 2, ... waves, e.g. 0.9,0.1")
+    p.add_argument("--table4", type=int, choices=(1, 2, 4), help="Aalo Table 4's mix for max waves 1, 2 or 4")
+    p.add_argument("--allow-unsorted", action="store_true")
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(fn=cmd_trace_waves)
+    p = tr.add_parser("dag", help="seeded TPC-DS-like query DAGs of coflows (traces/README.md)")
+    p.add_argument("--queries", type=int, default=20)
+    p.add_argument("--ports", type=int, default=16)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--load", type=float, default=0.5, help="offered load as a fraction of fabric capacity")
+    p.add_argument("--barrier-fraction", type=float, default=0.5, help="share of Starts-After edges (else pipelined)")
+    p.add_argument("--link-gbps", type=float, default=1.0)
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(fn=cmd_trace_dag)
 
     p = sub.add_parser("sim", help="simulate one scheduler on a trace")
     _sim_common(p)

@@ -70,6 +70,11 @@ class SimResult:
     events: int
     wall_s: float
     max_overload: float  # max over events of (link load / capacity) - 1; <= ~0 when feasible
+    #: a workload with runtime dynamics (waves, DAGs): per trace coflow, its start and its
+    #: completion (absolute s, nan if never); ``finish`` above is then per unit (trace line)
+    start: np.ndarray | None = None
+    complete: np.ndarray | None = None
+    released: np.ndarray | None = None  # per unit: its release time (nan if never)
 
 
 def isolation_times(wl: Workload, cap_up: np.ndarray, cap_down: np.ndarray) -> np.ndarray:
@@ -103,7 +108,13 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     ``incremental``: schedulers that have an event-driven form (``sched.incremental``: pfp,
     with one capacity on every link) run in it, which keeps their state between events and
     touches only the flows that start, stop or finish (:func:`_simulate_incremental`); None
-    (the default) uses it where it applies, False never.  Both give the same result."""
+    (the default) uses it where it applies, False never.  Both give the same result.
+
+    A workload with runtime dynamics (``wl.dynamics``: waves, restarted tasks, DAGs of coflows;
+    :mod:`coflow.dynamics`) runs in the generic loop: each unit (a trace line) joins the active
+    set when the shared :class:`~coflow.dynamics.Releaser` releases it, with its coflow's id,
+    arrival and bytes sent so far; the result then carries each trace coflow's ``start`` and
+    ``complete`` and each unit's ``released``.  Plain workloads take the loop as before."""
     if reschedule not in RESCHEDULE:
         raise ValueError(f"reschedule must be one of {', '.join(RESCHEDULE)}, not {reschedule!r}")
     per_coflow = reschedule == "coflow"
@@ -112,8 +123,9 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     caps = np.broadcast_to(np.asarray(capacity, dtype=float), (2 * P,)).copy() if np.ndim(capacity) else np.full(2 * P, float(capacity))
     # (the greedy grants nothing below its relative tolerance: capacities that small take the
     # generic loop, which reports that no flow can progress)
+    dyn = wl.dynamics
     can = (getattr(sched, "incremental", False) and 0 < P * P <= INCREMENTAL_MAX_PAIRS
-           and caps.min() == caps.max() > REL_TOL)
+           and caps.min() == caps.max() > REL_TOL and dyn is None)
     if incremental and not can:
         raise ValueError(f"{sched.name} has no incremental form for these capacities and {P} ports")
     if can and incremental is not False:
@@ -140,9 +152,28 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     clair = sched.clairvoyant
     # without a terminal (logs, CI), long runs print a progress line every ``LOG_EVERY_S``
     log_at = t0 + LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
-    while nxt < C or act.rem.size:
+    # runtime dynamics (coflow.dynamics): units (waves, DAG coflows) start when released
+    rel = None
+    ids_v, arr_v = wl.ids, wl.arrival
+    if dyn is not None:
+        from .dynamics import Releaser
+        rel = Releaser(dyn, wl.arrival, cf_total <= 0)
+        ids_v, arr_v = dyn.view_id, rel.view_arrival
+        nxt = C
+        t = rel.next_time if rel.pending else 0.0
+    while nxt < C or act.rem.size or (rel is not None and rel.pending):
         # arrivals at t
-        if nxt < C and wl.arrival[nxt] <= t + 1e-12:
+        if rel is not None:
+            if rel.next_time <= t + 1e-12:
+                units = rel.due(t, cf_sent)
+                if units:
+                    act.add_units(wl, np.asarray(units, dtype=np.int64))
+            if act.rem.size == 0:
+                if rel.pending:
+                    t = max(t, rel.next_time)
+                    continue
+                break
+        elif nxt < C and wl.arrival[nxt] <= t + 1e-12:
             j, fl, nonempty = _arrivals(wl, cof, nxt, t, finish)
             act.add(wl, cof, np.arange(nxt, j)[nonempty], fl)
             nxt = j
@@ -165,7 +196,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         v = View(
             now=t, ports=P, cap_up=cap_up, cap_down=cap_down,
             src=act.src, dst=act.dst, sent=act.sent, cf=act.pos, reducer=act.red,
-            cf_id=wl.ids[acf], cf_arrival=wl.arrival[acf], cf_sent=cf_sent[acf], cf_lo=cf_lo,
+            cf_id=ids_v[acf], cf_arrival=arr_v[acf], cf_sent=cf_sent[acf], cf_lo=cf_lo,
             remaining=act.rem if clair else None,
             cf_deadline=None if deadline_abs is None else deadline_abs[acf],
             cf_total=cf_total[acf] if clair else None,
@@ -193,7 +224,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             cf_lo = act.cf_lo()
             dt_c = _horizon(per_coflow, act.rem, rates, cf_lo)[0]
         # the next event: a completion, an arrival or the scheduler's own
-        t_arr = float(wl.arrival[nxt]) if nxt < C else INF
+        t_arr = float(wl.arrival[nxt]) if nxt < C else (INF if rel is None else rel.next_time)
         t_ev = alloc.next_event if alloc.next_event > t else INF
         t_next = min(t + dt_c, t_arr, t_ev)
         if alloc.next_event <= t:
@@ -221,10 +252,16 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
         gone = act.drop_finished()
         if gone is not None:
             finish[gone] = t
+            if rel is not None:
+                rel.done(gone, t)
             if bar is not None:
                 bar.update(gone.size)
     if bar is not None:
         bar.close()
+    if rel is not None:
+        finish = rel.unit_done   # every unit that finished (also those without bytes)
+        return SimResult(finish, admitted, events, time.perf_counter() - t0, max_over, rel.start, rel.complete,
+                         rel.released)
     return SimResult(finish, admitted, events, time.perf_counter() - t0, max_over)
 
 
@@ -257,6 +294,24 @@ class _Active:
         self.rem = np.concatenate([self.rem, sizes])
         self.sent = np.concatenate([self.sent, np.zeros(sizes.size)])
         self.pos = np.concatenate([self.pos, np.searchsorted(self.acf, cof[fl])])
+        self.cnt = np.bincount(self.pos, minlength=self.acf.size)
+
+    def add_units(self, wl: Workload, units: np.ndarray) -> None:
+        """Units ``units`` (a workload with dynamics: released in this order, any index order)
+        start with their flows that have bytes; they take the next positions."""
+        parts = [np.arange(a, b) for a, b in zip(wl.flow_lo[units].tolist(), wl.flow_lo[units + 1].tolist())]
+        parts = [p[wl.size[p] > 0] for p in parts]
+        fl = np.concatenate(parts)
+        n = self.acf.size
+        self.acf = np.concatenate([self.acf, units])
+        self.src = np.concatenate([self.src, wl.src[fl]])
+        self.dst = np.concatenate([self.dst, wl.dst[fl]])
+        self.red = np.concatenate([self.red, wl.reducer[fl]])
+        sizes = wl.size[fl]
+        self.rem = np.concatenate([self.rem, sizes])
+        self.sent = np.concatenate([self.sent, np.zeros(sizes.size)])
+        local = np.repeat(np.arange(units.size), [p.size for p in parts])
+        self.pos = np.concatenate([self.pos, n + local])
         self.cnt = np.bincount(self.pos, minlength=self.acf.size)
 
     def admit(self, admitted: np.ndarray, rates: np.ndarray) -> np.ndarray:
@@ -303,10 +358,29 @@ def _progress_bar(progress: bool, total: int, desc: str):
         return None
 
 
-def coflow_records(wl: Workload, res: SimResult, capacity) -> list[dict]:
+def _iso(wl: Workload, capacity) -> np.ndarray:
     P = wl.ports
     caps = np.broadcast_to(np.asarray(capacity, dtype=float), (2 * P,)) if np.ndim(capacity) else np.full(2 * P, float(capacity))
-    iso = isolation_times(wl, caps[:P], caps[P:])
+    return isolation_times(wl, caps[:P], caps[P:])
+
+
+def job_records(wl: Workload, res: SimResult, capacity, coflows: list[dict] | None = None) -> list[dict]:
+    """One record per job (``coflow.dynamics``): a DAG of coflows, or a coflow on its own (then
+    JCT = CCT). ``coflows``: this run's :func:`coflow_records`, if already made."""
+    from .dynamics import dynamic_records, plain_jobs
+    if wl.dynamics is None:
+        return plain_jobs(coflows if coflows is not None else coflow_records(wl, res, capacity))
+    assert res.start is not None and res.complete is not None
+    return dynamic_records(wl, res.admitted, res.start, res.complete, _iso(wl, capacity))[1]
+
+
+def coflow_records(wl: Workload, res: SimResult, capacity) -> list[dict]:
+    """One record per coflow of the trace (a multi-wave coflow's waves merged into one)."""
+    iso = _iso(wl, capacity)
+    if wl.dynamics is not None:
+        from .dynamics import dynamic_records
+        assert res.start is not None and res.complete is not None
+        return dynamic_records(wl, res.admitted, res.start, res.complete, iso)[0]
     cof = wl.coflow_of_flow()
     total = np.bincount(cof, wl.size, wl.ncoflows)
     length = np.zeros(wl.ncoflows)

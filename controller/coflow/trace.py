@@ -8,17 +8,36 @@ Format (coflow/coflow-benchmark README)::
 Validation is strict: every problem raises :class:`TraceError` whose message is one line,
 ``file:line: field: problem``.  The CLI turns it into exit code 2 and writes no output.
 
+Runtime dynamics (an extension; plain coflow-benchmark files are valid as they are): a line may
+end with annotations ``key=value`` after its reducers::
+
+    <id> <arrival ms> <#mappers> <mappers...> <#reducers> <reducers...> [wave=N] [restart=1] [after=ID,...] [pipe=ID,...]
+
+- ``wave=N`` (N >= 2): wave N of coflow ``id`` (the same id, the same CoflowId): its flows start
+  when wave N-1's flows have all finished, and not before the line's arrival (a bound, so the
+  sorting rule below concerns first lines only).  Waves 2.. follow wave 1 (the line without
+  ``wave=``) in the file, in order, without gaps.
+- ``restart=1`` (on a wave line): the wave re-runs restarted tasks; treated as a wave ([AALO] 5.2)
+  and counted in the report as restarted bytes.
+- ``after=ID,...``: Starts-After (barrier) edges: the coflow starts when all these coflows are
+  complete.  ``pipe=ID,...``: Finishes-Before (pipelined) edges: it may start once these have
+  started, but it is not complete before they are.  Only on a coflow's first line.
+
+The header counts lines.  See :mod:`coflow.dynamics` for the semantics and traces/README.md.
+
 Arrival order: lines whose arrival time is smaller than the previous line's are an error by
 default.  ``allow_unsorted=True`` (CLI ``--allow-unsorted``) accepts them with one warning and
 sorts coflows by (arrival, file order), which is what a replay needs anyway.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tempfile
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +76,14 @@ class CoflowSpec:
     mappers: list[int]
     reducers: list[tuple[int, float]]  # (port, MB)
     line: int = 0
+    wave: int = 1  # runtime dynamics (module doc): wave number within the coflow
+    restart: bool = False  # the wave re-runs restarted tasks
+    after: tuple[int, ...] = ()  # Starts-After parents (coflow ids)
+    pipe: tuple[int, ...] = ()  # Finishes-Before parents (coflow ids)
+
+    @property
+    def dynamic(self) -> bool:
+        return self.wave != 1 or bool(self.after) or bool(self.pipe)
 
     @property
     def total_mb(self) -> float:
@@ -68,6 +95,11 @@ class Trace:
     ports: int
     coflows: list[CoflowSpec]
     path: str = "<memory>"
+
+    @property
+    def dynamic(self) -> bool:
+        """Whether any line has waves or DAG edges (runtime dynamics)."""
+        return any(c.dynamic for c in self.coflows)
 
     def write(self, path: str) -> None:
         write_trace(self, path)
@@ -110,6 +142,7 @@ def parse_trace(text: str, path: str = "<string>", allow_unsorted: bool = False)
 
     coflows: list[CoflowSpec] = []
     seen: dict[int, int] = {}
+    waves: dict[int, int] = {}  # coflow id -> last wave number read
     last_arrival = -math.inf
     unsorted_at = None
     for ln, raw in enumerate(lines[1:], start=2):
@@ -119,8 +152,6 @@ def parse_trace(text: str, path: str = "<string>", allow_unsorted: bool = False)
         if len(tok) < 4:
             raise TraceError(path, ln, "line", f"truncated: {len(tok)} fields, need at least 4")
         cid = _int(tok[0], path, ln, "id")
-        if cid in seen:
-            raise TraceError(path, ln, "id", f"duplicate coflow id {cid} (first on line {seen[cid]})")
         arrival = _num(tok[1], path, ln, "arrival")
         if arrival < 0:
             raise TraceError(path, ln, "arrival", f"negative arrival time {tok[1]}")
@@ -141,8 +172,23 @@ def parse_trace(text: str, path: str = "<string>", allow_unsorted: bool = False)
         rest = tok[4 + nm:]
         if len(rest) < nr:
             raise TraceError(path, ln, "reducers", f"truncated: #reducers={nr} but only {len(rest)} fields follow")
-        if len(rest) > nr:
-            raise TraceError(path, ln, "line", f"{len(rest) - nr} unexpected extra field(s) after the reducers")
+        ann = _annotations(rest[nr:], path, ln)
+        rest = rest[:nr]
+        wave = ann.get("wave", 1)
+        if wave == 1:
+            if cid in seen:
+                raise TraceError(path, ln, "id", f"duplicate coflow id {cid} (first on line {seen[cid]})")
+        else:
+            if cid not in seen:
+                raise TraceError(path, ln, "wave", f"wave {wave} of coflow {cid}, which has no wave-1 line before it")
+            if wave != waves[cid] + 1:
+                raise TraceError(path, ln, "wave", f"wave {wave} of coflow {cid} follows wave {waves[cid]} "
+                                                   f"(waves must be numbered 1, 2, 3, ... in file order)")
+            if "after" in ann or "pipe" in ann:
+                raise TraceError(path, ln, "after" if "after" in ann else "pipe",
+                                 "DAG edges belong on the coflow's first line, not on a wave line")
+        if ann.get("restart") and wave == 1:
+            raise TraceError(path, ln, "restart", "restart=1 needs wave=N (N >= 2): a restarted task is a later wave")
         reducers = []
         for k, r in enumerate(rest):
             if r.count(":") != 1:
@@ -155,19 +201,109 @@ def parse_trace(text: str, path: str = "<string>", allow_unsorted: bool = False)
             if mb < 0:
                 raise TraceError(path, ln, f"reducer[{k}].MB", f"negative size {ms}")
             reducers.append((p, mb))
-        if arrival < last_arrival and unsorted_at is None:
+        # (a wave line's arrival is only the earliest its wave may start: not an arrival)
+        if wave == 1 and arrival < last_arrival and unsorted_at is None:
             unsorted_at = ln
             if not allow_unsorted:
                 raise TraceError(path, ln, "arrival", f"{tok[1]} ms is earlier than the previous line's {last_arrival:g} ms (arrivals must be sorted; --allow-unsorted sorts them)")
-        last_arrival = max(last_arrival, arrival)
-        seen[cid] = ln
-        coflows.append(CoflowSpec(cid, arrival, mappers, reducers, ln))
+        if wave == 1:
+            last_arrival = max(last_arrival, arrival)
+        if wave == 1:
+            seen[cid] = ln
+        waves[cid] = wave
+        coflows.append(CoflowSpec(cid, arrival, mappers, reducers, ln, wave, bool(ann.get("restart", 0)),
+                                  ann.get("after", ()), ann.get("pipe", ())))
     if len(coflows) != ncoflows:
         raise TraceError(path, 1, "coflows", f"header says {ncoflows} coflows, file has {len(coflows)}")
+    _check_dag(coflows, seen, path)
     if unsorted_at is not None:
         warnings.warn(f"{path}:{unsorted_at}: arrival: arrivals not sorted; sorted by arrival time", stacklevel=2)
-        coflows.sort(key=lambda c: c.arrival_ms)  # stable: ties keep file order
+        first_arrival = {c.id: c.arrival_ms for c in coflows if c.wave == 1}
+        # stable: ties keep file order, and a coflow's waves stay after its first line
+        coflows.sort(key=lambda c: first_arrival[c.id])
     return Trace(ports, coflows, path)
+
+
+ANNOTATIONS = ("wave", "restart", "after", "pipe")
+
+
+def _annotations(toks: list[str], path: str, ln: int) -> dict:
+    """The ``key=value`` fields after the reducers (module doc)."""
+    out: dict = {}
+    for tok in toks:
+        key, eq, val = tok.partition("=")
+        if not eq:
+            raise TraceError(path, ln, "line", f"unexpected extra field {tok!r} after the reducers "
+                                               f"(annotations are key=value: {', '.join(ANNOTATIONS)})")
+        if key not in ANNOTATIONS:
+            raise TraceError(path, ln, key or "line", f"unknown annotation {tok!r} (known: {', '.join(ANNOTATIONS)})")
+        if key in out:
+            raise TraceError(path, ln, key, "given twice")
+        if key == "wave":
+            w = _int(val, path, ln, "wave")
+            if w < 1:
+                raise TraceError(path, ln, "wave", f"must be >= 1, got {w}")
+            out[key] = w
+        elif key == "restart":
+            if val not in ("0", "1"):
+                raise TraceError(path, ln, "restart", f"must be 0 or 1, got {val!r}")
+            out[key] = val == "1"
+        else:
+            ids = [_int(x, path, ln, key) for x in val.split(",")] if val else []
+            if not ids:
+                raise TraceError(path, ln, key, "expected one or more coflow ids, e.g. after=3,5")
+            if len(set(ids)) != len(ids):
+                raise TraceError(path, ln, key, f"a parent listed twice in {val!r}")
+            out[key] = tuple(ids)
+    if set(out.get("after", ())) & set(out.get("pipe", ())):
+        both = sorted(set(out["after"]) & set(out["pipe"]))
+        raise TraceError(path, ln, "pipe", f"parent {both[0]} is both a Starts-After and a Finishes-Before parent")
+    return out
+
+
+def _check_dag(coflows: list[CoflowSpec], first_line: dict[int, int], path: str) -> None:
+    """Every parent is a coflow of the trace and the edges have no cycle (each error names the
+    line of the child, or of the first coflow on the cycle, in file order)."""
+    parents: dict[int, tuple[int, ...]] = {}
+    for c in coflows:
+        if c.wave != 1:
+            continue
+        for key, ps in (("after", c.after), ("pipe", c.pipe)):
+            for p in ps:
+                if p not in first_line:
+                    raise TraceError(path, c.line, key, f"unknown parent coflow {p}")
+                if p == c.id:
+                    raise TraceError(path, c.line, key, f"coflow {c.id} is its own parent")
+        if c.after or c.pipe:
+            parents[c.id] = c.after + c.pipe
+    if not parents:
+        return
+    state: dict[int, int] = {}  # 1 on the DFS stack, 2 done
+    for start in sorted(parents, key=lambda i: first_line[i]):
+        if state.get(start):
+            continue
+        stack = [(start, iter(parents.get(start, ())))]
+        state[start] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+                continue
+            if state.get(nxt) == 1:
+                cyc = [n for n, _ in stack]
+                cyc = cyc[cyc.index(nxt):]
+                first = min(cyc, key=lambda i: first_line[i])
+                k = cyc.index(first)
+                cyc = cyc[k:] + cyc[:k] + [first]
+                c = next(x for x in coflows if x.id == first and x.wave == 1)
+                raise TraceError(path, c.line, "after" if cyc[1] in c.after else "pipe",
+                                 "cycle of dependencies " + " -> ".join(f"{i}" for i in cyc)
+                                 + " (each depends on the next)")
+            if not state.get(nxt):
+                state[nxt] = 1
+                stack.append((nxt, iter(parents.get(nxt, ()))))
 
 
 def read_trace(path: str, allow_unsorted: bool = False) -> Trace:
@@ -184,7 +320,16 @@ def format_trace(tr: Trace) -> str:
     for c in tr.coflows:
         arr = int(c.arrival_ms) if float(c.arrival_ms).is_integer() else repr(c.arrival_ms)
         red = " ".join(f"{p}:{_fmt_mb(mb)}" for p, mb in c.reducers)
-        out.append(f"{c.id} {arr} {len(c.mappers)} {' '.join(map(str, c.mappers))} {len(c.reducers)} {red}")
+        ann = ""
+        if c.wave != 1:
+            ann += f" wave={c.wave}"
+        if c.restart:
+            ann += " restart=1"
+        if c.after:
+            ann += " after=" + ",".join(map(str, c.after))
+        if c.pipe:
+            ann += " pipe=" + ",".join(map(str, c.pipe))
+        out.append(f"{c.id} {arr} {len(c.mappers)} {' '.join(map(str, c.mappers))} {len(c.reducers)} {red}{ann}")
     return "\n".join(out) + "\n"
 
 
@@ -226,6 +371,10 @@ class Workload:
     reducer: np.ndarray  # global reducer-group id per flow
     convention: str = SPLIT
     deadline: np.ndarray | None = None  # seconds after arrival, or inf
+    #: release rules of a trace with waves or DAG edges (:class:`coflow.dynamics.Dynamics`);
+    #: then each "coflow" here is one trace line (a unit: a wave, or a single-wave coflow) and
+    #: ``arrival`` the line's arrival, the earliest its flows may start
+    dynamics: Any = None
 
     @property
     def ncoflows(self) -> int:
@@ -240,6 +389,9 @@ class Workload:
 
     def subset(self, n: int) -> "Workload":
         """The first ``n`` coflows."""
+        if self.dynamics is not None:
+            raise ValueError("a workload with waves or DAG edges cannot be cut by units: cut the trace "
+                             "(coflow.trace.closed_prefix, or --first before expansion)")
         hi = int(self.flow_lo[n])
         return Workload(self.ports, self.ids[:n], self.arrival[:n], self.flow_lo[: n + 1], self.src[:hi],
                         self.dst[:hi], self.size[:hi], self.reducer[:hi], self.convention,
@@ -281,7 +433,15 @@ def expand(tr: Trace, convention: str = SPLIT) -> Workload:
         size=cat(size, np.float64),
         reducer=cat(red, np.int64),
         convention=convention,
+        dynamics=_dynamics(tr),
     )
+
+
+def _dynamics(tr: Trace):
+    if not tr.dynamic:
+        return None
+    from .dynamics import build_dynamics
+    return build_dynamics(tr.coflows)
 
 
 # Statistics and bins --------------------------------------------------------------------------
@@ -319,7 +479,14 @@ def stats(wl: Workload) -> dict:
             "pct_bytes": 100.0 * total[m].sum() / allb,
         }
     span = float(wl.arrival[-1] - wl.arrival[0]) if wl.ncoflows else 0.0
-    return {
+    if wl.dynamics is not None:   # bins above are per line (wave); these count the dynamics
+        d = wl.dynamics
+        extra = {"lines": wl.ncoflows, "trace_coflows": d.ncoflows, "jobs": len(set(d.job.tolist())),
+                 "waves_max": int(max(len(d.units_of(c)) for c in range(d.ncoflows))),
+                 "after_edges": sum(map(len, d.after)), "pipe_edges": sum(map(len, d.pipe))}
+    else:
+        extra = {}
+    return {**extra, 
         "ports": wl.ports,
         "coflows": wl.ncoflows,
         "flows": wl.nflows,
@@ -405,10 +572,26 @@ def scale(tr: Trace, ports: int, bytes_factor: float = 1.0, time_factor: float =
     if bytes_factor <= 0 or time_factor <= 0:
         raise ValueError("scale factors must be > 0")
     out = []
-    for c in tr.coflows[: first if first else None]:
+    for c in closed_prefix(tr.coflows, first):
         m = sorted({p % ports for p in c.mappers})
         red: dict[int, float] = {}
         for p, mb in c.reducers:
             red[p % ports] = red.get(p % ports, 0.0) + mb * bytes_factor
-        out.append(CoflowSpec(c.id, c.arrival_ms * time_factor, m, sorted(red.items())))
+        out.append(dataclasses.replace(c, arrival_ms=c.arrival_ms * time_factor, mappers=m,
+                                       reducers=sorted(red.items())))
     return Trace(ports, out, tr.path)
+
+
+def closed_prefix(coflows: list[CoflowSpec], first: int | None) -> list[CoflowSpec]:
+    """The first ``first`` lines (all when None or 0), less any line whose coflow's first wave or
+    one of whose parents was cut, and so on transitively: a DAG or a multi-wave coflow is kept
+    whole or not at all where the cut falls inside it (plain traces: just the first lines)."""
+    out = coflows[: first if first else None]
+    if not first or not any(c.dynamic for c in coflows):
+        return out
+    while True:
+        have = {c.id for c in out if c.wave == 1}
+        keep = [c for c in out if c.id in have and all(p in have for p in c.after + c.pipe)]
+        if len(keep) == len(out):
+            return out
+        out = keep

@@ -77,6 +77,37 @@ def _invalid(field: str, message: str) -> ApiError:
     return ApiError("INVALID_ARGUMENT", field, message)
 
 
+def next_cid(next_external: int, next_internal: Mapping[int, int], job: int | None) -> CoflowId:
+    """Aalo's CoflowId rule (Pseudocode 2) as the registry applies it: a coflow of no known job
+    (no parent, no ``external``) opens a new DAG, ``next_external.0``; a stage of job ``j`` (a
+    child of one of j's coflows, or ``external=j``) gets ``j.(1 + the largest internal id issued
+    in j)`` (``next_internal[j]``).  The one place the rule is written: the registry, the
+    simulator's DAG workloads and the emulation's plans use it (:class:`CidAllocator`)."""
+    if job is None:
+        return CoflowId(next_external, 0)
+    return CoflowId(job, next_internal[job])
+
+
+class CidAllocator:
+    """The registry's id assignment without a registry (no hosts, flows or durability): offline
+    users (the simulator's DAG workloads) number coflows as the live API would, registering
+    them in the same order."""
+
+    def __init__(self, next_external: int = 1):
+        self.next_external = next_external
+        self.next_internal: dict[int, int] = {}
+
+    def register(self, parent: CoflowId | None = None, external: int | None = None) -> CoflowId:
+        job = parent.external if parent is not None else external
+        if job is not None and job not in self.next_internal:
+            raise KeyError(f"job {job} is not known")
+        cid = next_cid(self.next_external, self.next_internal, job)
+        if job is None:
+            self.next_external = cid.external + 1
+        self.next_internal[cid.external] = cid.internal + 1
+        return cid
+
+
 def parse_cid(s, field: str = "coflow_id") -> CoflowId:
     """The shared :meth:`CoflowId.parse` rule, its error as INVALID_ARGUMENT naming ``field``."""
     try:
@@ -287,13 +318,10 @@ class CoflowRegistry:
             if job is None:
                 if self._next_external >= EXTERNAL_LIMIT:
                     raise ApiError("RESOURCE_EXHAUSTED", "external", "all 2^32 external ids are used")
-                cid = CoflowId(self._next_external, 0)
-            else:
-                nxt = self._next_internal[job]
-                if nxt >= INTERNAL_LIMIT:
-                    raise ApiError("RESOURCE_EXHAUSTED", "parent" if par is not None else "external",
-                                   f"job {job} has used all {INTERNAL_LIMIT} internal (stage) ids")
-                cid = CoflowId(job, nxt)
+            elif self._next_internal[job] >= INTERNAL_LIMIT:
+                raise ApiError("RESOURCE_EXHAUSTED", "parent" if par is not None else "external",
+                               f"job {job} has used all {INTERNAL_LIMIT} internal (stage) ids")
+            cid = next_cid(self._next_external, self._next_internal, job)
             rec = CoflowRecord(cid=cid, flows=specs, registered_at=float(self.clock()), deadline_s=deadline,
                                parent=par, sent_bytes={}, admitted=True)
             if deadline is not None:

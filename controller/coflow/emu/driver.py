@@ -23,7 +23,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
+
+import numpy as np
 
 from .plan import FlowRecord, Plan
 
@@ -246,6 +248,11 @@ class ModeResult:
     outstanding: list = field(default_factory=list)       # at the end: flows without a report
     dispatched_at: dict = field(default_factory=dict)     # coflow index -> time its sends went out
     sender_times: dict = field(default_factory=dict)      # (coflow, flow) -> (t_start, t_conn, t_end)
+    # a dynamic plan (waves, DAGs): per trace coflow, its start and completion (s after t0), and
+    # per unit its release (coflow.dynamics.Releaser); None for plain plans
+    start: Any = None
+    complete: Any = None
+    released: Any = None
 
     def timeline(self, plan: Plan) -> list[dict]:
         """Per flow, seconds after its coflow's arrival: dispatched (the driver handed the
@@ -256,6 +263,8 @@ class ModeResult:
         out = []
         for k, c in enumerate(plan.coflows):
             a = self.t0 + c.arrival_s
+            if self.released is not None and np.isfinite(self.released[k]):
+                a = self.t0 + float(self.released[k])   # a wave or child: from its release
             d = self.dispatched_at.get(k)
             for f in c.flows:
                 st = self.sender_times.get((k, f.index))
@@ -284,12 +293,89 @@ def _unregister(fn, cid: str, trace_id: int, errors: list) -> None:
         errors.append(f"coflow {trace_id}: unregister: {e}")
 
 
-def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
+class _Dynamic:
+    """The registrations of a dynamic plan (waves, DAGs; ``coflow.dynamics``): released units
+    (the :class:`~coflow.dynamics.Releaser`, clocked in seconds after t0) become API calls.
+    Wave 1 of a coflow: ``register(flows, parent=, external=)`` with the CoflowId of its first
+    parent (Aalo's rule: the child gets ``parent.(1 + max sibling)``), or the job's external id
+    for a second root of a DAG, or nothing (a new DAG: ``next.0``).  A later wave (or restarted
+    tasks): ``add_flows(cid, new pairs)`` under the coflow's CoflowId, and for host pairs the
+    coflow already has, the flow grows (``update`` of its size, clairvoyant modes).  A unit
+    whose parent's registration is still in flight waits for it."""
+
+    def __init__(self, plan: Plan, clairvoyant: bool, register, add_flows, update):
+        from ..dynamics import Releaser
+        self.plan, self.dyn = plan, plan.dynamics
+        self.clairvoyant = clairvoyant
+        self.register, self.add_flows, self.update = register, add_flows, update
+        arr = np.array([c.arrival_s for c in plan.coflows])
+        self.rel = Releaser(self.dyn, arr, np.array([len(c.flows) == 0 for c in plan.coflows]))
+        self.cid: dict[int, str] = {}          # coflow -> CoflowId
+        self.inflight: set[int] = set()        # coflows whose registration is in flight
+        self.job_ext: dict[int, int] = {}      # offline job -> live external id
+        self.pairs: dict[int, dict] = {}       # coflow -> {(src, dst): [flow id, size]}
+        self.ready: list[int] = []             # released units not submitted yet
+
+    def last_wave(self, u: int) -> bool:
+        return int(self.dyn.next_unit[u]) < 0
+
+    def call(self, u: int):
+        """The API call for unit ``u`` as (fn, args, kwargs), or None while it must wait."""
+        d, c = self.dyn, int(self.dyn.coflow[u])
+        flows = registration(self.plan, u, self.clairvoyant)
+        if int(d.prev_unit[u]) < 0:
+            parents = d.after[c] + d.pipe[c]
+            if any(p in self.inflight for p in parents):
+                return None
+            known = [self.cid[p] for p in parents if p in self.cid]
+            if known:
+                return self._register, (c, flows), {"parent": known[0]}
+            job = int(d.job[c])
+            if any(int(d.job[x]) == job for x in self.inflight):
+                return None
+            return self._register, (c, flows), ({"external": self.job_ext[job]} if job in self.job_ext else {})
+        return self._extend, (c, flows), {}
+
+    def _register(self, c: int, flows, **kw) -> str:
+        cid = self.register(flows, **kw)
+        self.pairs[c] = {(s, t): [i, b] for i, (s, t, b) in enumerate(flows)}
+        return cid
+
+    def _extend(self, c: int, flows) -> str:
+        cid, pairs = self.cid[c], self.pairs[c]
+        new, grow = [], {}
+        for s, t, b in flows:
+            if (s, t) in pairs:
+                if b is not None:
+                    pairs[(s, t)][1] = (pairs[(s, t)][1] or 0) + b
+                    grow[pairs[(s, t)][0]] = pairs[(s, t)][1]
+            else:
+                pairs[(s, t)] = [len(pairs), b]
+                new.append((s, t, b))
+        if new:
+            self.add_flows(cid, new)
+        if grow:
+            self.update(cid, sizes=grow)
+        return cid
+
+    def registered(self, u: int, cid: str) -> None:
+        c = int(self.dyn.coflow[u])
+        self.inflight.discard(c)
+        self.cid[c] = cid
+        self.job_ext.setdefault(int(self.dyn.job[c]), int(cid.split(".")[0]))
+
+
+def drive(plan: Plan, agents: AgentPool, register: Callable[..., str],
           unregister: Callable[[str], None], run: int, clairvoyant: bool, timeout_s: float,
           lead_s: float = 0.5, progress: bool = True, label: str = "", reuse: bool = False,
-          wait: bool = False) -> ModeResult:
+          wait: bool = False, add_flows: Callable | None = None, update: Callable | None = None) -> ModeResult:
     """Replay ``plan`` once. ``register(flows) -> cid`` and ``unregister(cid)`` reach the API.
-    ``reuse``: flows go over the agents' pooled connections (opened before, :meth:`AgentPool.warm`)."""
+    ``reuse``: flows go over the agents' pooled connections (opened before, :meth:`AgentPool.warm`).
+
+    A dynamic plan (``plan.dynamics``: waves, DAGs) starts each wave or child when its
+    predecessors allow (:class:`_Dynamic`): ``register(flows, parent=, external=)``,
+    ``add_flows(cid, flows)`` and ``update(cid, sizes=)`` reach the API; a coflow is
+    unregistered when its last wave's flows are done."""
     N = len(plan.coflows)
     bar = None
     if progress:
@@ -316,6 +402,8 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
     pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="emu-register")
     unpool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="emu-unregister")
     pending: dict = {}                    # future -> (coflow index, submit time)
+    dyn = _Dynamic(plan, clairvoyant, register, add_flows, update) if plan.dynamics is not None else None
+    failed = 0
 
     def dispatch(k: int, cid: str) -> None:
         res.registered[k] = cid
@@ -323,18 +411,35 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
         for host, cmds in send_commands(plan, k, cid, run, agents.ips, agents.port, reuse, wait).items():
             for cmd in cmds:
                 agents.send(host, cmd)
-        res.late_s.append(res.dispatched_at[k] - (t0 + plan.coflows[k].arrival_s))
+        due = plan.coflows[k].arrival_s if dyn is None else float(dyn.rel.released[k])
+        res.late_s.append(res.dispatched_at[k] - (t0 + due))
 
     try:
         while done < N:
             now = time.time()
             # registrations run in a small pool: one slow API answer does not hold back the
             # arrivals behind it
-            while nxt < N and t0 + plan.coflows[nxt].arrival_s <= now:
-                fut = pool.submit(register, registration(plan, nxt, clairvoyant))
-                pending[fut] = (nxt, time.time())
-                fut.add_done_callback(lambda f: agents.events.put(("driver", {"ev": "registered"})))
-                nxt += 1
+            if dyn is None:
+                while nxt < N and t0 + plan.coflows[nxt].arrival_s <= now:
+                    fut = pool.submit(register, registration(plan, nxt, clairvoyant))
+                    pending[fut] = (nxt, time.time())
+                    fut.add_done_callback(lambda f: agents.events.put(("driver", {"ev": "registered"})))
+                    nxt += 1
+            else:
+                dyn.ready += dyn.rel.due(now - t0)
+                waiting = []
+                for u in dyn.ready:
+                    call = dyn.call(u)
+                    if call is None:
+                        waiting.append(u)
+                        continue
+                    fn, a, kw = call
+                    if int(plan.dynamics.prev_unit[u]) < 0:
+                        dyn.inflight.add(int(plan.dynamics.coflow[u]))
+                    fut = pool.submit(fn, *a, **kw)
+                    pending[fut] = (u, time.time())
+                    fut.add_done_callback(lambda f: agents.events.put(("driver", {"ev": "registered"})))
+                dyn.ready = waiting
             for fut in [f for f in pending if f.done()]:
                 k, t_sub = pending.pop(fut)
                 try:
@@ -343,13 +448,27 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
                     res.errors.append(f"coflow {plan.coflows[k].trace_id}: register: {e}")
                     remaining[k] = -1
                     done += 1
+                    failed += 1
+                    if dyn is not None:
+                        dyn.inflight.discard(int(plan.dynamics.coflow[k]))
                     continue
                 res.register_s.append(time.time() - t_sub)
+                if dyn is not None:
+                    dyn.registered(k, cid)
                 dispatch(k, cid)
+            if dyn is not None:
+                # units without flows are done when released; the rest when their flows are
+                done = failed + int(np.isfinite(dyn.rel.unit_done).sum())
+                if (done < N and not pending and not dyn.ready and not dyn.rel.pending
+                        and all(remaining[k] <= 0 for k in res.registered)):
+                    break      # what is left waits on a unit that failed to register
             if now > deadline:
                 res.timed_out = True
                 break
-            wait = 0.2 if nxt >= N else max(0.0, min(0.2, t0 + plan.coflows[nxt].arrival_s - time.time()))
+            if dyn is not None:
+                wait = max(0.0, min(0.2, t0 + dyn.rel.next_time - time.time()))
+            else:
+                wait = 0.2 if nxt >= N else max(0.0, min(0.2, t0 + plan.coflows[nxt].arrival_s - time.time()))
             try:
                 name, ev = agents.events.get(timeout=wait)
             except queue.Empty:
@@ -371,6 +490,11 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
                     done += 1
                     if bar is not None:
                         bar.update(1)
+                    if dyn is not None:
+                        t_last = max(r.t_done for r in res.records if r.coflow == k)
+                        dyn.rel.done([k], t_last - t0)
+                        if not dyn.last_wave(k):
+                            continue   # the coflow goes on with its next wave
                     unpool.submit(_unregister, unregister, res.registered[k], plan.coflows[k].trace_id,
                                 res.errors)
         # a sender reports after its receiver did: collect the last ones (for the timeline)
@@ -398,6 +522,8 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[[list], str],
         if bar is not None:
             bar.close()
         res.wall_s = time.monotonic() - t_start
+        if dyn is not None:
+            res.start, res.complete, res.released = dyn.rel.start, dyn.rel.complete, dyn.rel.released
         res.errors.extend(agents.errors)
         agents.errors.clear()
     return res

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -109,6 +110,9 @@ class Plan:
     dropped_local_flows: int = 0
     dropped_coflows: list[int] = field(default_factory=list)  # trace ids
     trace_path: str = ""
+    #: a trace with waves or DAG edges (coflow.dynamics): each planned "coflow" is a trace line
+    #: (a unit: a wave or a single-wave coflow), released by these rules; None for plain traces
+    dynamics: Any = None
 
     @property
     def span_s(self) -> float:
@@ -142,7 +146,7 @@ class Plan:
             flow_lo=np.array(lo, dtype=np.int64),
             src=np.array(src, dtype=np.int32), dst=np.array(dst, dtype=np.int32),
             size=np.array(size, dtype=np.float64), reducer=np.array(red, dtype=np.int64),
-            convention=T.PAIRS)
+            convention=T.PAIRS, dynamics=self.dynamics)
 
     def heavy_bytes(self, percentile: float = 80.0) -> int:
         """FIFO-LM's heavy threshold: the percentile of the plan's coflow sizes (as the
@@ -218,16 +222,20 @@ def build_plan(tr: T.Trace, hosts: list[str], first: int, rate_bps: float,
                     dropped_flows += 1
                     continue
                 flows.append(Flow(len(flows), hosts[m], hosts[rport], max(1, nbytes)))
-        if not flows:
+        if not flows and not scaled.dynamic:
             dropped.append(c.id)
-            continue
+            continue   # (a unit of a dynamic trace stays, empty: done when released)
         out.append(PlannedCoflow(len(out), c.id, c.arrival_ms / 1000.0, tuple(flows), str(bins[k]),
                                  unscaled.coflows[k].total_mb * 1e6))
     if out:  # the run starts with the first coflow
         t0 = out[0].arrival_s
         out = [PlannedCoflow(c.index, c.trace_id, c.arrival_s - t0, c.flows, c.bin, c.unscaled_bytes)
                for c in out]
-    return Plan(list(hosts), float(rate_bps), bf, tf, out, dropped_flows, dropped, tr.path)
+    dyn = None
+    if scaled.dynamic:
+        from ..dynamics import build_dynamics
+        dyn = build_dynamics(scaled.coflows)
+    return Plan(list(hosts), float(rate_bps), bf, tf, out, dropped_flows, dropped, tr.path, dyn)
 
 
 def scaled_mode_settings(mode: str, plan: Plan, K: int = 8) -> dict[str, str]:
@@ -280,12 +288,33 @@ def coflow_ccts(plan: Plan, t0: float, records: list[FlowRecord]) -> list[float 
     return out
 
 
+def dynamic_report_records(plan: Plan, start, complete,
+                           registered: dict[int, str] | None = None) -> tuple[list[dict], list[dict]]:
+    """(coflow records, job records) of a dynamic plan's replay in the simulator's report schema
+    (coflow.dynamics.dynamic_records): ``start`` / ``complete`` per trace coflow, seconds after
+    the run's start (the driver's :class:`coflow.dynamics.Releaser`); ``registered``: unit ->
+    the CoflowId the API gave (replaces the offline one in ``coflow_id``)."""
+    from ..dynamics import dynamic_records
+    wl = plan.workload()
+    recs, jobs = dynamic_records(wl, np.ones(wl.ncoflows, dtype=bool), np.asarray(start, dtype=float),
+                                 np.asarray(complete, dtype=float), _iso(plan, wl))
+    for c, r in enumerate(recs):
+        live = (registered or {}).get(int(plan.dynamics.first_unit[c]))
+        if live is not None:
+            r["coflow_id"] = live
+    return recs, jobs
+
+
+def _iso(plan: Plan, wl: T.Workload) -> np.ndarray:
+    cap = plan.rate_bps / 8 * PAYLOAD_PER_FRAME / FRAME_BYTES
+    from ..sim import isolation_times
+    return isolation_times(wl, np.full(wl.ports, cap), np.full(wl.ports, cap))
+
+
 def coflow_report_records(plan: Plan, ccts: list[float | None]) -> list[dict]:
     """Per-coflow records in the simulator's report schema (coflow.report)."""
     wl = plan.workload()
-    cap = plan.rate_bps / 8 * PAYLOAD_PER_FRAME / FRAME_BYTES
-    from ..sim import isolation_times
-    iso = isolation_times(wl, np.full(wl.ports, cap), np.full(wl.ports, cap))
+    iso = _iso(plan, wl)
     out = []
     for c, cct in zip(plan.coflows, ccts):
         sizes = [f.bytes for f in c.flows]

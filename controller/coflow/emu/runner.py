@@ -193,7 +193,7 @@ def simulate_mode(plan: P.Plan, mode: str, weighted_dclas: bool = False, progres
     """``extra``: the run's settings; those naming a parameter of the scheduler apply."""
     import dataclasses
     from ..sched import REGISTRY, make_scheduler, params_dict
-    from ..sim import coflow_records, simulate
+    from ..sim import coflow_records, job_records, simulate
     name = SIM_OF[mode]
     if mode == "dclas" and weighted_dclas:
         name = "dclas"
@@ -205,9 +205,11 @@ def simulate_mode(plan: P.Plan, mode: str, weighted_dclas: bool = False, progres
     s = make_scheduler(name, settings)
     res = simulate(wl, s, cap, progress=progress, label=f"sim {mode}")
     recs = coflow_records(wl, res, cap)
-    for r, c in zip(recs, plan.coflows):
-        r["bin"] = c.bin
-    return make_report(name, params_dict(s), wl.ports, recs, res.wall_s, label=f"sim-{mode}",
+    if wl.dynamics is None:
+        for r, c in zip(recs, plan.coflows):
+            r["bin"] = c.bin
+    return make_report(name, params_dict(s), wl.ports, recs, res.wall_s, jobs=job_records(wl, res, cap, recs),
+                       label=f"sim-{mode}",
                        driver="sim", capacity_Bps=cap, convention=wl.convention)
 
 
@@ -374,10 +376,11 @@ class Experiment:
         try:
             _say(f"[{i + 1}/{len(cfg.modes)}] {mode}: {len(plan.coflows)} coflows, TM {tmp.discipline} x{tmp.queues}"
                  f" (limit {tmc.limit_pkts} frames), timeout {timeout:.0f} s")
-            res = drive(plan, self.agents, lambda flows: client.register(flows=flows),
+            res = drive(plan, self.agents, lambda flows, **kw: client.register(flows=flows, **kw),
                         client.unregister, run=i + 1, clairvoyant=mode in CLAIRVOYANT_MODES,
                         timeout_s=timeout, progress=cfg.progress, label=mode, reuse=pooled,
-                        wait=pooled and cfg.pool_overflow == "wait")
+                        wait=pooled and cfg.pool_overflow == "wait",
+                        add_flows=client.add_flows, update=client.update)
         finally:
             client.close()
             tcp = self.agents.reset()
@@ -396,7 +399,10 @@ class Experiment:
         ccts = P.coflow_ccts(plan, res.t0, res.records)
         timeline = res.timeline(plan)
         recs = P.coflow_report_records(plan, ccts)
-        rep = make_report(mode, {**settings, "tm": asdict(tmc)}, len(plan.hosts), recs, res.wall_s,
+        jobs = None
+        if plan.dynamics is not None:   # waves / DAGs: one record per trace coflow, and the jobs
+            recs, jobs = P.dynamic_report_records(plan, res.start, res.complete, res.registered)
+        rep = make_report(mode, {**settings, "tm": asdict(tmc)}, len(plan.hosts), recs, res.wall_s, jobs=jobs,
                           label=f"emu-{mode}", driver="emu", topology=self.t.name,
                           plan=plan.summary(), timed_out=res.timed_out, errors=res.errors[:50],
                           error_count=len(res.errors), tm=tm_stats,
