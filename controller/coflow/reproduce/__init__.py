@@ -88,7 +88,7 @@ def reproduce(names: list[str], workers: int = 2, scheduler: str | None = None, 
         outputs = {lab: res.results[k] for lab, k in keys.items() if k in res.results}
         failed = {lab for lab, k in keys.items() if k in res.failed}
         rows = R.evaluate(e, outputs, failed)
-        s = R.summary(e, rows, run)
+        s = R.summary(e, rows, {**run, "tasks_wall_s": round(sum(o.get("wall_s", 0.0) for o in outputs.values()), 1)})
         from ..report import write_json
         write_json(s, os.path.join(results_dir, e["name"] + ".json"))
         for r in rows:

@@ -282,7 +282,8 @@ def _machine(run: dict) -> str:
     load = (run.get("loadavg_1_5_15") or [None])[0]
     return (f"{run.get('date')}, {run.get('cpus')}-core {run.get('cpu_model')}, load {load if load is None else round(load, 1)}"
             f" at save, commit {run.get('commit') or '?'}, {run.get('engine', '?')}, "
-            f"{run.get('ran', 0)} tasks run / {run.get('cached', 0)} from the cache, sweep wall {run.get('wall_s', 0):.0f} s")
+            f"sweep of {run.get('ran', 0)} tasks run / {run.get('cached', 0)} from the cache in {run.get('wall_s', 0):.0f} s; "
+            f"this experiment's tasks took {run.get('tasks_wall_s', 0):,.0f} s of worker time when they ran")
 
 
 def load_summaries(results_dir: str) -> dict:
