@@ -244,9 +244,9 @@ def cmd_schedulers(args):
     for n in sorted(REGISTRY):
         info = REGISTRY[n]
         ps = ", ".join(f"{f.name}={f.default!r}" for f in dataclasses.fields(info.params_cls))
-        print(f"{n:<15}{'clairvoyant' if info.clairvoyant else 'non-clairvoyant':<17}{info.doc}")
+        print(f"{n:<16}{'clairvoyant' if info.clairvoyant else 'non-clairvoyant':<17}{info.doc}")
         if ps:
-            print(f"{'':<15}params: {ps}")
+            print(f"{'':<16}params: {ps}")
     return 0
 
 
