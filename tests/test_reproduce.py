@@ -104,7 +104,7 @@ def test_verdicts():
     assert R.verdict({"expect": 75, "tol_abs": 10}, 70.0, {}) == "within 10 pts (-5.0 pts)"
     assert R.verdict({"claim": ["<", 1.5]}, 1.45, {}).startswith("the paper's claim holds")
     assert R.verdict({"claim": ["==", 2], "fmt": "K", "why": "w"}, 3, {}).startswith("the claim does not hold")
-    assert R.verdict({"expect": 1.0, "tol": 0.1}, None, {}) == "not run (a task failed)"
+    assert R.verdict({"expect": 1.0, "tol": 0.1}, None, {}) == "not run: a task failed"
 
 
 def test_a_task_runs_the_simulator_and_its_key_follows_its_content():

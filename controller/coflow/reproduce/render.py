@@ -192,7 +192,7 @@ def verdict(row: dict, v, because: dict) -> str:
     except (KeyError, IndexError, ValueError):
         pass
     if v is None:
-        return "not run (a task failed)"
+        return "not run: " + (row.get("_missing") or "a task failed")
     if "expect" in row:
         num = v[2] if isinstance(v, list) else v  # stats rows: judged on the average
         e = row["expect"]
@@ -220,6 +220,15 @@ def verdict(row: dict, v, because: dict) -> str:
     return f"reported{': ' + why if why else ''}"
 
 
+def _labels(expr) -> set:
+    """Every string an expression names (its run labels among them)."""
+    if isinstance(expr, str):
+        return {expr}
+    if isinstance(expr, list):
+        return set().union(*(_labels(x) for x in expr)) if expr else set()
+    return set()
+
+
 def evaluate(entry: dict, outputs: dict, failed: set[str]) -> list[dict]:
     rows = []
     for row in entry["rows"]:
@@ -230,6 +239,10 @@ def evaluate(entry: dict, outputs: dict, failed: set[str]) -> list[dict]:
             v, because = None, {}
         if isinstance(v, float) and not math.isfinite(v):
             v = None
+        if v is None:
+            lost = sorted((_labels(row["value"]) & set(entry["runs"])) - set(outputs))
+            row = {**row, "_missing": ("failed: " if set(lost) & failed else "no result yet (not run in this session): ")
+                   + ", ".join(lost) if lost else "a measure could not be computed"}
         rows.append({"what": row["what"].format(**_because(row, because)) if because else
                      row["what"].replace("{ravg}", "-").replace("{ov}", "-"),
                      "paper": row["paper"], "ours": fmt(v, row.get("fmt", "x")), "value": v,

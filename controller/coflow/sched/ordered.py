@@ -301,6 +301,9 @@ class VirtualCluster(Scheduler):
         admitted = np.array([adm[i] for i in ids], dtype=bool)
         order = fifo_order(v)
         order = order[admitted[order]]
-        tau = np.array([max(dl[i] - v.now, 1e-9) for i in ids])
+        # d_ij / (time to deadline), never above the reservation B on any link: a coflow whose
+        # bytes grew after admission (a later wave) or whose deadline passed runs at B
+        tau = np.array([max(dl[i] - v.now, float(D[k].max()) / resv[i][1] if i in resv else 1e-9, 1e-9)
+                        for k, i in enumerate(ids)])
         rates = madd_ordered(v, order, v.remaining, v.caps.copy(), tau)
         return Allocation(rates, admitted=admitted)
