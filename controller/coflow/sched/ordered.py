@@ -305,5 +305,11 @@ class VirtualCluster(Scheduler):
         # bytes grew after admission (a later wave) or whose deadline passed runs at B
         tau = np.array([max(dl[i] - v.now, float(D[k].max()) / resv[i][1] if i in resv else 1e-9, 1e-9)
                         for k, i in enumerate(ids)])
-        rates = madd_ordered(v, order, v.remaining, v.caps.copy(), tau)
+        rem = v.caps.copy()
+        rates = madd_ordered(v, order, v.remaining, rem, tau)
+        # a later wave on a port outside the reservation: what it needs there is not reserved;
+        # it gets what the others leave (max-min), so it still finishes
+        idle = admitted & (coflow_rates(v, rates) <= 0)
+        if idle.any():
+            ordered_waterfill(v, order, rem, rates=rates, eligible=idle[v.cf])
         return Allocation(rates, admitted=admitted)
