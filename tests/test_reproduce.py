@@ -40,7 +40,7 @@ def test_the_catalog_holds_every_figure_the_issue_lists():
 
 
 OPS = {"avg_s", "p95_s", "avg_ratio", "avg_jct_ratio", "p95_ratio", "bin_avg_ratio", "coflow_ratio_mean", "coflow_ratio_pct_ge", "met_pct",
-       "met_of_admitted_pct", "met_pct_bin", "slowdown", "slowdown_avg", "snap_pct", "snap_min", "max_overload", "runs_avg_ratio",
+       "met_of_admitted_pct", "met_pct_bin", "slowdown", "slowdown_avg", "snap_pct", "snap_min", "max_overload", "runs_avg_s", "runs_avg_ratio",
        "mean", "max", "list", "spread", "ordered", "div", "sub", "jump_at", "best"}
 KEYS = {"SN", "LN", "SW", "LW", "utilisation", "progress"}
 

@@ -103,6 +103,8 @@ def value(expr, out: dict):
         return float(np.nanmin(np.array(run(a[0])[a[1]], dtype=float)))
     if op == "max_overload":
         return max(float(run(lab)["max_overload"]) for lab in a[0])
+    if op == "runs_avg_s":
+        return float(np.mean([_avg(run(x)) for x in a[0]]))
     if op == "runs_avg_ratio":
         return float(np.mean([_avg(run(x)) for x in a[0]]) / np.mean([_avg(run(y)) for y in a[1]]))
     if op in ("mean", "max", "list", "spread", "ordered"):
@@ -172,10 +174,12 @@ def kind_of(expr) -> str:
     op = expr[0] if isinstance(expr, list) and expr and isinstance(expr[0], str) else ""
     if op.startswith("met") or op in ("snap_pct", "coflow_ratio_pct_ge"):
         return "%"
-    if op in ("avg_s", "p95_s"):
+    if op in ("avg_s", "p95_s", "runs_avg_s"):
         return "s"
     if op == "max_overload":
         return "over"
+    if op == "snap_min":
+        return "g"
     if op == "list":
         return "list"
     return "x"
