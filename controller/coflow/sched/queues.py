@@ -423,7 +423,8 @@ class DclasLocal(Scheduler):
                 for j in np.flatnonzero(m).tolist():
                     local[keys[j]] = float(sent[j])
         thr = np.array(p.thresholds())
-        q = np.minimum(1 + np.searchsorted(thr, sent * (1 + 1e-12), side="right"), p.K).astype(np.int64)
+        # (a sender within 1e-9 of a threshold has crossed it: the next step would round to nothing)
+        q = np.minimum(1 + np.searchsorted(thr, sent * (1 + 1e-9), side="right"), p.K).astype(np.int64)
         sub = View(now=v.now, ports=P, cap_up=v.cap_up, cap_down=v.cap_down, src=v.src[order], dst=v.dst[order],
                    sent=v.sent[order], cf=np.repeat(np.arange(g_lo.size - 1), np.diff(g_lo)),
                    reducer=v.reducer[order], cf_id=(v.cf_id[g_cf] * P + g_src).astype(np.int64),
@@ -439,7 +440,8 @@ class DclasLocal(Scheduler):
         hi = _upper_thresholds(p)[q - 1]
         with np.errstate(divide="ignore", invalid="ignore"):
             t_cross = np.where((g_rate > 0) & np.isfinite(hi), (hi - sent) / g_rate, INF)
-        nxt = float(v.now + max(float(t_cross.min()), 0.0)) if t_cross.size else INF
+        step = 1e-9 * max(1.0, v.now)  # never a step that rounds to nothing
+        nxt = float(v.now + max(float(t_cross.min()), step)) if t_cross.size else INF
         cq = np.ones(v.ncoflows, dtype=np.int64)
         np.maximum.at(cq, g_cf, q)
         return Allocation(rates, queue=cq, next_event=nxt)
