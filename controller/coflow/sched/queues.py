@@ -415,13 +415,14 @@ class DclasLocal(Scheduler):
         g_src = v.src[order][start]
         keys = [(ids[k], s) for k, s in zip(g_cf.tolist(), g_src.tolist())]
         sent = np.array([local.get(key, 0.0) for key in keys])
-        for k in range(v.ncoflows):  # clamp to the coflow's global bytes
-            m = g_cf == k
-            tot = sent[m].sum()
-            if tot > v.cf_sent[k] * (1 + 1e-12) and tot > 0:
-                sent[m] *= v.cf_sent[k] / tot
-                for j in np.flatnonzero(m).tolist():
-                    local[keys[j]] = float(sent[j])
+        tot = np.bincount(g_cf, sent, v.ncoflows)  # clamp to the coflow's global bytes
+        over = (tot > v.cf_sent * (1 + 1e-12)) & (tot > 0)
+        if over.any():
+            scale = np.where(over, v.cf_sent / np.where(tot > 0, tot, 1.0), 1.0)
+            m = over[g_cf]
+            sent[m] *= scale[g_cf][m]
+            for j in np.flatnonzero(m).tolist():
+                local[keys[j]] = float(sent[j])
         thr = np.array(p.thresholds())
         # (a sender within 1e-9 of a threshold has crossed it: the next step would round to nothing)
         q = np.minimum(1 + np.searchsorted(thr, sent * (1 + 1e-9), side="right"), p.K).astype(np.int64)
