@@ -80,6 +80,10 @@ def judge(runs: dict) -> dict:
     if one and two:
         out["speedup"] = round(one["wall_s"] / two["wall_s"], 2)
         out["speedup_ok"] = out["speedup"] >= TARGET_SPEEDUP
+    if two:
+        # what the engine delivered: tasks running at once on average (2.0 = both workers always busy);
+        # below the speed-up's ratio when the machine gives the second worker no free core
+        out["concurrency_2"] = round(two["task_wall_sum_s"] / two["wall_s"], 2)
     if one:
         ov = (one["wall_s"] - one["task_wall_sum_s"]) / max(1, one["ran"])
         out["overhead_per_task_s"] = round(ov, 4)
