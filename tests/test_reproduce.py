@@ -170,8 +170,9 @@ def test_sweep_bench_judges_speedup_and_overhead_by_hand():
     b = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(b)
     j = b.judge({"1": {"wall_s": 100.0, "task_wall_sum_s": 98.0, "ran": 40, "task_wall_median_s": 2.0},
-                 "2": {"wall_s": 56.0}})
+                 "2": {"wall_s": 56.0, "task_wall_sum_s": 110.0}})
     assert j["speedup"] == pytest.approx(1.79) and not j["speedup_ok"]  # 1.8x is the target
+    assert j["concurrency_2"] == pytest.approx(1.96)
     assert j["overhead_per_task_s"] == pytest.approx(0.05) and j["overhead_share_of_median"] == pytest.approx(0.025)
     assert j["overhead_ok"]
     assert not b.judge({"1": {"wall_s": 100.0, "task_wall_sum_s": 90.0, "ran": 40, "task_wall_median_s": 2.0}})["overhead_ok"]
