@@ -486,7 +486,7 @@ def stats(wl: Workload) -> dict:
                  "after_edges": sum(map(len, d.after)), "pipe_edges": sum(map(len, d.pipe))}
     else:
         extra = {}
-    return {**extra, 
+    return {**extra,
         "ports": wl.ports,
         "coflows": wl.ncoflows,
         "flows": wl.nflows,
