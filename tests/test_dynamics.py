@@ -205,7 +205,7 @@ def test_three_coflow_dag_by_hand(name):
     assert [r["coflow_id"] for r in recs.values()] == ["1.0", "1.1", "1.2"]
     (job,) = jobs
     assert job["ids"] == [1, 2, 3] and job["jct_s"] == pytest.approx(3.5)
-    assert job["critical_path_s"] == pytest.approx(3.0)
+    assert job["critical_path_s"] == pytest.approx(3.0) and job["levels"] == 3
     assert res.released[1] == pytest.approx(2.0) and res.released[2] == pytest.approx(2.0)
 
 

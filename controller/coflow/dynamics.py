@@ -298,7 +298,8 @@ def dynamic_records(wl: Workload, admitted: np.ndarray, start: np.ndarray, compl
     """(coflow records, job records) in the report schema for a dynamic workload: one coflow
     record per trace coflow (its waves merged) with the keys of plain records plus
     ``coflow_id``, ``job``, ``waves``, ``restarted_bytes``, ``after``, ``pipe``; one job record
-    per job: ``job``, ``coflows``, ``arrival_s``, ``finish_s``, ``jct_s``, ``critical_path_s``."""
+    per job: ``job``, ``coflows``, ``ids``, ``arrival_s``, ``finish_s``, ``jct_s``,
+    ``critical_path_s``, ``levels`` (the DAG's depth, 1 for a lone coflow)."""
     dyn: Dynamics = wl.dynamics  # type: ignore[assignment]
     cof = wl.coflow_of_flow()
     ubytes = np.bincount(cof, wl.size, wl.ncoflows)
@@ -328,8 +329,10 @@ def dynamic_records(wl: Workload, admitted: np.ndarray, start: np.ndarray, compl
             "after": [int(dyn.ids[p]) for p in dyn.after[c]], "pipe": [int(dyn.ids[p]) for p in dyn.pipe[c]],
         })
     jobs: dict[int, list[int]] = {}
+    depth = np.zeros(dyn.ncoflows, dtype=np.int64)
     for c in dyn.order.tolist():
         jobs.setdefault(int(dyn.job[c]), []).append(c)
+        depth[c] = 1 + max((int(depth[p]) for p in dyn.after[c] + dyn.pipe[c]), default=0)
     out = []
     for j, cs in sorted(jobs.items()):
         arr = min(float(wl.arrival[dyn.first_unit[c]]) for c in cs if not dyn.after[c] and not dyn.pipe[c])
@@ -337,14 +340,15 @@ def dynamic_records(wl: Workload, admitted: np.ndarray, start: np.ndarray, compl
         fin = max(float(complete[c]) for c in cs) if ok else None
         out.append({"job": j, "coflows": len(cs), "ids": [int(dyn.ids[c]) for c in cs], "arrival_s": arr,
                     "finish_s": fin, "jct_s": fin - arr if fin is not None else None,
-                    "critical_path_s": float(max(f_lb[c] for c in cs) - arr)})
+                    "critical_path_s": float(max(f_lb[c] for c in cs) - arr),
+                    "levels": int(max(depth[c] for c in cs))})
     return recs, out
 
 
 def plain_jobs(coflows: list[dict]) -> list[dict]:
     """Job records of a trace without dynamics: one job per coflow, JCT = CCT."""
     return [{"job": c["id"], "coflows": 1, "ids": [c["id"]], "arrival_s": c["arrival_s"],
-             "finish_s": c["finish_s"], "jct_s": c["cct_s"], "critical_path_s": c["isolation_s"]}
+             "finish_s": c["finish_s"], "jct_s": c["cct_s"], "critical_path_s": c["isolation_s"], "levels": 1}
             for c in coflows]
 
 
