@@ -53,7 +53,8 @@ def run_task(task: dict) -> dict:
         if getattr(wl, "dynamics", None) is not None:
             # waves and DAGs (coflow.dynamics): per trace coflow (waves merged) and per job
             from ..dynamics import dynamic_records
-            recs, jobs = dynamic_records(wl, r.admitted, r.start, r.complete, iso)  # type: ignore[attr-defined]
+            assert r.start is not None and r.complete is not None  # a dynamic workload's result has them
+            recs, jobs = dynamic_records(wl, r.admitted, r.start, r.complete, iso)
             nan = float("nan")
             out = {"cct": _r(np.array([nan if c["cct_s"] is None else c["cct_s"] for c in recs])),
                    "admitted": [bool(c["admitted"]) for c in recs], "deadline": None,
