@@ -249,6 +249,26 @@ class SwitchAgent:
         """index -> byte count, one ReadRequest (allowed for a backup too)."""
         return self.read_counters_start(counter, indices)()
 
+    def io_key(self) -> tuple:
+        """Names the current connection (RoundIO replaces its channel when this changes)."""
+        return (id(self.client), self.generation)
+
+    def counter_request(self, counter: str, indices: tuple | None) -> bytes:
+        """The serialised ReadRequest of ``indices`` of ``counter`` (None: every index), kept
+        while they stay the same."""
+        key = (counter, indices)
+        got = self._wild_req.get(key)
+        if got is None:
+            if len(self._wild_req) > 8:
+                self._wild_req.clear()
+            got = self._wild_req[key] = self.codec.counter_read_request(
+                self.device_id, counter, indices).SerializeToString()
+        return got
+
+    def readable(self) -> bool:
+        c = self.client
+        return (self.state in (self.MASTER, self.BACKUP) and c is not None and c.connected)
+
     def read_counters_start(self, counter: str, indices):
         """Start :meth:`read_counters` without waiting; returns the function that waits for it.
         The ReadRequest is serialised once per slot set."""
@@ -311,14 +331,15 @@ class SwitchAgent:
                 "last_error": self.last_error, "up_since": self.up_since}
 
 
-def sync_many(items) -> dict:
+def sync_many(items, io=None) -> dict:
     """Sync several switches at once: ``items`` = [(agent, desired, changed)]. Each agent's
     diff and WriteRequest are prepared in this thread (holding its lock, as the keeper does
     for a reconnect), then every Write is in flight together and the answers are collected;
-    a switch's cache is updated only when its Write succeeded. Returns name -> (updates
-    written, error or None)."""
+    a switch's cache is updated only when its Write succeeded, and its lock (hence its next
+    Write) is held until then. ``io``: a :class:`coflow.ctl.aio.RoundIO` sends the Writes on
+    its asyncio loop; None: grpc futures. Returns name -> (updates written, error or None)."""
     out: dict = {}
-    pending = []  # (agent, ops, wait) with the agent's lock held
+    pending = []  # (agent, ops, wait or request) with the agent's lock held
     try:
         for a, desired, changed in items:
             if a.state != a.MASTER:  # don't wait for the keeper's lock while it reconnects
@@ -335,13 +356,16 @@ def sync_many(items) -> dict:
                     a._commit(ops)
                     out[a.name] = (0, None)
                     continue
-                pending.append((a, ops, a.client.write_raw_start(req)))
+                pending.append((a, ops, req if io is not None else a.client.write_raw_start(req)))
                 held = False
             except P4RuntimeError as exc:
                 out[a.name] = (0, a._failed(exc))
             finally:
                 if held:
                     a.lock.release()
+        if io is not None and pending:
+            errs = io.run("write", [(a.name, a.address, a.io_key(), req) for a, _, req in pending])
+            pending = [(a, ops, _raiser(e)) for (a, ops, _), e in zip(pending, errs)]
         while pending:
             a, ops, wait = pending[0]
             try:
@@ -359,3 +383,11 @@ def sync_many(items) -> dict:
             a._in_sync = False
             a.lock.release()
     return out
+
+
+def _raiser(err):
+    """A wait function for an answer that is already there (RoundIO's)."""
+    def wait():
+        if err is not None:
+            raise err
+    return wait

@@ -85,6 +85,8 @@ class CtlSettings:
     - ``slot_idle_epochs``: a hashed counter slot whose owner sent nothing for this many data-
       plane epochs (about a second each, ``EPOCH_SECONDS`` on BMv2) is taken over by the next
       coflow hashing to it (``pipeline_config``; the P4 default is ``SLOT_IDLE_EPOCHS``).
+    - ``round_aio``: 1 = the rounds' counter reads and writes go out on one asyncio loop
+      (grpc.aio, :mod:`coflow.ctl.aio`); 0 = as grpc futures from the loop thread.
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -101,6 +103,7 @@ class CtlSettings:
     slot_idle_epochs: int = SLOT_IDLE_EPOCHS
     ecn_threshold_bytes: int = 0
     meter_peak_bursts: float = 1.0
+    round_aio: int = 1
 
     @property
     def link_Bps(self) -> float:
