@@ -73,6 +73,43 @@ def _one(entity) -> bytes:
     return r.SerializeToString()
 
 
+_PIPELINES: dict = {}   # hash of (P4Info, device config) -> its parsed form, shared by devices
+
+
+def _defaults(p4info, device_config: bytes) -> dict:
+    """Each table's initial default action (one ReadResponse's bytes), from the BMv2 JSON (by
+    name, as P4Info's)."""
+    out: dict = {}
+    try:
+        js = json.loads(device_config)
+    except (ValueError, UnicodeDecodeError):
+        return out
+    act_by_name = {a.preamble.name: a for a in p4info.actions}
+    json_actions = {a["id"]: a for a in js.get("actions", [])}
+    tid_by_name = {t.preamble.name: t.preamble.id for t in p4info.tables}
+    for pipe in js.get("pipelines", []):
+        for t in pipe.get("tables", []):
+            tid = tid_by_name.get(t.get("name"))
+            d = t.get("default_entry")
+            if tid is None or not d:
+                continue
+            ja = json_actions.get(d.get("action_id"))
+            if ja is None or ja["name"] not in act_by_name:
+                continue
+            a = act_by_name[ja["name"]]
+            ent = pb.Entity()
+            te = ent.table_entry
+            te.table_id = tid
+            te.is_default_action = True
+            te.action.action.action_id = a.preamble.id
+            for prm, val in zip(a.params, d.get("action_data", [])):
+                ap = te.action.action.params.add()
+                ap.param_id = prm.id
+                ap.value = _canon(int(val, 16).to_bytes((prm.bitwidth + 7) // 8 or 1, "big"))
+            out[tid] = _one(ent)
+    return out
+
+
 class Device:
     """One switch's P4Runtime state."""
 
@@ -100,52 +137,31 @@ class Device:
         self._zero_counter: dict = {}
 
     def set_pipeline(self, config) -> None:
-        p = info.P4Info()
-        p.CopyFrom(config.p4info)
-        self.p4info = p
+        """Install a pipeline; devices given the same one share its parsed form (P4Info
+        schema, default actions)."""
+        import hashlib
+        h = hashlib.sha256(config.p4info.SerializeToString(deterministic=True))
+        h.update(config.p4_device_config)
+        key = h.digest()
+        shared = _PIPELINES.get(key)
+        if shared is None:
+            p = info.P4Info()
+            p.CopyFrom(config.p4info)
+            schema = {
+                "tables": {t.preamble.id: t for t in p.tables},
+                "actions": {a.preamble.id: a for a in p.actions},
+                "profiles": {a.preamble.id: a for a in p.action_profiles},
+                "meters": {m.preamble.id: m for m in p.meters},
+                "counters": {c.preamble.id: c for c in p.counters},
+            }
+            fields = {tid: {mf.id: mf for mf in t.match_fields} for tid, t in schema["tables"].items()}
+            acts = {tid: {r.id for r in t.action_refs} for tid, t in schema["tables"].items()}
+            shared = _PIPELINES[key] = (p, schema, fields, acts, _defaults(p, config.p4_device_config),
+                                        bytes(config.p4_device_config))
+        self.p4info, self.schema, self._fields, self._table_actions, defaults, self.device_config = shared
         self.cookie = config.cookie.cookie if config.HasField("cookie") else None
-        self.device_config = config.p4_device_config
-        self.schema = {
-            "tables": {t.preamble.id: t for t in p.tables},
-            "actions": {a.preamble.id: a for a in p.actions},
-            "profiles": {a.preamble.id: a for a in p.action_profiles},
-            "meters": {m.preamble.id: m for m in p.meters},
-            "counters": {c.preamble.id: c for c in p.counters},
-        }
-        self._fields = {tid: {mf.id: mf for mf in t.match_fields} for tid, t in self.schema["tables"].items()}
-        self._table_actions = {tid: {r.id for r in t.action_refs} for tid, t in self.schema["tables"].items()}
         self._reset_state()
-        self._load_defaults()
-
-    def _load_defaults(self) -> None:
-        """Each table's initial default action, from the BMv2 JSON (by name, as P4Info's)."""
-        try:
-            js = json.loads(self.device_config)
-        except (ValueError, UnicodeDecodeError):
-            js = {}
-        act_by_name = {a.preamble.name: a for a in self.p4info.actions}
-        json_actions = {a["id"]: a for a in js.get("actions", [])}
-        tid_by_name = {t.preamble.name: t.preamble.id for t in self.p4info.tables}
-        for pipe in js.get("pipelines", []):
-            for t in pipe.get("tables", []):
-                tid = tid_by_name.get(t.get("name"))
-                d = t.get("default_entry")
-                if tid is None or not d:
-                    continue
-                ja = json_actions.get(d.get("action_id"))
-                if ja is None or ja["name"] not in act_by_name:
-                    continue
-                a = act_by_name[ja["name"]]
-                ent = pb.Entity()
-                te = ent.table_entry
-                te.table_id = tid
-                te.is_default_action = True
-                te.action.action.action_id = a.preamble.id
-                for prm, val in zip(a.params, d.get("action_data", [])):
-                    ap = te.action.action.params.add()
-                    ap.param_id = prm.id
-                    ap.value = _canon(int(val, 16).to_bytes((prm.bitwidth + 7) // 8 or 1, "big"))
-                self.defaults[tid] = _one(ent)
+        self.defaults = dict(defaults)
 
     # write ----------------------------------------------------------------------------------
     def write(self, req) -> list:
