@@ -21,6 +21,11 @@ What it serves is what the controller uses, with BMv2's (PI's) semantics:
   and indirect counters (MODIFY sets the count).
 - Read: wildcard and exact reads of all of the above (a table's entries, its default action,
   a counter's or meter's every index or one, a profile's members / groups).
+- Pushed counters (an extension BMv2 does not have; PI ignores the message): a client that
+  arbitrated may send a StreamMessageRequest whose ``other`` holds a ReadRequest of counter
+  entries; the device answers with their values, then, at most every ``push_period`` (2 ms),
+  with the entries that changed, each time one ReadResponse in a StreamMessageResponse's
+  ``other``.
 
 No data plane: counters change only when written. The answers are protobuf messages of the
 generated stubs; read answers are assembled from each entity's cached serialised
@@ -122,6 +127,8 @@ class Device:
         self.primary: int | None = None
         self.writes = 0
         self.reads = 0
+        self.subs: list = []        # [queue, ReadRequest, chunks last pushed] per subscription
+        self.on_change = None       # fn(device): its counters changed (pushes are due)
         self._reset_state()
 
     # pipeline -------------------------------------------------------------------------------
@@ -162,6 +169,7 @@ class Device:
         self.cookie = config.cookie.cookie if config.HasField("cookie") else None
         self._reset_state()
         self.defaults = dict(defaults)
+        self.changed()
 
     # write ----------------------------------------------------------------------------------
     def write(self, req) -> list:
@@ -362,6 +370,11 @@ class Device:
         c.data.byte_count = ce.data.byte_count
         c.data.packet_count = ce.data.packet_count
         self.counters.setdefault(ce.counter_id, {})[ce.index.index] = _one(e)
+        self.changed()
+
+    def changed(self) -> None:
+        if self.subs and self.on_change is not None:
+            self.on_change(self)
 
     def bump_counter(self, counter_id: int, index: int, nbytes: int, npackets: int) -> None:
         """What traffic would do: add to one counter (the benchmark's data plane)."""
@@ -377,6 +390,7 @@ class Device:
         c.data.byte_count = nbytes
         c.data.packet_count = npackets
         self.counters.setdefault(counter_id, {})[index] = _one(e)
+        self.changed()
 
     # read -----------------------------------------------------------------------------------
     def _empty_meter_bytes(self, mid: int, i: int) -> bytes:
@@ -401,9 +415,13 @@ class Device:
 
     def read(self, req) -> bytes:
         """The serialised ReadResponse of every entity asked for."""
+        self.reads += 1
+        return b"".join(self.read_chunks(req))
+
+    def read_chunks(self, req) -> list:
+        """One serialised single-entity ReadResponse per entity read."""
         if self.p4info is None:
             raise P4Error(code_pb2.FAILED_PRECONDITION, "no forwarding pipeline config")
-        self.reads += 1
         out: list = []
         for ent in req.entities:
             kind = ent.WhichOneof("entity")
@@ -469,7 +487,7 @@ class Device:
                     out += [v[0] for v in rows.values()]
             else:
                 raise P4Error(code_pb2.UNIMPLEMENTED, f"{kind} reads are not supported")
-        return b"".join(out)
+        return out
 
 
 def _abort_details(per_update: list) -> tuple:
@@ -496,6 +514,46 @@ class Emulator(pb_grpc.P4RuntimeServicer):
         self.write_delay = 0.0               # tests: seconds each Write takes
         self.in_flight: dict = {}            # device id -> Writes being handled
         self.max_in_flight: dict = {}        # device id -> the most at once
+        # pushed counters: a subscribed device whose counters changed pushes the entries
+        # that did at most this often (what a switch agent would do every few ms)
+        self.push_period = 0.002
+        self._due: set = set()
+        self._push_task = None
+        for d in self.devices.values():
+            d.on_change = self._mark
+
+    def _mark(self, dev: Device) -> None:
+        self._due.add(dev)
+        if self._push_task is None or self._push_task.done():
+            self._push_task = asyncio.ensure_future(self._push_later())
+
+    async def _push_later(self) -> None:
+        await asyncio.sleep(self.push_period)
+        due, self._due = self._due, set()
+        for dev in due:
+            for sub in list(dev.subs):
+                self._push(dev, sub)
+
+    @staticmethod
+    def _push(dev: Device, sub: list) -> None:
+        """Send a subscription the entries that changed since its last push (all, the first
+        time) as one ReadResponse in a StreamMessageResponse's ``other``."""
+        q, req, last = sub
+        try:
+            chunks = dev.read_chunks(req)
+        except P4Error:
+            return
+        if last is not None and len(last) == len(chunks):
+            changed = [c for c, o in zip(chunks, last) if c != o]
+            if not changed:
+                return
+        else:
+            changed = chunks
+        sub[2] = chunks
+        r = pb.StreamMessageResponse()
+        r.other.type_url = "type.googleapis.com/p4.v1.ReadResponse"
+        r.other.value = b"".join(changed)
+        q.put_nowait(r)
 
     def _dev(self, device_id: int) -> Device:
         d = self.devices.get(device_id)
@@ -590,6 +648,21 @@ class Emulator(pb_grpc.P4RuntimeServicer):
             a.status.code = code_pb2.OK if eid == dev.primary else code_pb2.ALREADY_EXISTS
             q.put_nowait(r)
 
+    def _subscribe(self, other, q, mine) -> None:
+        """A StreamMessageRequest's ``other`` holding a ReadRequest of counter entries: push
+        them now and whenever they change (an extension; PI ignores such messages)."""
+        if not other.type_url.endswith("/p4.v1.ReadRequest"):
+            return
+        req = pb.ReadRequest.FromString(other.value)
+        dev = self.devices.get(req.device_id)
+        if dev is None or not any(d is dev for d, _ in mine):
+            return   # only a client that arbitrated for the device
+        if any(e.WhichOneof("entity") != "counter_entry" for e in req.entities):
+            return
+        sub = [q, req, None]
+        dev.subs.append(sub)
+        self._push(dev, sub)
+
     async def StreamChannel(self, request_iterator, context):
         q: asyncio.Queue = asyncio.Queue()
         mine: list = []  # (device, election id) this stream arbitrated for
@@ -597,6 +670,9 @@ class Emulator(pb_grpc.P4RuntimeServicer):
         async def reader():
             try:
                 async for req in request_iterator:
+                    if req.HasField("other"):
+                        self._subscribe(req.other, q, mine)
+                        continue
                     if not req.HasField("arbitration"):
                         continue  # packet-out, digest acks: no data plane here
                     arb = req.arbitration
@@ -627,6 +703,9 @@ class Emulator(pb_grpc.P4RuntimeServicer):
                 yield msg
         finally:
             task.cancel()
+            for dev in self.devices.values():
+                if dev.subs:
+                    dev.subs = [sub for sub in dev.subs if sub[0] is not q]
             for dev, eid in mine:
                 dev.streams.pop(eid, None)
                 old = dev.primary

@@ -69,6 +69,14 @@ class SwitchAgent:
         self.write_errors = 0
         self.writes = 0
         self.up_since: float | None = None
+        # pushed counters: the counter this agent subscribes to on every (re)connection (None:
+        # polled only); ``pushed`` holds its values as the switch pushed them (index ->
+        # (bytes, packets)), None until the switch answered the subscription (BMv2 never does)
+        self.push_counter: str | None = None
+        self.pushed: dict | None = None
+        self.push_seq = 0
+        self.push_cpu_s = 0.0
+        self._push_lock = threading.Lock()
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -91,6 +99,9 @@ class SwitchAgent:
         """From the client's stream thread."""
         if client is not self.client:
             return
+        if kind == "other":
+            self._on_push(detail)
+            return
         if kind == "stream_error":
             log.info("%s: stream broke: %s", self.name, detail)
             self.state = self.DOWN
@@ -105,6 +116,37 @@ class SwitchAgent:
             self._wake.set()
             if not detail and self.on_change:
                 self.on_change(self, "backup")
+
+    def _on_push(self, any_msg) -> None:
+        """A pushed ReadResponse of counter entries (the stream's thread): merged into
+        ``pushed``."""
+        if not any_msg.type_url.endswith("/p4.v1.ReadResponse"):
+            return
+        t0 = time.thread_time()
+        got = wire.parse_counters_fast(any_msg.value)
+        with self._push_lock:
+            if self.pushed is None:
+                self.pushed = {}
+            self.pushed.update(got)
+            self.push_seq += 1
+        self.push_cpu_s += time.thread_time() - t0
+
+    def _subscribe(self, c) -> None:
+        with self._push_lock:
+            self.pushed = None     # until this connection's subscription is answered
+        if self.push_counter is not None:
+            c.subscribe([self.codec.counter_entity(self.push_counter)])
+
+    def pushed_counts(self, indices) -> tuple[int, dict] | None:
+        """(sequence number, index -> (bytes, packets) of ``indices``, None: every pushed one)
+        when the switch pushes its counters, else None (poll it)."""
+        with self._push_lock:
+            if self.pushed is None:
+                return None
+            p = self.pushed
+            if indices is None:
+                return self.push_seq, dict(p)
+            return self.push_seq, {i: p.get(i, (0, 0)) for i in indices}
 
     def _keeper(self) -> None:
         backoff = 0.05
@@ -138,6 +180,7 @@ class SwitchAgent:
                 if self.generation > 1:
                     self.reconnects += 1
             if not c.is_master:
+                self._subscribe(c)
                 self.state = self.BACKUP
                 self.actual = None
                 self._in_sync = False
@@ -149,6 +192,7 @@ class SwitchAgent:
                 c.set_pipeline(self.p4info_path, self.bmv2_json_path, cookie=self.cookie)
                 self.pipeline_pushes += 1
                 reset = True
+            self._subscribe(c)
             self.actual = self.read_state()
             self._in_sync = False
             self.state = self.MASTER

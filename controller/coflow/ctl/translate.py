@@ -87,6 +87,10 @@ class CtlSettings:
       coflow hashing to it (``pipeline_config``; the P4 default is ``SLOT_IDLE_EPOCHS``).
     - ``round_aio``: 1 = the rounds' counter reads and writes go out on one asyncio loop
       (grpc.aio, :mod:`coflow.ctl.aio`); 0 = as grpc futures from the loop thread.
+    - ``push``: 1 = the edges are asked to push the counters the rounds read (D-CLAS's
+      ``coflow_bytes``, the closed loop's ``flow_bytes``) on the stream when they change; an
+      edge that does (the emulated switches of ``make bench-scale``) is not polled, one that
+      does not (BMv2) is; 0 = every edge polled.
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -104,6 +108,7 @@ class CtlSettings:
     ecn_threshold_bytes: int = 0
     meter_peak_bursts: float = 1.0
     round_aio: int = 1
+    push: int = 1
 
     @property
     def link_Bps(self) -> float:

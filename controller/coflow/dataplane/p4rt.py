@@ -252,6 +252,8 @@ class P4RuntimeClient:
                         self._arb.put(resp)
                         if changed and self.on_event is not None:
                             self.on_event(self, "mastership", master)
+                    elif resp.HasField("other") and self.on_event is not None:
+                        self.on_event(self, "other", resp.other)
                     else:
                         self._responses.put(resp)
             except Exception as exc:  # noqa: BLE001 (stream closed: switch gone or close())
@@ -280,6 +282,20 @@ class P4RuntimeClient:
             self.close()
             raise P4RuntimeError(f"not master: {resp}")
         return self.is_master
+
+    def subscribe(self, entities) -> None:
+        """Ask the switch to push ``entities`` (counter entries) on the stream whenever they
+        change: a StreamMessageRequest whose ``other`` holds a ReadRequest of them. A switch
+        that serves it answers with the entities' current values, then with the ones that
+        changed, each as ``other`` = a ReadResponse (``on_event(client, "other", any)``);
+        BMv2/PI ignores it (the caller keeps polling)."""
+        pb, _ = _pb()
+        req = pb.StreamMessageRequest()
+        rr = pb.ReadRequest()
+        rr.device_id = self.device_id
+        rr.entities.extend(entities)
+        req.other.Pack(rr)
+        self._requests.put(req)
 
     def connect_reader(self, timeout: float = 10.0) -> None:
         """A channel for Read RPCs only: no stream, no arbitration, so it does not disturb the
