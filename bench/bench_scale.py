@@ -24,7 +24,9 @@ process's CPU time):
 Variants, alternated round by round on the same controller and switches, so their ratios come
 from the same minutes of the same machine: ``before`` (grpc futures, every answer decoded),
 ``aio`` (the round's RPCs on one asyncio loop), ``skip`` (futures, an answer identical to the last
-one not decoded), ``after`` (both: the controller's default).
+one not decoded), ``after`` (both), ``push`` (after, and the edges that push their counters on the
+stream are not polled: the emulated ones; BMv2 does not push, so there it is ``after``; the
+controller's default).
 
 The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
 measured apart at every N (``closed_loop`` rows), in the same variants.
@@ -48,7 +50,7 @@ sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 
-VARIANTS = ("before", "aio", "skip", "after")
+VARIANTS = ("before", "aio", "skip", "after", "push")
 
 
 def pct(xs, q):
@@ -117,14 +119,15 @@ class Switches:
 
 def set_variant(ctl, variant: str) -> None:
     from coflow.ctl.aio import RoundIO
-    want_aio = variant in ("aio", "after")
+    want_aio = variant in ("aio", "after", "push")
     if want_aio and ctl.io is None:
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
         ctl._bench_io = ctl.io
     elif not want_aio and ctl.io is not None:
         ctl._bench_io = ctl.io
         ctl.io = None
-    ctl.skip_unchanged = variant in ("skip", "after")
+    ctl.skip_unchanged = variant in ("skip", "after", "push")
+    ctl.use_push = variant == "push"
 
 
 class Traffic:
@@ -204,11 +207,13 @@ def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None) ->
     """``rounds`` rounds per variant, alternated; returns variant -> summary."""
     got: dict = {v: [] for v in variants}
     cpu_sw = {v: 0.0 for v in variants}
+    push0 = sum(a.push_cpu_s for a in ctl.agents.values())
     for i in range(rounds * len(variants)):
         v = variants[i % len(variants)]
         set_variant(ctl, v)
         if before_round is not None:
             before_round(i)
+            time.sleep(0.02)   # what the edges push after a change arrives before the round
         s0 = sum(proc_cpu(p) for p in pids)
         r = ctl.round()
         cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
@@ -216,7 +221,11 @@ def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None) ->
         got[v].append(r)
         if (i + 1) % (len(variants) * 10) == 0:
             log(f"  {scenario}: {i + 1}/{rounds * len(variants)} rounds")
-    return {v: summarize(got[v], pids, cpu_sw[v]) for v in variants}
+    out = {v: summarize(got[v], pids, cpu_sw[v]) for v in variants}
+    push_cpu = sum(a.push_cpu_s for a in ctl.agents.values())
+    for v in variants:   # receiving pushes (stream threads, between rounds): per round
+        out[v]["push_cpu_per_round_ms"] = (push_cpu - push0) * 1e3 / max(1, rounds * len(variants))
+    return out
 
 
 def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, routes_full) -> list:

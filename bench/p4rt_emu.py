@@ -79,6 +79,8 @@ def _one(entity) -> bytes:
 
 
 _PIPELINES: dict = {}   # hash of (P4Info, device config) -> its parsed form, shared by devices
+_EMPTY_METER: dict = {}  # (meter id, index) -> an unconfigured meter entry's ReadResponse bytes
+_ZERO_COUNTER: dict = {}  # (counter id, index) -> a zero counter entry's ReadResponse bytes
 
 
 def _defaults(p4info, device_config: bytes) -> dict:
@@ -140,8 +142,6 @@ class Device:
         self.refs: dict = {}       # ("member"|"group", profile, id) -> references
         self.meters: dict = {}     # meter id -> {index: bytes} (configured ones)
         self.counters: dict = {}   # counter id -> {index: bytes} (written ones)
-        self._empty_meter: dict = {}
-        self._zero_counter: dict = {}
 
     def set_pipeline(self, config) -> None:
         """Install a pipeline; devices given the same one share its parsed form (P4Info
@@ -393,24 +393,26 @@ class Device:
         self.changed()
 
     # read -----------------------------------------------------------------------------------
-    def _empty_meter_bytes(self, mid: int, i: int) -> bytes:
-        got = self._empty_meter.get((mid, i))
+    @staticmethod
+    def _empty_meter_bytes(mid: int, i: int) -> bytes:
+        got = _EMPTY_METER.get((mid, i))
         if got is None:
             e = pb.Entity()
             e.meter_entry.meter_id = mid
             e.meter_entry.index.index = i
-            got = self._empty_meter[(mid, i)] = _one(e)
+            got = _EMPTY_METER[(mid, i)] = _one(e)
         return got
 
-    def _zero_counter_bytes(self, cid: int, i: int) -> bytes:
-        got = self._zero_counter.get((cid, i))
+    @staticmethod
+    def _zero_counter_bytes(cid: int, i: int) -> bytes:
+        got = _ZERO_COUNTER.get((cid, i))
         if got is None:
             e = pb.Entity()
             c = e.counter_entry
             c.counter_id = cid
             c.index.index = i
             c.data.SetInParent()
-            got = self._zero_counter[(cid, i)] = _one(e)
+            got = _ZERO_COUNTER[(cid, i)] = _one(e)
         return got
 
     def read(self, req) -> bytes:

@@ -269,3 +269,27 @@ def test_bad_requests_get_a_status(emu, files):
     with pytest.raises(P4RuntimeError):
         bad.connect(timeout=2)
     c.close()
+
+
+def test_pushed_counters(emu, files):
+    """The subscription extension: the current values at once, then only what changed."""
+    import queue
+    got: queue.Queue = queue.Queue()
+    c = client(emu, files)
+    c.on_event = lambda cl, kind, detail: got.put((kind, detail)) if kind == "other" else None
+    c.write_counter(CTR, 2, 100, 1)
+    c.subscribe([c.counter_entity(CTR)])
+    from coflow.ctl import wire
+    kind, any_msg = got.get(timeout=5)
+    assert any_msg.type_url.endswith("/p4.v1.ReadResponse")
+    first = wire.parse_counters_pb(any_msg.value)
+    assert len(first) == 16 and first[2] == (100, 1) and first[3] == (0, 0)
+    c.write_counter(CTR, 3, 7, 1)
+    c.write_counter(CTR, 5, 9, 2)
+    _, any_msg = got.get(timeout=5)
+    assert wire.parse_counters_pb(any_msg.value) == {3: (7, 1), 5: (9, 2)}   # only the changes
+    c.write_counter(CTR, 5, 9, 2)   # the same value again: nothing pushed
+    c.set_meter(MTR, 1, 10, 10)     # not subscribed
+    with pytest.raises(queue.Empty):
+        got.get(timeout=0.1)
+    c.close()
