@@ -347,10 +347,12 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
     return rows
 
 
-def bench_closed_loop(topo, addrs, sw, rounds, variants, p4info, bmv2_json) -> list:
-    """The rate modes' closed-loop read (Controller._read_raw of flow_bytes, a wildcard read of
-    all 4,096 counters on every edge, then decoded), on a controller that is started but not
-    scheduling (pipeline on every switch; nothing else)."""
+def bench_closed_loop(topo, addrs, sw, rounds, variants, p4info, bmv2_json, total_flows=10_000) -> list:
+    """The rate modes' closed-loop read of ``flow_bytes`` (a wildcard read of all 4,096 counters
+    on every edge, decoded; or, in the ``push`` variant, what the edges pushed), on a controller
+    that is started but not scheduling. 10k flows spread over the edges: every edge counts for
+    10,000 / N meters. ``steady``: nothing changes between rounds; ``busy``: every one of those
+    counters grows before each round (untimed)."""
     from coflow.api.registry import CoflowRegistry
     from coflow.ctl import model as M
     from coflow.ctl import wire
@@ -364,36 +366,59 @@ def bench_closed_loop(topo, addrs, sw, rounds, variants, p4info, bmv2_json) -> l
     try:
         agents = [ctl.agents[e] for e in ctl.edges]
         idx = {a.name: None for a in agents}
+        per_edge = max(1, total_flows // len(agents))
+        active = [int(x) for x in np.linspace(0, 4095, per_edge)]
         traffic = Traffic(ctl, addrs)
-        # 1,250 meters' worth of counts on every edge (10k flows over 8 edges)
-        traffic.write_all(M.C_FLOW_BYTES, {a.name: {i: (1514 * (i + 1), i + 1) for i in range(0, 4096, 3)}
-                                           for a in agents})
-        traffic.close()
+        step = [1]
+
+        def write(k):
+            traffic.write_all(M.C_FLOW_BYTES, {a.name: {i: (1514 * (i + k), i + k) for i in active}
+                                               for a in agents})
+        write(1)
+        time.sleep(0.05)
         pids = sw.pids()
-        got: dict = {v: [] for v in variants}
-        cpu_sw = {v: 0.0 for v in variants}
-        for i in range(rounds * len(variants)):
-            v = variants[i % len(variants)]
-            set_variant(ctl, v)
-            s0 = sum(proc_cpu(p) for p in pids)
-            c0, t0 = time.process_time(), time.perf_counter()
-            n = 0
-            for a, raw in ctl._read_raw(agents, M.C_FLOW_BYTES, idx):
-                if ctl._unchanged(a.name, ("closed-loop",), raw):
-                    continue
-                counts: dict = {}
-                for resp in raw:
-                    wire.parse_counters_fast(resp, counts)
-                n += len(counts)
-            t1, c1 = time.perf_counter(), time.process_time()
-            cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
-            got[v].append({"total_s": t1 - t0, "cpu_s": c1 - c0, "read_s": t1 - t0, "compute_s": 0.0,
-                           "write_s": 0.0, "updates": n})
-        for v in variants:
-            s = summarize(got[v], pids, cpu_sw[v])
-            s["counters_decoded_per_round"] = s.pop("updates_per_round")
-            rows.append({"mode": "closed_loop", "round": "read_4096", "variant": v,
-                         "edges": len(ctl.edges), "coflows": 0, "switch": sw.kind, **s})
+        seen: dict = {}
+        for scen in ("steady", "busy"):
+            got: dict = {v: [] for v in variants}
+            cpu_sw = {v: 0.0 for v in variants}
+            nr = rounds if scen == "steady" else max(5, rounds // 2)
+            for i in range(nr * len(variants)):
+                v = variants[i % len(variants)]
+                set_variant(ctl, v)
+                if scen == "busy":
+                    step[0] += 1
+                    write(step[0])
+                    time.sleep(0.02)
+                s0 = sum(proc_cpu(p) for p in pids)
+                c0, t0 = time.process_time(), time.perf_counter()
+                n = 0
+                polled = agents
+                if v == "push":
+                    polled = []
+                    for a in agents:
+                        pc = a.pushed_counts(None)
+                        if pc is None:
+                            polled.append(a)
+                        elif seen.get(a.name) != pc[0]:
+                            seen[a.name] = pc[0]
+                            n += len(pc[1])
+                for a, raw in ctl._read_raw(polled, M.C_FLOW_BYTES, idx):
+                    if ctl._unchanged(a.name, ("closed-loop",), raw):
+                        continue
+                    counts: dict = {}
+                    for resp in raw:
+                        wire.parse_counters_fast(resp, counts)
+                    n += len(counts)
+                t1, c1 = time.perf_counter(), time.process_time()
+                cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
+                got[v].append({"total_s": t1 - t0, "cpu_s": c1 - c0, "read_s": t1 - t0, "compute_s": 0.0,
+                               "write_s": 0.0, "updates": n})
+            for v in variants:
+                s = summarize(got[v], pids, cpu_sw[v])
+                s["counters_decoded_per_round"] = s.pop("updates_per_round")
+                rows.append({"mode": "closed_loop", "round": scen, "variant": v, "edges": len(ctl.edges),
+                             "coflows": 0, "flows": total_flows, "switch": sw.kind, **s})
+        traffic.close()
     finally:
         ctl.stop()
         reg.close()
