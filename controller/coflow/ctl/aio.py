@@ -25,7 +25,7 @@ from ..dataplane.p4rt import P4RuntimeClient, P4RuntimeError
 class RoundIO:
     CHANNEL_OPTIONS = P4RuntimeClient.CHANNEL_OPTIONS
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._chans: dict = {}  # name -> (key, channel, read method, write method)

@@ -67,7 +67,7 @@ class DclasCoordinator:
         # the local counts as an edges x coflows matrix, kept between rounds: only the rows of
         # switches observed since are rebuilt (a round at 1,024 edges would otherwise look up
         # every (edge, slot) pair in ``last``)
-        self._mat = None  # (edges tuple, slots tuple, matrix)
+        self._mat: tuple | None = None  # (edges tuple, slots tuple, matrix)
         self._dirty_rows: set = set()
         self.epoch = 0  # bumps whenever ``last`` loses entries (switch or slot reset)
 
