@@ -90,6 +90,7 @@ class Controller:
             registry.leader = self.is_primary    # only the primary takes changes
         self.metrics = Metrics()
         self._metric_children: dict = {}
+        self._up_seen: dict = {}   # switch -> the coflow_ctl_switch_primary value last set
         # data-plane drop / collision counters, read every telemetry_s (observe.Telemetry)
         self.telemetry = Telemetry(
             self.codec, {s.name: s.ports for s in topology.switches},
@@ -717,12 +718,18 @@ class Controller:
         if audit:
             self._last_audit = time.monotonic()
         now, later = [], {}
+        up = self._up_seen
         for name, st in desired.items():
             a = self.agents[name]
             if a.state != SwitchAgent.MASTER:
-                self._metric("switch_up", name).set(0.5 if a.state == SwitchAgent.BACKUP else 0)
+                v = 0.5 if a.state == SwitchAgent.BACKUP else 0
+                if up.get(name) != v:   # a gauge set is a lock and a dict: only on changes
+                    up[name] = v
+                    self._metric("switch_up", name).set(v)
                 continue
-            self._metric("switch_up", name).set(1)
+            if up.get(name) != 1:
+                up[name] = 1
+                self._metric("switch_up", name).set(1)
             if audit:  # read back in the background; a later round diffs against it
                 self._pool.submit(a.refresh)
             dirty = self.book.dirty[name]
