@@ -519,6 +519,7 @@ class Emulator(pb_grpc.P4RuntimeServicer):
         # pushed counters: a subscribed device whose counters changed pushes the entries
         # that did at most this often (what a switch agent would do every few ms)
         self.push_period = 0.002
+        self.serve_push = True   # False: ignore subscriptions, as BMv2 does
         self._due: set = set()
         self._push_task = None
         for d in self.devices.values():
@@ -653,7 +654,7 @@ class Emulator(pb_grpc.P4RuntimeServicer):
     def _subscribe(self, other, q, mine) -> None:
         """A StreamMessageRequest's ``other`` holding a ReadRequest of counter entries: push
         them now and whenever they change (an extension; PI ignores such messages)."""
-        if not other.type_url.endswith("/p4.v1.ReadRequest"):
+        if not self.serve_push or not other.type_url.endswith("/p4.v1.ReadRequest"):
             return
         req = pb.ReadRequest.FromString(other.value)
         dev = self.devices.get(req.device_id)

@@ -213,3 +213,40 @@ def test_an_unchanged_answer_is_not_decoded_and_a_changed_one_is():
         c.stop()
         reg.close()
         emu.stop()
+
+
+@pytest.mark.parametrize("serve_push", [True, False])
+def test_edges_that_push_are_not_polled_and_the_others_are(serve_push):
+    """push=1: an edge that answers the subscription is read from what it pushed (no Read
+    RPC), and the coordinator sees the same counts; one that ignores it (BMv2) is polled."""
+    from coflow.api.registry import CoflowRegistry
+    topo = T.leafspine(2, 1, 1)
+    emu = fabric(topo)
+    emu.emu.serve_push = serve_push
+    reg = CoflowRegistry([h.name for h in topo.hosts])
+    reg.register([("h0", "h1", None)])
+    c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0", "Q1": "1000", "push": "1"})
+    try:
+        c.start(loop=False)
+        c.round()
+        deadline = time.monotonic() + 3
+        while serve_push and time.monotonic() < deadline and any(
+                c.agents[e].pushed is None for e in c.edges):
+            time.sleep(0.01)
+        assert all((c.agents[e].pushed is not None) == serve_push for e in c.edges)
+        [slot] = c.slots.slot.values()
+        dev = {s.name: s.device_id for s in topo.switches}
+        reads0 = {e: emu.call(lambda e=e: emu.emu.devices[dev[e]].reads) for e in c.edges}
+        bump(emu, dev["l0"], c.codec.counter_id[M.C_COFLOW_BYTES], slot, 7000)
+        bump(emu, dev["l1"], c.codec.counter_id[M.C_COFLOW_BYTES], slot, 300)
+        time.sleep(0.1)   # the pushes arrive
+        c.round()
+        assert c.coord.global_bytes(slot, c.edges) == 7300
+        reads = {e: emu.call(lambda e=e: emu.emu.devices[dev[e]].reads) for e in c.edges}
+        assert all((reads[e] == reads0[e]) == serve_push for e in c.edges), (reads0, reads)
+    finally:
+        c.stop()
+        reg.close()
+        emu.stop()
