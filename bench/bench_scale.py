@@ -473,6 +473,9 @@ def main(argv=None) -> int:
     ap.add_argument("--emulated-min", type=int, default=8, help="emulated switches from this many edges")
     ap.add_argument("--rounds", type=int, default=40, help="rounds per variant and scenario")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--large", type=int, default=512, help="from this many edges: --large-rounds, --large-variants")
+    ap.add_argument("--large-rounds", type=int, default=8)
+    ap.add_argument("--large-variants", default="before,after,push")
     ap.add_argument("--emu-procs", type=int, default=2, help="emulated-switch server processes")
     ap.add_argument("--routes", choices=("auto", "full", "none"), default="auto")
     ap.add_argument("--p4info", default=os.path.join(ROOT, "build", "coflow.p4info.txt"))
@@ -504,6 +507,9 @@ def main(argv=None) -> int:
         kinds = [k for k, ok in (("bmv2", have_bmv2 and n <= args.bmv2_max),
                                  ("emulated", n >= args.emulated_min)) if ok]
         routes_full = args.routes == "full" or (args.routes == "auto" and n <= 32)
+        big = n >= args.large
+        rounds = args.large_rounds if big else args.rounds
+        vs = tuple(v for v in args.large_variants.split(",") if v) if big else variants
         topo = topology(n, base)
         for kind in kinds:
             sw = Switches(topo, kind, args.emu_procs)
@@ -516,20 +522,20 @@ def main(argv=None) -> int:
                     for c in (coflows if mode != "closed_loop" else [0]):
                         log(f"N={n} {kind} {mode} coflows={c}")
                         if mode == "dclas":
-                            rows = bench_dclas(topo, addrs, sw, c, args.rounds, variants, args.p4info,
+                            rows = bench_dclas(topo, addrs, sw, c, rounds, vs, args.p4info,
                                                args.json, routes_full)
                         elif mode == "sebf":
-                            rows = bench_sebf(topo, addrs, sw, c, args.rounds, variants, args.p4info,
+                            rows = bench_sebf(topo, addrs, sw, c, rounds, vs, args.p4info,
                                               args.json, routes_full)
                         else:
-                            rows = bench_closed_loop(topo, addrs, sw, max(10, args.rounds // 2),
-                                                     variants, args.p4info, args.json)
+                            rows = bench_closed_loop(topo, addrs, sw, max(5, rounds // 2),
+                                                     vs, args.p4info, args.json)
                         for r in rows:
                             r["loadavg"] = os.getloadavg()[0]
                             r["routes"] = "full" if routes_full else "none"
                         res["rows"] += rows
                         for r in rows:
-                            if r["variant"] == "after" or len(variants) == 1:
+                            if r["variant"] == vs[-1]:
                                 log(f"    {r['mode']} {r['round']}: median {r['median_ms']:.2f} ms, "
                                     f"p99 {r['p99_ms']:.2f} ms, cpu {r['cpu_median_ms']:.2f} ms "
                                     f"(read {r['read_median_ms']:.2f} / compute {r['compute_median_ms']:.2f}"
