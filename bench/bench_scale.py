@@ -481,6 +481,8 @@ def main(argv=None) -> int:
     ap.add_argument("--p4info", default=os.path.join(ROOT, "build", "coflow.p4info.txt"))
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "coflow.json"))
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "bench", "bench_scale.json"))
+    ap.add_argument("--append", action="store_true",
+                    help="keep the rows of --out that this run does not measure again")
     args = ap.parse_args(argv)
     _ARGS = args
     sys.path.insert(0, os.path.join(ROOT, "controller"))
@@ -502,6 +504,19 @@ def main(argv=None) -> int:
         log("simple_switch_grpc not found: emulated switches only")
     base = 20000 + (os.getpid() % 100) * 1100
     out_path = args.out
+    kept: list = []
+    if args.append and os.path.exists(out_path):
+        with open(out_path) as f:
+            old = json.load(f)
+        kept = old.get("rows", [])
+        for k in ("bmv2_idle", "emulated_idle"):
+            if k in old and k not in res:
+                res[k] = old[k]
+        res["earlier_runs"] = old.get("earlier_runs", []) + [
+            {k: old.get(k) for k in ("started", "finished", "loadavg_start", "loadavg_end", "args")}]
+
+    def key(r):
+        return (r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"], r["switch"])
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
     for n in edges:
         kinds = [k for k, ok in (("bmv2", have_bmv2 and n <= args.bmv2_max),
@@ -534,6 +549,8 @@ def main(argv=None) -> int:
                             r["loadavg"] = os.getloadavg()[0]
                             r["routes"] = "full" if routes_full else "none"
                         res["rows"] += rows
+                        new_keys = {key(r) for r in res["rows"]}
+                        kept = [r for r in kept if key(r) not in new_keys]
                         for r in rows:
                             if r["variant"] == vs[-1]:
                                 log(f"    {r['mode']} {r['round']}: median {r['median_ms']:.2f} ms, "
@@ -541,11 +558,12 @@ def main(argv=None) -> int:
                                     f"(read {r['read_median_ms']:.2f} / compute {r['compute_median_ms']:.2f}"
                                     f" / write {r['write_median_ms']:.2f})")
                         with open(out_path, "w") as f:
-                            json.dump(res, f, indent=1)
+                            json.dump(dict(res, rows=kept + res["rows"]), f, indent=1)
             finally:
                 sw.stop()
     res["loadavg_end"] = os.getloadavg()
     res["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    res["rows"] = kept + res["rows"]
     with open(out_path, "w") as f:
         json.dump(res, f, indent=1)
     print(f"wrote {out_path}")
