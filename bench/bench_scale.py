@@ -276,10 +276,12 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
             traffic.write_counters(e, M.C_COFLOW_BYTES, ups)
         nd = min(rounds, len(cids) * 7 // 5 // len(variants))
         out["demotions"] = run_rounds(ctl, "demotions", nd, variants, pids, demote)
+        rss = sum(proc_rss_mb(p) for p in pids)
         for scen, per in out.items():
             for v, s in per.items():
                 rows.append({"mode": "dclas", "round": scen, "variant": v, "edges": len(ctl.edges),
                              "coflows": ncoflows, "coordinated": len(cids), "switch": sw.kind,
+                             "switches_rss_mb": rss, "controller_rss_mb": proc_rss_mb(os.getpid()),
                              "startup_s": startup, **s})
     finally:
         traffic.close()
