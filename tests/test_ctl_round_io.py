@@ -51,11 +51,13 @@ def fabric(topo):
 
 
 def controller(topo, mode, emu, reg, how):
+    """(push=0: what an edge pushes arrives when it does, so two fabrics' rounds could see
+    different counts; polled reads are deterministic)"""
     c = D.Controller(topo, mode, P4INFO, BMV2_JSON,
                      {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
                      settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "10", "Q1": "1000",
-                               "round_aio": "1" if how == "aio" else "0"} if mode == "dclas" else
-                     {"audit_s": "0", "telemetry_s": "0", "link_mbps": "10",
+                               "push": "0", "round_aio": "1" if how == "aio" else "0"} if mode == "dclas" else
+                     {"audit_s": "0", "telemetry_s": "0", "link_mbps": "10", "push": "0",
                       "round_aio": "1" if how == "aio" else "0"})
     c.sequential_writes = how == "sequential"
     return c
@@ -188,7 +190,7 @@ def test_an_unchanged_answer_is_not_decoded_and_a_changed_one_is():
     reg.register([("h0", "h1", None)])
     c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
                      {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
-                     settings={"audit_s": "0", "telemetry_s": "0", "Q1": "1000"})
+                     settings={"audit_s": "0", "telemetry_s": "0", "Q1": "1000", "push": "0"})
     decoded = []
     real = D.wire.parse_counter_bytes_fast
     try:

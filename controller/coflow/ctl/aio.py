@@ -107,4 +107,4 @@ class RoundIO:
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=5)
-        loop.close()
+        # not loop.close(): grpc's poller thread may still post to it (harmless once stopped)
