@@ -292,10 +292,17 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
 
 def make_flows(hosts, n, rng, size_scale=1.0):
     from coflow.api.registry import FlowSpec  # noqa: F401
-    src = rng.integers(0, len(hosts), n)
-    dst = (src + rng.integers(1, len(hosts), n)) % len(hosts)
+    h = len(hosts)
+    n = min(n, h * (h - 1))
+    pairs: dict = {}
+    while len(pairs) < n:   # distinct (src, dst) pairs: the API takes one flow per pair
+        a = rng.integers(0, h, n)
+        b = (a + rng.integers(1, h, n)) % h
+        for x, y in zip(a.tolist(), b.tolist()):
+            if len(pairs) < n:
+                pairs.setdefault((x, y), None)
     size = np.maximum(1000, rng.lognormal(13, 2, n) * size_scale).astype(np.int64)
-    return [(hosts[a], hosts[b], int(s)) for a, b, s in zip(src, dst, size)]
+    return [(hosts[a], hosts[b], int(s)) for (a, b), s in zip(pairs, size)]
 
 
 def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, routes_full,
