@@ -77,6 +77,7 @@ class SwitchAgent:
         self.push_seq = 0
         self.push_cpu_s = 0.0
         self._push_lock = threading.Lock()
+        self._push_fresh: dict = {}  # what was pushed since the last take_pushed()
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -128,11 +129,22 @@ class SwitchAgent:
             if self.pushed is None:
                 self.pushed = {}
             self.pushed.update(got)
+            self._push_fresh.update(got)
             self.push_seq += 1
         self.push_cpu_s += time.thread_time() - t0
 
+    def take_pushed(self) -> dict | None:
+        """The entries pushed since the last call (index -> (bytes, packets)), or None when
+        the switch does not push."""
+        with self._push_lock:
+            if self.pushed is None:
+                return None
+            got, self._push_fresh = self._push_fresh, {}
+            return got
+
     def _subscribe(self, c) -> None:
         with self._push_lock:
+            self._push_fresh = {}
             self.pushed = None     # until this connection's subscription is answered
         if self.push_counter is not None:
             c.subscribe([self.codec.counter_entity(self.push_counter)])
