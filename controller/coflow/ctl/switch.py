@@ -178,8 +178,12 @@ class SwitchAgent:
             self._stop.wait(backoff)
             backoff = min(backoff * 2, 0.5)
 
+    #: switches brought up (connect, pipeline, read back) at once: a controller starting with
+    #: a thousand switches would otherwise run a thousand bring-ups in parallel threads
+    BRING_UP = threading.BoundedSemaphore(16)
+
     def _bring_up(self) -> None:
-        with self.lock:
+        with self.BRING_UP, self.lock:
             c = self.client
             if c is None or not c.connected:
                 if c is not None:
