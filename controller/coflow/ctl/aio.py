@@ -22,6 +22,13 @@ import threading
 from ..dataplane.p4rt import P4RuntimeClient, P4RuntimeError
 
 
+def call_timeout(kind: str, n: int) -> float:
+    """The deadline of each of ``n`` calls sent together: a read 2 s (as the synchronous
+    path's), plus 5 ms per call in flight (a thousand switches' answers queue behind each
+    other on a small controller); a Write 30 s (a first push of a whole table)."""
+    return (2.0 if kind == "read" else 30.0) + 0.005 * n
+
+
 class RoundIO:
     CHANNEL_OPTIONS = P4RuntimeClient.CHANNEL_OPTIONS
 
@@ -79,13 +86,15 @@ class RoundIO:
                          self._write(write, req, timeout))
         return await asyncio.gather(*calls)
 
-    def run(self, kind: str, items, timeout: float = 2.0) -> list:
+    def run(self, kind: str, items, timeout: float | None = None) -> list:
         """``items``: [(switch name, address, connection key, serialised request)], all sent
         together; returns, in the same order, the serialised responses (``kind="read"``) or
         None (``"write"``), or the :class:`P4RuntimeError` of a call that failed. ``key``
         names the switch's current connection: a new key replaces the channel."""
         if not items:
             return []
+        if timeout is None:
+            timeout = call_timeout(kind, len(items))
         loop = self._ensure()
         fut = asyncio.run_coroutine_threadsafe(self._gather(kind, items, timeout), loop)
         return fut.result(timeout + 5.0)

@@ -33,7 +33,7 @@ from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
 from .rates import FlowProgress, plan as rate_plan
 from .switch import SwitchAgent, pipeline_cookie, sync_many
-from .aio import RoundIO
+from .aio import RoundIO, call_timeout
 from . import wire
 
 from .modes import mode_policy
@@ -422,10 +422,11 @@ class Controller:
                 items.append((a.name, a.address, a.io_key(), a.counter_request(counter, idx[a.name])))
             return list(zip(agents, self.io.run("read", items)))
         waits = []
+        timeout = call_timeout("read", len(agents))
         for a in agents:
             try:
                 waits.append((a, a.client.read_raw_start(a.counter_request(counter, idx[a.name]),
-                                                         timeout=2.0)))
+                                                         timeout=timeout)))
             except Exception as exc:  # noqa: BLE001
                 waits.append((a, lambda exc=exc: _raise(exc)))
         out = []
