@@ -511,7 +511,11 @@ def main(argv=None) -> int:
     coflows = [int(x) for x in args.coflows.split(",") if x]
     modes = [m for m in args.modes.split(",") if m]
     variants = tuple(v for v in args.variants.split(",") if v)
+    import hashlib
+    with open(args.p4info, "rb") as f:
+        p4info_sha = hashlib.sha256(f.read()).hexdigest()[:12]
     res: dict = {"rows": [], "loadavg_start": os.getloadavg(), "cpus": os.cpu_count(),
+                 "p4info": {"path": os.path.realpath(args.p4info), "sha256_12": p4info_sha},
                  "args": vars(args), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     if have_bmv2:
         log("idle BMv2 cost")

@@ -137,6 +137,7 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
     return {"schema": SCHEMA, "kind": "scale", "command": command,
             "rows": [{k: r.get(k) for k in SCALE_KEYS} for r in rows],
             "bmv2_idle": res.get("bmv2_idle"), "emulated_idle": res.get("emulated_idle"),
+            "p4info": res.get("p4info"),
             "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")],
             "run": run_info(source_path)}
 
