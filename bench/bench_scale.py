@@ -506,7 +506,7 @@ def main(argv=None) -> int:
     if not (os.path.exists(args.p4info) and os.path.exists(args.json)):
         print("bench-scale: build/coflow.p4info.txt or build/coflow.json missing: run `make p4`")
         return 2
-    have_bmv2 = bool(toolchain.discover().simple_switch_grpc)
+    have_bmv2 = bool(toolchain.discover().simple_switch_grpc) and args.bmv2_max > 0
     edges = [int(x) for x in args.edges.split(",") if x]
     coflows = [int(x) for x in args.coflows.split(",") if x]
     modes = [m for m in args.modes.split(",") if m]
