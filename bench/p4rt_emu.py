@@ -326,9 +326,20 @@ class Device:
             raise P4Error(code_pb2.NOT_FOUND, f"group {g.group_id} not found")
         mids = [mm.member_id for mm in g.members]
         have = self.members.get(prof, {})
-        for mid in mids:
-            if mid not in have:
-                raise P4Error(code_pb2.NOT_FOUND, f"member {mid} of group {g.group_id} does not exist")
+        missing = [m for m in mids if m not in have]
+        if missing and typ == pb.Update.INSERT:
+            # as PI: the group is created, its members added in order up to the first one
+            # that does not exist, and the update fails
+            part = mids[:mids.index(missing[0])]
+            e = pb.Entity()
+            e.CopyFrom(ent)
+            del e.action_profile_group.members[len(part):]
+            for mid in part:
+                r = ("member", prof, mid)
+                self.refs[r] = self.refs.get(r, 0) + 1
+            rows[g.group_id] = (_one(e), tuple(part))
+        if missing:
+            raise P4Error(code_pb2.NOT_FOUND, f"member {missing[0]} of group {g.group_id} does not exist")
         if old is not None:
             for mid in old[1]:
                 self._unref(("member", prof, mid))
