@@ -120,13 +120,20 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
 
 
 SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "median_ms", "p99_ms",
-              "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms",
-              "min_delta_ms", "updates_per_round", "switch_cpu_per_round_ms", "loadavg", "routes")
+              "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms")
+
+
+def _short(x):
+    """Timings to 3 significant digits (a summary stays small)."""
+    if isinstance(x, float):
+        return float(f"{x:.3g}")
+    return x
 
 
 def summarize_scale(res: dict, source_path: str, command: str) -> dict:
     """Summary of ``make bench-scale``'s ``out/bench/bench_scale.json`` (and its plot, written
-    next to the summary as PNG when matplotlib is there)."""
+    next to the summary as PNG when matplotlib is there): the phases only for the default
+    variant's rows (``push``), what the ratios need for the others."""
     rows = res.get("rows")
     if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
         raise ResultsError(f"{source_path}: no 'rows': not the JSON of `make bench-scale`")
@@ -135,7 +142,9 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
             if k not in r:
                 raise ResultsError(f"{source_path}: row {i} has no {k!r}")
     return {"schema": SCHEMA, "kind": "scale", "command": command,
-            "rows": [{k: r.get(k) for k in SCALE_KEYS} for r in rows],
+            "rows": [{k: _short(r.get(k)) for k in (SCALE_KEYS if r.get("variant") in ("push", None)
+                                                    else SCALE_KEYS[:9]) if r.get(k) is not None}
+                     for r in rows],
             "bmv2_idle": res.get("bmv2_idle"), "emulated_idle": res.get("emulated_idle"),
             "p4info": res.get("p4info"),
             "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")],
@@ -210,21 +219,37 @@ def _scale_label(r: dict) -> str:
     return f"{r['mode']} {r.get('round') or ''}".strip()
 
 
+def _default_rows(rows: list) -> list:
+    """Per round, size and switch kind: the controller's default I/O (``push``; else
+    ``after``, else the only row)."""
+    best: dict = {}
+    rank = {"push": 0, "after": 1, None: 2}
+    for r in rows:
+        k = (r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"])
+        v = rank.get(r.get("variant"), 3)
+        if v < 3 and (k not in best or v < best[k][0]):
+            best[k] = (v, r)
+    return [r for _, r in best.values()]
+
+
 def render_scale(s: dict) -> str:
-    """Rounds vs edges (the controller's default I/O, ``after``), then each change's ratio."""
+    """Rounds vs edges (the controller's default I/O: ``push``, pushed counters where the
+    edges push, falling back to polling), then each change's ratio."""
     rows = s["rows"]
-    after = [r for r in rows if r.get("variant") in ("after", None)]
+    after = _default_rows(rows)
     out = [f"`{s['command']}` ({_machine(s['run'])}; load average "
            f"{_f((s.get('loadavg') or [None])[0] and s['loadavg'][0][0], '{:.1f}')} at the start). "
            "Wall time of `Controller.round()` (median, p99), the controller process's CPU time "
-           "(median), the phases' medians, and the shortest Δ the loop holds (the round's p99).", "",
+           "(median), the phases' medians, and the shortest Δ the loop holds (the round's p99); "
+           "the controller's default I/O (`push`: pushed counters where the edges push them, "
+           "BMv2 polled).", "",
            "| round | edges | coflows | switches | median (ms) | p99 (ms) | CPU (ms) | read / compute / write (ms) | min Δ (ms) |",
            "|---|---:|---:|---|---:|---:|---:|---|---:|"]
     for r in sorted(after, key=lambda r: (r["mode"], r.get("round") or "", r["coflows"], r["edges"], r["switch"])):
         out.append(f"| {_scale_label(r)} | {r['edges']:,} | {r['coflows']:,} | {r['switch']} | "
                    f"{_f(r['median_ms'])} | {_f(r['p99_ms'])} | {_f(r['cpu_median_ms'])} | "
                    f"{_f(r.get('read_median_ms'))} / {_f(r.get('compute_median_ms'))} / "
-                   f"{_f(r.get('write_median_ms'))} | {_f(r.get('min_delta_ms'), '{:.0f}')} |")
+                   f"{_f(r.get('write_median_ms'))} | {_f(r.get('min_delta_ms', r['p99_ms']), '{:.0f}')} |")
     base = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
             for r in rows if r.get("variant") == "before"}
     ratios = []
@@ -236,7 +261,8 @@ def render_scale(s: dict) -> str:
     if ratios:
         out += ["", "Each change alone, against `before` (grpc futures, every answer decoded) in "
                 "the same run, rounds alternated: median wall / median CPU ratio (< 1 is faster).", "",
-                "| round | edges | coflows | switches | aio | skip | after (both) |", "|---|---:|---:|---|---|---|---|"]
+                "| round | edges | coflows | switches | aio | skip | after (both) | push |",
+                "|---|---:|---:|---|---|---|---|---|"]
         keyed: dict = {}
         for r, w, c in ratios:
             k = (_scale_label(r), r["edges"], r["coflows"], r["switch"])
@@ -244,7 +270,7 @@ def render_scale(s: dict) -> str:
         for k in sorted(keyed, key=lambda k: (k[0], k[2], k[1], k[3])):
             v = keyed[k]
             out.append(f"| {k[0]} | {k[1]:,} | {k[2]:,} | {k[3]} | {v.get('aio', '-')} | "
-                       f"{v.get('skip', '-')} | {v.get('after', '-')} |")
+                       f"{v.get('skip', '-')} | {v.get('after', '-')} | {v.get('push', '-')} |")
     return "\n".join(out) + "\n"
 
 
@@ -258,9 +284,7 @@ def plot_scale(s: dict, path: str) -> bool:
         return False
     fig, ax = plt.subplots(figsize=(7, 4.5))
     lines: dict = {}
-    for r in s["rows"]:
-        if r.get("variant") not in ("after", None) or r["mode"] == "closed_loop" and r["switch"] != "emulated":
-            continue
+    for r in _default_rows(s["rows"]):
         lines.setdefault((_scale_label(r), r["coflows"], r["switch"]), []).append((r["edges"], r["median_ms"]))
     for (label, c, sw), pts in sorted(lines.items()):
         pts.sort()
