@@ -11,7 +11,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 EXTRAS ?= test,p4,ctl,lint,sweep
 
-.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl clean help results results-emu readme \
+.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale clean help results results-emu readme \
 	shell shell-venv
 
 all: help
@@ -101,6 +101,16 @@ bench-ctl: $(VENV)/.installed
 	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
 	$(PY) bench/bench_ctl.py --out out/bench/bench_ctl.json
 
+# the controller at scale: D-CLAS / SEBF rounds vs N edges (8..1,024; BMv2 up to 32 edges, emulated
+# P4Runtime switches (bench/p4rt_emu.py) at every N), then results/ctl-scale.json + .png and
+# controller/README.md's table re-rendered. SCALE_ARGS="--edges 8,32 --rounds 20" to choose.
+bench-scale: $(VENV)/.installed
+	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
+	$(PY) bench/bench_scale.py --out out/bench/bench_scale.json $(SCALE_ARGS)
+	$(COFLOW) results save --kind scale out/bench/bench_scale.json -o results/ctl-scale.json \
+	  --command "make bench-scale$(if $(SCALE_ARGS), SCALE_ARGS=\"$(SCALE_ARGS)\")"
+	$(COFLOW) results readme --readme controller/README.md
+
 # README.md's results tables are rendered from results/*.json (small summaries of runs; see
 # controller/coflow/results.py). `make results` reruns the simulator comparisons (bundled trace,
 # and the FB trace when ../shared has it: about 10 minutes) and re-renders README.md;
@@ -123,6 +133,7 @@ results-emu: $(VENV)/.installed
 
 readme: $(VENV)/.installed
 	$(COFLOW) results readme
+	$(COFLOW) results readme --readme controller/README.md
 
 clean: stop
 	rm -rf build out .pytest_cache

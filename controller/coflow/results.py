@@ -119,7 +119,39 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
             "tcp": tcp, "regime": regime, "meters": meters, "run": run_info(source_path)}
 
 
-SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu}
+SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "median_ms", "p99_ms",
+              "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms")
+
+
+def _short(x):
+    """Timings to 3 significant digits (a summary stays small)."""
+    if isinstance(x, float):
+        return float(f"{x:.3g}")
+    return x
+
+
+def summarize_scale(res: dict, source_path: str, command: str) -> dict:
+    """Summary of ``make bench-scale``'s ``out/bench/bench_scale.json`` (and its plot, written
+    next to the summary as PNG when matplotlib is there): the phases only for the default
+    variant's rows (``push``), what the ratios need for the others."""
+    rows = res.get("rows")
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        raise ResultsError(f"{source_path}: no 'rows': not the JSON of `make bench-scale`")
+    for i, r in enumerate(rows):
+        for k in ("mode", "edges", "coflows", "switch", "median_ms", "p99_ms", "cpu_median_ms"):
+            if k not in r:
+                raise ResultsError(f"{source_path}: row {i} has no {k!r}")
+    return {"schema": SCHEMA, "kind": "scale", "command": command,
+            "rows": [{k: _short(r.get(k)) for k in (SCALE_KEYS if r.get("variant") in ("push", None)
+                                                    else SCALE_KEYS[:9]) if r.get(k) is not None}
+                     for r in rows],
+            "bmv2_idle": res.get("bmv2_idle"), "emulated_idle": res.get("emulated_idle"),
+            "p4info": res.get("p4info"),
+            "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")],
+            "run": run_info(source_path)}
+
+
+SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu, "scale": summarize_scale}
 
 
 # rendering --------------------------------------------------------------------------------------
@@ -183,7 +215,94 @@ def render_emu(s: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-RENDERERS = {"sim": render_sim, "emu": render_emu}
+def _scale_label(r: dict) -> str:
+    return f"{r['mode']} {r.get('round') or ''}".strip()
+
+
+def _default_rows(rows: list) -> list:
+    """Per round, size and switch kind: the controller's default I/O (``push``; else
+    ``after``, else the only row)."""
+    best: dict = {}
+    rank = {"push": 0, "after": 1, None: 2}
+    for r in rows:
+        k = (r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"])
+        v = rank.get(r.get("variant"), 3)
+        if v < 3 and (k not in best or v < best[k][0]):
+            best[k] = (v, r)
+    return [r for _, r in best.values()]
+
+
+def render_scale(s: dict) -> str:
+    """Rounds vs edges (the controller's default I/O: ``push``, pushed counters where the
+    edges push, falling back to polling), then each change's ratio."""
+    rows = s["rows"]
+    after = _default_rows(rows)
+    out = [f"`{s['command']}` ({_machine(s['run'])}; load average "
+           f"{_f((s.get('loadavg') or [None])[0] and s['loadavg'][0][0], '{:.1f}')} at the start). "
+           "Wall time of `Controller.round()` (median, p99), the controller process's CPU time "
+           "(median), the phases' medians, and the shortest Δ the loop holds (the round's p99); "
+           "the controller's default I/O (`push`: pushed counters where the edges push them, "
+           "BMv2 polled).", "",
+           "| round | edges | coflows | switches | median (ms) | p99 (ms) | CPU (ms) | read / compute / write (ms) | min Δ (ms) |",
+           "|---|---:|---:|---|---:|---:|---:|---|---:|"]
+    for r in sorted(after, key=lambda r: (r["mode"], r.get("round") or "", r["coflows"], r["edges"], r["switch"])):
+        out.append(f"| {_scale_label(r)} | {r['edges']:,} | {r['coflows']:,} | {r['switch']} | "
+                   f"{_f(r['median_ms'])} | {_f(r['p99_ms'])} | {_f(r['cpu_median_ms'])} | "
+                   f"{_f(r.get('read_median_ms'))} / {_f(r.get('compute_median_ms'))} / "
+                   f"{_f(r.get('write_median_ms'))} | {_f(r.get('min_delta_ms', r['p99_ms']), '{:.0f}')} |")
+    base = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
+            for r in rows if r.get("variant") == "before"}
+    ratios = []
+    for r in rows:
+        b = base.get((r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]))
+        if b is None or r.get("variant") in ("before", None) or not b["median_ms"] or not b["cpu_median_ms"]:
+            continue
+        ratios.append((r, r["median_ms"] / b["median_ms"], r["cpu_median_ms"] / b["cpu_median_ms"]))
+    if ratios:
+        out += ["", "Each change alone, against `before` (grpc futures, every answer decoded) in "
+                "the same run, rounds alternated: median wall / median CPU ratio (< 1 is faster).", "",
+                "| round | edges | coflows | switches | aio | skip | after (both) | push |",
+                "|---|---:|---:|---|---|---|---|---|"]
+        keyed: dict = {}
+        for r, w, c in ratios:
+            k = (_scale_label(r), r["edges"], r["coflows"], r["switch"])
+            keyed.setdefault(k, {})[r["variant"]] = f"{w:.2f} / {c:.2f}"
+        for k in sorted(keyed, key=lambda k: (k[0], k[2], k[1], k[3])):
+            v = keyed[k]
+            out.append(f"| {k[0]} | {k[1]:,} | {k[2]:,} | {k[3]} | {v.get('aio', '-')} | "
+                       f"{v.get('skip', '-')} | {v.get('after', '-')} | {v.get('push', '-')} |")
+    return "\n".join(out) + "\n"
+
+
+def plot_scale(s: dict, path: str) -> bool:
+    """Median round time vs edges (log-log), one line per round kind and coflow count."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    lines: dict = {}
+    for r in _default_rows(s["rows"]):
+        lines.setdefault((_scale_label(r), r["coflows"], r["switch"]), []).append((r["edges"], r["median_ms"]))
+    for (label, c, sw), pts in sorted(lines.items()):
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if sw == "emulated" else "s--",
+                label=f"{label}, {c} coflows" + (f" ({sw})" if sw != "emulated" else ""))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("edge switches")
+    ax.set_ylabel("round, median (ms)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+RENDERERS = {"sim": render_sim, "emu": render_emu, "scale": render_scale}
 
 
 def load_summary(path: str) -> dict:
@@ -195,7 +314,7 @@ def load_summary(path: str) -> dict:
     except json.JSONDecodeError as e:
         raise ResultsError(f"{path}:{e.lineno}: not JSON: {e.msg}") from None
     if not isinstance(s, dict) or s.get("kind") not in RENDERERS or s.get("schema") != SCHEMA:
-        raise ResultsError(f"{path}: not a results summary (kind sim|emu, schema {SCHEMA})")
+        raise ResultsError(f"{path}: not a results summary (kind {'|'.join(RENDERERS)}, schema {SCHEMA})")
     return s
 
 
@@ -222,6 +341,8 @@ def cmd_save(args) -> int:
     s = SUMMARIZERS[args.kind](cmp, args.source, args.command)
     from .report import write_json
     write_json(s, args.out)
+    if args.kind == "scale" and plot_scale(s, os.path.splitext(args.out)[0] + ".png"):
+        print(f"results: {os.path.splitext(args.out)[0]}.png")
     print(f"results: {args.out}")
     return 0
 
@@ -250,7 +371,8 @@ def add_commands(sub) -> None:
     p = sub.add_parser("results", help="README results tables from small JSON summaries (results/)")
     rs = p.add_subparsers(dest="rcmd", required=True)
     s = rs.add_parser("save", help="summarize a run's JSON into results/NAME.json")
-    s.add_argument("source", help="coflow compare --json output, or make run's out/run/compare.json")
+    s.add_argument("source", help="coflow compare --json output, make run's out/run/compare.json, "
+                                  "or make bench-scale's out/bench/bench_scale.json")
     s.add_argument("--kind", choices=sorted(SUMMARIZERS), required=True)
     s.add_argument("--command", required=True, help="the command that made the run (shown with the table)")
     s.add_argument("-o", "--out", required=True)

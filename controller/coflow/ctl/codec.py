@@ -287,6 +287,14 @@ class Codec:
             out.append(e)
         return out
 
+    def counter_entity(self, counter: str, index: int | None = None):
+        """A CounterEntry entity (no index: every index, a wildcard)."""
+        e = _pb().Entity()
+        e.counter_entry.counter_id = self.counter_id[counter]
+        if index is not None:
+            e.counter_entry.index.index = index
+        return e
+
     def counter_read_request(self, device_id: int, counter: str, indices=None):
         """A ``ReadRequest`` for ``indices`` of one counter (None: a wildcard read of every
         index, one entity with only the counter id). Entities are added in place (0.5 ms for

@@ -64,23 +64,35 @@ class DclasCoordinator:
         self.last: dict = {}  # (switch, slot) -> last raw counter value read
         self.offset: dict = {}  # (switch, slot) -> bytes counted before that switch restarted
         self._th = None  # (thresholds, int64 array or None)
+        # the local counts as an edges x coflows matrix, kept between rounds: only the rows of
+        # switches observed since are rebuilt (a round at 1,024 edges would otherwise look up
+        # every (edge, slot) pair in ``last``)
+        self._mat: tuple | None = None  # (edges tuple, slots tuple, matrix)
+        self._dirty_rows: set = set()
+        self.epoch = 0  # bumps whenever ``last`` loses entries (switch or slot reset)
 
     # inputs ------------------------------------------------------------------------------
     def observe(self, switch: str, counts: dict) -> None:
         """Raw counter values read from one switch (slot -> bytes)."""
+        last = self.last
         for slot, b in counts.items():
-            self.last[(switch, slot)] = int(b)
+            last[(switch, slot)] = int(b)
+        self._dirty_rows.add(switch)
 
     def switch_reset(self, switch: str) -> None:
         """The switch lost its counters (restarted, or the pipeline was pushed again)."""
         for key in [k for k in self.last if k[0] == switch]:
             self.offset[key] = self.offset.get(key, 0) + self.last.pop(key)
+        self._dirty_rows.add(switch)
+        self.epoch += 1
 
     def slot_reset(self, slot: int) -> None:
         """The slot was (re)assigned: its counters were zeroed on every switch."""
         for d in (self.last, self.offset):
             for key in [k for k in d if k[1] == slot]:
                 del d[key]
+        self._mat = None
+        self.epoch += 1
 
     def forget(self, cid) -> None:
         i = cf_number(cid)
@@ -116,8 +128,19 @@ class DclasCoordinator:
         cids = list(slots)
         sl = [slots[c] for c in cids]
         last, off = self.last, self.offset
-        local = np.array([[last.get((e, s), 0) for s in sl] for e in edges], dtype=np.int64) \
-            .reshape(len(edges), len(cids))
+        key_e, key_s = tuple(edges), tuple(sl)
+        m = self._mat
+        if m is None or m[0] != key_e or m[1] != key_s:
+            local = np.array([[last.get((e, s), 0) for s in sl] for e in edges], dtype=np.int64) \
+                .reshape(len(edges), len(cids))
+            self._mat = (key_e, key_s, local)
+        else:
+            local = m[2]
+            if self._dirty_rows:
+                for i, e in enumerate(edges):
+                    if e in self._dirty_rows:
+                        local[i] = [last.get((e, s), 0) for s in sl]
+        self._dirty_rows = set()
         if off:
             offs = np.array([[off.get((e, s), 0) for s in sl] for e in edges], dtype=np.int64) \
                 .reshape(len(edges), len(cids))

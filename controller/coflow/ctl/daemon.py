@@ -33,6 +33,7 @@ from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
 from .rates import FlowProgress, plan as rate_plan
 from .switch import SwitchAgent, pipeline_cookie, sync_many
+from .aio import RoundIO, call_timeout
 from . import wire
 
 from .modes import mode_policy
@@ -89,6 +90,7 @@ class Controller:
             registry.leader = self.is_primary    # only the primary takes changes
         self.metrics = Metrics()
         self._metric_children: dict = {}
+        self._up_seen: dict = {}   # switch -> the coflow_ctl_switch_primary value last set
         # data-plane drop / collision counters, read every telemetry_s (observe.Telemetry)
         self.telemetry = Telemetry(
             self.codec, {s.name: s.ports for s in topology.switches},
@@ -140,8 +142,24 @@ class Controller:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(max_workers=max(2, len(self.agents)),
+        self._pool = ThreadPoolExecutor(max_workers=max(2, min(len(self.agents), 64)),
                                         thread_name_prefix="ctl-io")
+        # the round's reads and writes: on one asyncio loop (``round_aio=1``, RoundIO) or as
+        # grpc futures from the loop thread (0)
+        self.io = RoundIO() if self.ctl.round_aio else None
+        # per switch: (request, coordinator epoch / meter state, raw responses) of the last
+        # counter read; an identical answer is not decoded again (``skip_unchanged``)
+        self._raw_last: dict = {}
+        self.skip_unchanged = True
+        self.use_push = bool(self.ctl.push)   # read what the edges pushed (when they do)
+        self._push_seen: dict = {}            # switch -> (push sequence, key) last observed
+        if self.ctl.push:
+            counter = (M.C_COFLOW_BYTES if self.policy.coordinated else
+                       M.C_FLOW_BYTES if self.policy.rate and self.ctl.progress_s > 0 else None)
+            for e in self.edges:
+                self.agents[e].push_counter = counter
+        # tests' reference: one switch's Write after the other (False: all in flight together)
+        self.sequential_writes = False
         self._unsubscribe = None
         self._http: StatusServer | None = None
         self._last_status_write = 0.0
@@ -258,6 +276,8 @@ class Controller:
         for a in self.agents.values():
             a.stop()
         self._pool.shutdown(wait=False)
+        if self.io is not None:
+            self.io.close()
         if self._http is not None:
             self._http.close()
             self._http = None
@@ -392,29 +412,73 @@ class Controller:
                     new.add(cid)
         return new
 
+    def _read_raw(self, agents: list, counter: str, idx: dict) -> list:
+        """One counter ReadRequest per agent (``idx``: name -> indices tuple, or None for a
+        wildcard read), all in flight together; returns [(agent, serialised responses or the
+        exception)]."""
+        if self.io is not None:
+            items = []
+            for a in agents:
+                items.append((a.name, a.address, a.io_key(), a.counter_request(counter, idx[a.name])))
+            return list(zip(agents, self.io.run("read", items)))
+        waits = []
+        timeout = call_timeout("read", len(agents))
+        for a in agents:
+            try:
+                waits.append((a, a.client.read_raw_start(a.counter_request(counter, idx[a.name]),
+                                                         timeout=timeout)))
+            except Exception as exc:  # noqa: BLE001
+                waits.append((a, lambda exc=exc: _raise(exc)))
+        out = []
+        for a, w in waits:
+            try:
+                out.append((a, w()))
+            except Exception as exc:  # noqa: BLE001
+                out.append((a, exc))
+        return out
+
+    def _unchanged(self, name: str, key, raw: list) -> bool:
+        """Whether switch ``name`` answered exactly as last time under the same ``key`` (then
+        nothing it holds changed: not decoded again); records the answer."""
+        prev = self._raw_last.get(name)
+        same = self.skip_unchanged and prev is not None and prev[0] == key and prev[1] == raw
+        if not same:
+            self._raw_last[name] = (key, raw)
+        return same
+
     def _read_counters(self) -> float:
         """D-CLAS read phase: coflow_bytes of every coordinated slot from every edge switch,
-        one ReadRequest per switch, all in flight together."""
+        one ReadRequest per switch, all in flight together; an edge whose answer is byte for
+        byte the last one's is not decoded (its counters did not change)."""
         t0 = time.perf_counter()
         idx = tuple(sorted(set(self.slots.slot.values())))
         if not idx:
             return 0.0
-        readable = [self.agents[e] for e in self.edges
-                    if self.agents[e].state in (SwitchAgent.MASTER, SwitchAgent.BACKUP)]
-        waits = {}
-        for a in readable:
-            try:
-                waits[a.name] = a.read_counters_start(M.C_COFLOW_BYTES, idx)
-            except Exception:  # noqa: BLE001
+        readable = [a for a in (self.agents[e] for e in self.edges) if a.readable()]
+        if self.use_push:    # edges that push their counters are not polled
+            polled = []
+            for a in readable:
+                got = a.pushed_counts(idx)
+                if got is None:
+                    polled.append(a)
+                    continue
+                with self._mu:
+                    key = (got[0], idx, self.coord.epoch)
+                    if self._push_seen.get(a.name) != key:
+                        self._push_seen[a.name] = key
+                        self.coord.observe(a.name, {i: v[0] for i, v in got[1].items()})
+            readable = polled
+        for a, got in self._read_raw(readable, M.C_COFLOW_BYTES, {a.name: idx for a in readable}):
+            if isinstance(got, Exception):
                 self.metrics.read_errors.labels(a.name).inc()
-        for name, wait in waits.items():
-            try:
-                counts = wait()
-            except Exception:  # noqa: BLE001
-                self.metrics.read_errors.labels(name).inc()
                 continue
             with self._mu:
-                self.coord.observe(name, counts)
+                if self._unchanged(a.name, (idx, self.coord.epoch), got):
+                    continue
+                counts: dict = {}
+                for resp in got:
+                    wire.parse_counter_bytes_fast(resp, counts)
+                self.coord.observe(a.name, counts)
         return time.perf_counter() - t0
 
     def round(self) -> dict:
@@ -501,35 +565,61 @@ class Controller:
                 e = ctx.flow_entry(cid, a, b, idx)
                 if e is not None:
                     by_sw.setdefault(sw, []).append((idx, cid, a, b, e))
-        waits = {}
+        agents, idx = [], {}
         for sw in by_sw:
             ag = self.agents[sw]
-            if ag.state not in (SwitchAgent.MASTER, SwitchAgent.BACKUP) or ag.actual is None:
+            if ag.state not in (SwitchAgent.MASTER, SwitchAgent.BACKUP) or ag.actual is None \
+                    or not ag.readable():
                 continue
             # the meters in use only (0.3-0.5 ms on BMv2), or all of them with one wildcard
             # entity when many are (4,096 counters: ~1.6 ms on BMv2 + 0.5 ms to parse)
-            idx = tuple(sorted(x[0] for x in by_sw[sw])) if len(by_sw[sw]) <= 1024 else None
-            try:
-                waits[sw] = ag.read_counter_all_start(M.C_FLOW_BYTES, idx)
-            except Exception:  # noqa: BLE001
-                self.metrics.read_errors.labels(sw).inc()
-        for sw, wait in waits.items():
-            try:
-                counts = wait()
-            except Exception:  # noqa: BLE001
-                self.metrics.read_errors.labels(sw).inc()
+            idx[sw] = tuple(sorted(x[0] for x in by_sw[sw])) if len(by_sw[sw]) <= 1024 else None
+            agents.append(ag)
+        if self.use_push:    # edges that push their counters are not polled
+            polled = []
+            for ag in agents:
+                got = ag.pushed_counts(idx[ag.name])
+                if got is None:
+                    polled.append(ag)
+                else:
+                    self._progress_from(ag, by_sw[ag.name], idx[ag.name], got[1], ("push", got[0]))
+            agents = polled
+        for ag, got in self._read_raw(agents, M.C_FLOW_BYTES, idx):
+            if isinstance(got, Exception):
+                self.metrics.read_errors.labels(ag.name).inc()
                 continue
-            actual = self.agents[sw].actual
-            if actual is None:
-                continue
-            have = actual.entities
-            with self._mu:
-                for idx, cid, a, b, e in by_sw[sw]:
-                    got = counts.get(idx)
-                    if got is not None and have.get(e.key) == e:
-                        self.progress.observe(cid, a, b, (sw, idx), got[0], got[1])
+            self._progress_from(ag, by_sw[ag.name], idx[ag.name], got, ("raw",))
         self.progress_reads += 1
         return time.perf_counter() - t0
+
+    def _progress_from(self, ag, entries: list, idx, got, how: tuple) -> None:
+        """Feed one edge's flow_bytes reading (``got``: serialised responses, or index ->
+        (bytes, packets) as pushed) to the closed loop, for the pairs whose flow_meter entry
+        the switch holds."""
+        sw = ag.name
+        actual = ag.actual
+        if actual is None:
+            return
+        # the same answer for the same observable entries: nothing to observe again
+        key = ("progress", how, idx, ag.generation, ag.writes, id(actual),
+               tuple(x[:4] for x in entries))
+        if how[0] == "push":
+            if self._push_seen.get(sw) == key:
+                return
+            self._push_seen[sw] = key
+            counts = got
+        else:
+            if self._unchanged(sw, key, got):
+                return
+            counts = {}
+            for resp in got:
+                wire.parse_counters_fast(resp, counts)
+        have = actual.entities
+        with self._mu:
+            for i, cid, a, b, e in entries:
+                c = counts.get(i)
+                if c is not None and have.get(e.key) == e:
+                    self.progress.observe(cid, a, b, (sw, i), c[0], c[1])
 
     def _compute_rates(self, now: float | None = None, timings: dict | None = None) -> None:
         """The core's Allocation on the registered coflows -> priorities and meters, handed to
@@ -629,12 +719,18 @@ class Controller:
         if audit:
             self._last_audit = time.monotonic()
         now, later = [], {}
+        up = self._up_seen
         for name, st in desired.items():
             a = self.agents[name]
             if a.state != SwitchAgent.MASTER:
-                self._metric("switch_up", name).set(0.5 if a.state == SwitchAgent.BACKUP else 0)
+                v = 0.5 if a.state == SwitchAgent.BACKUP else 0
+                if up.get(name) != v:   # a gauge set is a lock and a dict: only on changes
+                    up[name] = v
+                    self._metric("switch_up", name).set(v)
                 continue
-            self._metric("switch_up", name).set(1)
+            if up.get(name) != 1:
+                up[name] = 1
+                self._metric("switch_up", name).set(1)
             if audit:  # read back in the background; a later round diffs against it
                 self._pool.submit(a.refresh)
             dirty = self.book.dirty[name]
@@ -644,7 +740,12 @@ class Controller:
                 later[name] = self._pool.submit(a.sync, st, None)
             else:
                 now.append((a, st, dirty))
-        results = sync_many(now)
+        if self.sequential_writes:
+            results = {}
+            for item in now:
+                results.update(sync_many([item]))
+        else:
+            results = sync_many(now, self.io)
         for name, f in later.items():
             results[name] = f.result()
         written = errors = 0
@@ -717,3 +818,7 @@ class Controller:
         return {"pool_per_edge": ctx.pool.size, "in_use": ctx.pool.in_use(),
                 "unmetered_coflows": len(ctx.unmetered), "unmetered_flows": ctx.unmetered_flows,
                 "closed_loop": self.ctl.progress_s > 0, "progress_reads": self.progress_reads}
+
+
+def _raise(exc):
+    raise exc

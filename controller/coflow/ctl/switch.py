@@ -69,6 +69,15 @@ class SwitchAgent:
         self.write_errors = 0
         self.writes = 0
         self.up_since: float | None = None
+        # pushed counters: the counter this agent subscribes to on every (re)connection (None:
+        # polled only); ``pushed`` holds its values as the switch pushed them (index ->
+        # (bytes, packets)), None until the switch answered the subscription (BMv2 never does)
+        self.push_counter: str | None = None
+        self.pushed: dict | None = None
+        self.push_seq = 0
+        self.push_cpu_s = 0.0
+        self._push_lock = threading.Lock()
+        self._push_fresh: dict = {}  # what was pushed since the last take_pushed()
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -91,6 +100,9 @@ class SwitchAgent:
         """From the client's stream thread."""
         if client is not self.client:
             return
+        if kind == "other":
+            self._on_push(detail)
+            return
         if kind == "stream_error":
             log.info("%s: stream broke: %s", self.name, detail)
             self.state = self.DOWN
@@ -105,6 +117,48 @@ class SwitchAgent:
             self._wake.set()
             if not detail and self.on_change:
                 self.on_change(self, "backup")
+
+    def _on_push(self, any_msg) -> None:
+        """A pushed ReadResponse of counter entries (the stream's thread): merged into
+        ``pushed``."""
+        if not any_msg.type_url.endswith("/p4.v1.ReadResponse"):
+            return
+        t0 = time.thread_time()
+        got = wire.parse_counters_fast(any_msg.value)
+        with self._push_lock:
+            if self.pushed is None:
+                self.pushed = {}
+            self.pushed.update(got)
+            self._push_fresh.update(got)
+            self.push_seq += 1
+        self.push_cpu_s += time.thread_time() - t0
+
+    def take_pushed(self) -> dict | None:
+        """The entries pushed since the last call (index -> (bytes, packets)), or None when
+        the switch does not push."""
+        with self._push_lock:
+            if self.pushed is None:
+                return None
+            got, self._push_fresh = self._push_fresh, {}
+            return got
+
+    def _subscribe(self, c) -> None:
+        with self._push_lock:
+            self._push_fresh = {}
+            self.pushed = None     # until this connection's subscription is answered
+        if self.push_counter is not None:
+            c.subscribe([self.codec.counter_entity(self.push_counter)])
+
+    def pushed_counts(self, indices) -> tuple[int, dict] | None:
+        """(sequence number, index -> (bytes, packets) of ``indices``, None: every pushed one)
+        when the switch pushes its counters, else None (poll it)."""
+        with self._push_lock:
+            if self.pushed is None:
+                return None
+            p = self.pushed
+            if indices is None:
+                return self.push_seq, dict(p)
+            return self.push_seq, {i: p.get(i, (0, 0)) for i in indices}
 
     def _keeper(self) -> None:
         backoff = 0.05
@@ -124,8 +178,12 @@ class SwitchAgent:
             self._stop.wait(backoff)
             backoff = min(backoff * 2, 0.5)
 
+    #: switches brought up (connect, pipeline, read back) at once: a controller starting with
+    #: a thousand switches would otherwise run a thousand bring-ups in parallel threads
+    BRING_UP = threading.BoundedSemaphore(16)
+
     def _bring_up(self) -> None:
-        with self.lock:
+        with self.BRING_UP, self.lock:
             c = self.client
             if c is None or not c.connected:
                 if c is not None:
@@ -138,6 +196,7 @@ class SwitchAgent:
                 if self.generation > 1:
                     self.reconnects += 1
             if not c.is_master:
+                self._subscribe(c)
                 self.state = self.BACKUP
                 self.actual = None
                 self._in_sync = False
@@ -149,6 +208,7 @@ class SwitchAgent:
                 c.set_pipeline(self.p4info_path, self.bmv2_json_path, cookie=self.cookie)
                 self.pipeline_pushes += 1
                 reset = True
+            self._subscribe(c)
             self.actual = self.read_state()
             self._in_sync = False
             self.state = self.MASTER
@@ -249,6 +309,26 @@ class SwitchAgent:
         """index -> byte count, one ReadRequest (allowed for a backup too)."""
         return self.read_counters_start(counter, indices)()
 
+    def io_key(self) -> tuple:
+        """Names the current connection (RoundIO replaces its channel when this changes)."""
+        return (id(self.client), self.generation)
+
+    def counter_request(self, counter: str, indices: tuple | None) -> bytes:
+        """The serialised ReadRequest of ``indices`` of ``counter`` (None: every index), kept
+        while they stay the same."""
+        key = (counter, indices)
+        got = self._wild_req.get(key)
+        if got is None:
+            if len(self._wild_req) > 8:
+                self._wild_req.clear()
+            got = self._wild_req[key] = self.codec.counter_read_request(
+                self.device_id, counter, indices).SerializeToString()
+        return got
+
+    def readable(self) -> bool:
+        c = self.client
+        return (self.state in (self.MASTER, self.BACKUP) and c is not None and c.connected)
+
     def read_counters_start(self, counter: str, indices):
         """Start :meth:`read_counters` without waiting; returns the function that waits for it.
         The ReadRequest is serialised once per slot set."""
@@ -311,14 +391,15 @@ class SwitchAgent:
                 "last_error": self.last_error, "up_since": self.up_since}
 
 
-def sync_many(items) -> dict:
+def sync_many(items, io=None) -> dict:
     """Sync several switches at once: ``items`` = [(agent, desired, changed)]. Each agent's
     diff and WriteRequest are prepared in this thread (holding its lock, as the keeper does
     for a reconnect), then every Write is in flight together and the answers are collected;
-    a switch's cache is updated only when its Write succeeded. Returns name -> (updates
-    written, error or None)."""
+    a switch's cache is updated only when its Write succeeded, and its lock (hence its next
+    Write) is held until then. ``io``: a :class:`coflow.ctl.aio.RoundIO` sends the Writes on
+    its asyncio loop; None: grpc futures. Returns name -> (updates written, error or None)."""
     out: dict = {}
-    pending = []  # (agent, ops, wait) with the agent's lock held
+    pending = []  # (agent, ops, wait or request) with the agent's lock held
     try:
         for a, desired, changed in items:
             if a.state != a.MASTER:  # don't wait for the keeper's lock while it reconnects
@@ -335,13 +416,16 @@ def sync_many(items) -> dict:
                     a._commit(ops)
                     out[a.name] = (0, None)
                     continue
-                pending.append((a, ops, a.client.write_raw_start(req)))
+                pending.append((a, ops, req if io is not None else a.client.write_raw_start(req)))
                 held = False
             except P4RuntimeError as exc:
                 out[a.name] = (0, a._failed(exc))
             finally:
                 if held:
                     a.lock.release()
+        if io is not None and pending:
+            errs = io.run("write", [(a.name, a.address, a.io_key(), req) for a, _, req in pending])
+            pending = [(a, ops, _raiser(e)) for (a, ops, _), e in zip(pending, errs)]
         while pending:
             a, ops, wait = pending[0]
             try:
@@ -359,3 +443,11 @@ def sync_many(items) -> dict:
             a._in_sync = False
             a.lock.release()
     return out
+
+
+def _raiser(err):
+    """A wait function for an answer that is already there (RoundIO's)."""
+    def wait():
+        if err is not None:
+            raise err
+    return wait

@@ -85,6 +85,12 @@ class CtlSettings:
     - ``slot_idle_epochs``: a hashed counter slot whose owner sent nothing for this many data-
       plane epochs (about a second each, ``EPOCH_SECONDS`` on BMv2) is taken over by the next
       coflow hashing to it (``pipeline_config``; the P4 default is ``SLOT_IDLE_EPOCHS``).
+    - ``round_aio``: 1 = the rounds' counter reads and writes go out on one asyncio loop
+      (grpc.aio, :mod:`coflow.ctl.aio`); 0 = as grpc futures from the loop thread.
+    - ``push``: 1 = the edges are asked to push the counters the rounds read (D-CLAS's
+      ``coflow_bytes``, the closed loop's ``flow_bytes``) on the stream when they change; an
+      edge that does (the emulated switches of ``make bench-scale``) is not polled, one that
+      does not (BMv2) is; 0 = every edge polled.
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -101,6 +107,8 @@ class CtlSettings:
     slot_idle_epochs: int = SLOT_IDLE_EPOCHS
     ecn_threshold_bytes: int = 0
     meter_peak_bursts: float = 1.0
+    round_aio: int = 1
+    push: int = 1
 
     @property
     def link_Bps(self) -> float:

@@ -1,0 +1,594 @@
+#!/usr/bin/env python3
+"""The controller at datacenter scale (`make bench-scale`): D-CLAS and SEBF rounds against N
+edge switches, N in {8, 32, 128, 512, 1024}, with 100 and 1,000 coflows.
+
+Switches: real BMv2 (simple_switch_grpc, no ports) up to ``--bmv2-max`` edges, emulated ones
+(bench/p4rt_emu.py: a P4Runtime server holding many devices per process) at every N; where both
+run, the same rounds on both validate the emulation (round time within 20 %). The fabric is a
+leaf-spine of N leaves (the edges, 2 hosts each) and 2 spines; the static routing (one /32 per
+host on every switch) is installed in full up to 32 edges and left out beyond (``--routes``): no
+round writes it, and at 1,024 edges it would be 2 million entries to push before the first round.
+
+Rounds, each ``Controller.round()`` itself (read, compute, write; wall and the controller
+process's CPU time):
+- ``dclas`` ``steady``: every coordinated coflow has sent something on every edge, nothing
+  changes between rounds (read + compute);
+- ``dclas`` ``demotions``: before each round (untimed) 5 coflows' counters on one edge pass the
+  next threshold, so each round demotes 5 coflows (override writes on every edge that needs one);
+- ``dclas`` ``busy``: before each round every edge's counters of every coflow grow (below Q1: no
+  demotion), so every edge's answer changes (what the skip of unchanged answers cannot save);
+- ``sebf`` ``progress``: 5 coflows report bytes sent on 20 flows (the API's Update); the round
+  reads the closed loop's counters (``flow_bytes`` of every edge with meters), recomputes SEBF
+  and writes the meters whose rate moved;
+- ``sebf`` ``churn``: the oldest coflow leaves and a new one arrives.
+Variants, alternated round by round on the same controller and switches, so their ratios come
+from the same minutes of the same machine: ``before`` (grpc futures, every answer decoded),
+``aio`` (the round's RPCs on one asyncio loop), ``skip`` (futures, an answer identical to the last
+one not decoded), ``after`` (both), ``push`` (after, and the edges that push their counters on the
+stream are not polled: the emulated ones; BMv2 does not push, so there it is ``after``; the
+controller's default).
+
+The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
+measured apart at every N (``closed_loop`` rows), in the same variants.
+
+Writes out/bench/bench_scale.json: {"rows": [{"mode", "edges", "coflows", "switch", "median_ms",
+"p99_ms", "cpu_median_ms", "round", "variant", phases, "min_delta_ms", ...}], ...}.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+
+VARIANTS = ("before", "aio", "skip", "after", "push")
+
+
+def pct(xs, q):
+    return float(np.percentile(np.asarray(xs), q)) if xs else float("nan")
+
+
+def log(msg: str) -> None:
+    sys.stderr.write(f"[{time.strftime('%H:%M:%S')}] {msg}\n")
+    sys.stderr.flush()
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (and its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return (int(parts[11]) + int(parts[12])) / tick
+
+
+def proc_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def topology(edges: int, base: int):
+    """A leaf-spine of ``edges`` leaves (2 hosts each) and 2 spines; beyond 32 leaves without
+    the spines (a spine port per leaf would overflow port_role's 64 entries, and no round
+    touches a spine)."""
+    from coflow import topology as T
+    t = T.leafspine(edges, 2, 2)
+    sws = [replace(s, device_id=s.device_id + base) for s in t.switches]
+    if edges > 32:
+        return T.Topology(t.name + "-nospines", t.kind, t.params, t.hosts, [s for s in sws if s.edge], [])
+    return T.Topology(t.name, t.kind, t.params, t.hosts, sws, t.links)
+
+
+class Switches:
+    """The fabric's switches: BMv2 processes or emulated devices; ``pids`` for CPU accounting."""
+
+    def __init__(self, topo, kind: str, emu_procs: int):
+        self.topo, self.kind, self.emu_procs = topo, kind, emu_procs
+        self.bmv2: dict = {}
+        self.emu = None
+
+    def start(self) -> dict:
+        if self.kind == "bmv2":
+            from coflow.ctl.bmv2 import Bmv2
+            for s in self.topo.switches:
+                self.bmv2[s.name] = Bmv2(s.device_id).start()
+            return {n: b.address for n, b in self.bmv2.items()}
+        from p4rt_emu import EmulatedSwitches
+        self.emu = EmulatedSwitches([s.device_id for s in self.topo.switches], self.emu_procs).start()
+        return {s.name: self.emu.addresses[s.device_id] for s in self.topo.switches}
+
+    def pids(self) -> list:
+        if self.kind == "bmv2":
+            return [b.proc.pid for b in self.bmv2.values() if b.proc is not None]
+        return self.emu.pids() if self.emu else []
+
+    def stop(self) -> None:
+        for b in self.bmv2.values():
+            b.stop()
+        self.bmv2 = {}
+        if self.emu is not None:
+            self.emu.stop()
+            self.emu = None
+
+
+def patient(ctl) -> None:
+    """A thousand switches connecting at once on a loaded 2-core machine: no 1 s connect
+    timeout (its retries would keep every switch reconnecting)."""
+    for a in ctl.agents.values():
+        a.connect_timeout = 60.0
+
+
+def set_variant(ctl, variant: str) -> None:
+    from coflow.ctl.aio import RoundIO
+    want_aio = variant in ("aio", "after", "push")
+    if want_aio and ctl.io is None:
+        ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
+        ctl._bench_io = ctl.io
+    elif not want_aio and ctl.io is not None:
+        ctl._bench_io = ctl.io
+        ctl.io = None
+    ctl.skip_unchanged = variant in ("skip", "after", "push")
+    ctl.use_push = variant == "push"
+
+
+class Traffic:
+    """The benchmark's data plane: counter writes (the primary's, through the controller's own
+    clients, as bench-ctl does), untimed, between rounds."""
+
+    def __init__(self, ctl, addrs: dict):
+        self.ctl = ctl
+
+    def write_counters(self, edge: str, counter: str, values: dict) -> None:
+        """Counter writes need the primary: they go through the controller's own client (as
+        bench-ctl does), outside the timed round."""
+        from coflow.dataplane.pb import p4runtime_pb2 as pb
+        a = self.ctl.agents[edge]
+        req = a.client.write_request()
+        cid = self.ctl.codec.counter_id[counter]
+        for idx, (nb, npk) in values.items():
+            u = req.updates.add()
+            u.type = pb.Update.MODIFY
+            ce = u.entity.counter_entry
+            ce.counter_id = cid
+            ce.index.index = idx
+            ce.data.byte_count = nb
+            ce.data.packet_count = npk
+        with a.lock:
+            a.client.write_raw(req.SerializeToString(), timeout=30)
+
+    def write_all(self, counter: str, per_edge: dict) -> None:
+        """Every edge's counter writes, in flight together."""
+        from coflow.dataplane.pb import p4runtime_pb2 as pb
+        cid = self.ctl.codec.counter_id[counter]
+        waits = []
+        for edge, values in per_edge.items():
+            a = self.ctl.agents[edge]
+            req = a.client.write_request()
+            for idx, (nb, npk) in values.items():
+                u = req.updates.add()
+                u.type = pb.Update.MODIFY
+                ce = u.entity.counter_entry
+                ce.counter_id = cid
+                ce.index.index = idx
+                ce.data.byte_count = nb
+                ce.data.packet_count = npk
+            waits.append(a.client.write_raw_start(req.SerializeToString(), timeout=60))
+        for w in waits:
+            w()
+
+    def close(self) -> None:
+        pass
+
+
+def summarize(rs: list, pids: list, cpu_sw: float) -> dict:
+    tot = [r["total_s"] * 1e3 for r in rs]
+    out = {"n": len(rs), "median_ms": statistics.median(tot), "p99_ms": pct(tot, 99),
+           "cpu_median_ms": statistics.median(r["cpu_s"] * 1e3 for r in rs),
+           "cpu_p99_ms": pct([r["cpu_s"] * 1e3 for r in rs], 99)}
+    for ph in ("read", "compute", "write"):
+        xs = [r[f"{ph}_s"] * 1e3 for r in rs]
+        out[f"{ph}_median_ms"] = statistics.median(xs)
+        out[f"{ph}_p99_ms"] = pct(xs, 99)
+    out["updates_per_round"] = statistics.fmean(r["updates"] for r in rs)
+    out["switch_cpu_per_round_ms"] = cpu_sw / max(1, len(rs)) * 1e3
+    # the loop can hold a period of at least one round's worst-case (p99) time
+    out["min_delta_ms"] = out["p99_ms"]
+    return out
+
+
+def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None) -> dict:
+    """``rounds`` rounds per variant, alternated; returns variant -> summary."""
+    got: dict = {v: [] for v in variants}
+    cpu_sw = {v: 0.0 for v in variants}
+    push0 = sum(a.push_cpu_s for a in ctl.agents.values())
+    for i in range(rounds * len(variants)):
+        v = variants[i % len(variants)]
+        set_variant(ctl, v)
+        if before_round is not None:
+            before_round(i)
+            time.sleep(0.02)   # what the edges push after a change arrives before the round
+        s0 = sum(proc_cpu(p) for p in pids)
+        r = ctl.round()
+        cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
+        ctl._collect_between_rounds()
+        got[v].append(r)
+        if (i + 1) % (len(variants) * 10) == 0:
+            log(f"  {scenario}: {i + 1}/{rounds * len(variants)} rounds")
+    out = {v: summarize(got[v], pids, cpu_sw[v]) for v in variants}
+    push_cpu = sum(a.push_cpu_s for a in ctl.agents.values())
+    for v in variants:   # receiving pushes (stream threads, between rounds): per round
+        out[v]["push_cpu_per_round_ms"] = (push_cpu - push0) * 1e3 / max(1, rounds * len(variants))
+    return out
+
+
+def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, routes_full) -> list:
+    from coflow.api.registry import CoflowRegistry
+    from coflow.ctl import model as M
+    from coflow.ctl.daemon import Controller
+    from coflow.params import MB
+    hosts = [h.name for h in topo.hosts]
+    reg = CoflowRegistry(hosts)
+    for k in range(ncoflows):
+        reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
+    ctl = Controller(topo, "dclas", p4info, bmv2_json, addrs, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0"}, start_timeout=600)
+    if not routes_full:
+        ctl.routes = {}
+    patient(ctl)
+    t0 = time.perf_counter()
+    ctl.start(loop=False)
+    startup = time.perf_counter() - t0
+    log(f"  controller up in {startup:.1f} s")
+    rows = []
+    traffic = Traffic(ctl, addrs)
+    try:
+        ctl.round()
+        slots = dict(ctl.slots.slot)
+        cids = sorted(slots)
+        base = {cid: 1000 + slots[cid] for cid in cids}
+        traffic.write_all(M.C_COFLOW_BYTES, {e: {slots[c]: (base[c], 1) for c in cids} for e in ctl.edges})
+        ctl.round()
+        pids = sw.pids()
+        out = {"steady": run_rounds(ctl, "steady", rounds, variants, pids)}
+        bump = [0]
+
+        def busy(i):
+            bump[0] += 1
+            traffic.write_all(M.C_COFLOW_BYTES, {e: {slots[c]: (base[c] + 100 * bump[0], 1 + bump[0])
+                                                     for c in cids} for e in ctl.edges})
+        out["busy"] = run_rounds(ctl, "busy", max(5, rounds // 2), variants, pids, busy)
+        level = {c: 0 for c in cids}
+        edges = ctl.edges
+
+        def demote(i):
+            e = edges[i % len(edges)]
+            ups = {}
+            for j in range(5):
+                c = cids[(i * 5 + j) % len(cids)]
+                level[c] = min(level[c] + 1, 7)
+                ups[slots[c]] = (int(10 * MB * 10 ** (level[c] - 1)), 1)
+            traffic.write_counters(e, M.C_COFLOW_BYTES, ups)
+        nd = min(rounds, len(cids) * 7 // 5 // len(variants))
+        out["demotions"] = run_rounds(ctl, "demotions", nd, variants, pids, demote)
+        rss = sum(proc_rss_mb(p) for p in pids)
+        for scen, per in out.items():
+            for v, s in per.items():
+                rows.append({"mode": "dclas", "round": scen, "variant": v, "edges": len(ctl.edges),
+                             "coflows": ncoflows, "coordinated": len(cids), "switch": sw.kind,
+                             "switches_rss_mb": rss, "controller_rss_mb": proc_rss_mb(os.getpid()),
+                             "startup_s": startup, **s})
+    finally:
+        traffic.close()
+        ctl.stop()
+        reg.close()
+    return rows
+
+
+def make_flows(hosts, n, rng, size_scale=1.0):
+    from coflow.api.registry import FlowSpec  # noqa: F401
+    h = len(hosts)
+    n = min(n, h * (h - 1))
+    pairs: dict = {}
+    while len(pairs) < n:   # distinct (src, dst) pairs: the API takes one flow per pair
+        a = rng.integers(0, h, n)
+        b = (a + rng.integers(1, h, n)) % h
+        for x, y in zip(a.tolist(), b.tolist()):
+            if len(pairs) < n:
+                pairs.setdefault((x, y), None)
+    size = np.maximum(1000, rng.lognormal(13, 2, n) * size_scale).astype(np.int64)
+    return [(hosts[a], hosts[b], int(s)) for (a, b), s in zip(pairs, size)]
+
+
+def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, routes_full,
+               total_flows: int = 10_000) -> list:
+    from coflow.api.registry import CoflowRegistry
+    from coflow.ctl.daemon import Controller
+    hosts = [h.name for h in topo.hosts]
+    rng = np.random.default_rng(1)
+    reg = CoflowRegistry(hosts)
+    per = max(1, total_flows // ncoflows)
+    cids = [reg.register(make_flows(hosts, per, rng)).cid for _ in range(ncoflows)]
+    ctl = Controller(topo, "sebf", p4info, bmv2_json, addrs, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "1000"},
+                     start_timeout=600)
+    if not routes_full:
+        ctl.routes = {}
+    patient(ctl)
+    t0 = time.perf_counter()
+    ctl.start(loop=False)
+    startup = time.perf_counter() - t0
+    log(f"  controller up in {startup:.1f} s")
+    rows = []
+    try:
+        ctl.round()
+        pids = sw.pids()
+        live = list(cids)
+
+        def progress(i):
+            for k in rng.choice(len(live), min(5, len(live)), replace=False).tolist():
+                rec = reg.get(live[k])
+                n = len(rec.flows)
+                fl = rng.choice(n, min(20, n), replace=False).tolist()
+                reg.update(rec.cid, sent={f: min(rec.flows[f].size_bytes - 1,
+                                                 rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
+                                          for f in fl})
+        out = {"progress": run_rounds(ctl, "progress", rounds, variants, pids, progress)}
+
+        def churn(i):
+            reg.unregister(live.pop(0))
+            live.append(reg.register(make_flows(hosts, per, rng)).cid)
+        out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn)
+        for scen, s_per in out.items():
+            for v, s in s_per.items():
+                rows.append({"mode": "sebf", "round": scen, "variant": v, "edges": len(ctl.edges),
+                             "coflows": ncoflows, "flows": ncoflows * per, "switch": sw.kind,
+                             "meters_in_use": ctl._meter_ctx.pool.in_use(),
+                             "unmetered_coflows": len(ctl._meter_ctx.unmetered),
+                             "startup_s": startup, **s})
+    finally:
+        ctl.stop()
+        reg.close()
+    return rows
+
+
+def bench_closed_loop(topo, addrs, sw, rounds, variants, p4info, bmv2_json, total_flows=10_000) -> list:
+    """The rate modes' closed-loop read of ``flow_bytes`` (a wildcard read of all 4,096 counters
+    on every edge, decoded; or, in the ``push`` variant, what the edges pushed), on a controller
+    that is started but not scheduling. 10k flows spread over the edges: every edge counts for
+    10,000 / N meters. ``steady``: nothing changes between rounds; ``busy``: every one of those
+    counters grows before each round (untimed)."""
+    from coflow.api.registry import CoflowRegistry
+    from coflow.ctl import model as M
+    from coflow.ctl import wire
+    from coflow.ctl.daemon import Controller
+    reg = CoflowRegistry([h.name for h in topo.hosts])
+    ctl = Controller(topo, "sebf", p4info, bmv2_json, addrs, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0"}, start_timeout=600)
+    ctl.routes = {}
+    patient(ctl)
+    ctl.start(loop=False)
+    rows = []
+    try:
+        agents = [ctl.agents[e] for e in ctl.edges]
+        idx = {a.name: None for a in agents}
+        per_edge = max(1, total_flows // len(agents))
+        active = [int(x) for x in np.linspace(0, 4095, per_edge)]
+        traffic = Traffic(ctl, addrs)
+        step = [1]
+
+        def write(k):
+            traffic.write_all(M.C_FLOW_BYTES, {a.name: {i: (1514 * (i + k), i + k) for i in active}
+                                               for a in agents})
+        write(1)
+        time.sleep(0.05)
+        pids = sw.pids()
+        for a in agents:
+            a.take_pushed()
+        for scen in ("steady", "busy"):
+            got: dict = {v: [] for v in variants}
+            cpu_sw = {v: 0.0 for v in variants}
+            nr = rounds if scen == "steady" else max(5, rounds // 2)
+            for i in range(nr * len(variants)):
+                v = variants[i % len(variants)]
+                set_variant(ctl, v)
+                if scen == "busy":
+                    step[0] += 1
+                    write(step[0])
+                    time.sleep(0.02)
+                s0 = sum(proc_cpu(p) for p in pids)
+                c0, t0 = time.process_time(), time.perf_counter()
+                n = 0
+                polled = agents
+                if v == "push":
+                    polled = []
+                    for a in agents:
+                        pc = a.take_pushed()
+                        if pc is None:
+                            polled.append(a)
+                        else:
+                            n += len(pc)
+                for a, raw in ctl._read_raw(polled, M.C_FLOW_BYTES, idx):
+                    if ctl._unchanged(a.name, ("closed-loop",), raw):
+                        continue
+                    counts: dict = {}
+                    for resp in raw:
+                        wire.parse_counters_fast(resp, counts)
+                    n += len(counts)
+                t1, c1 = time.perf_counter(), time.process_time()
+                cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
+                got[v].append({"total_s": t1 - t0, "cpu_s": c1 - c0, "read_s": t1 - t0, "compute_s": 0.0,
+                               "write_s": 0.0, "updates": n})
+            for v in variants:
+                s = summarize(got[v], pids, cpu_sw[v])
+                s["counters_decoded_per_round"] = s.pop("updates_per_round")
+                rows.append({"mode": "closed_loop", "round": scen, "variant": v, "edges": len(ctl.edges),
+                             "coflows": 0, "flows": total_flows, "switch": sw.kind, **s})
+        traffic.close()
+    finally:
+        ctl.stop()
+        reg.close()
+    return rows
+
+
+def idle_bmv2_cost(n: int = 4, seconds: float = 5.0) -> dict:
+    """Memory and CPU of idle BMv2 processes: ``n`` started with the coflow pipeline pushed."""
+    from coflow.ctl.bmv2 import Bmv2
+    from coflow.dataplane.p4rt import P4RuntimeClient
+    args = _ARGS
+    sws = []
+    try:
+        for k in range(n):
+            b = Bmv2(7700 + k + os.getpid() % 100 * 10).start()
+            c = P4RuntimeClient(b.address, b.device_id, 10)
+            c.connect(timeout=10)
+            c.set_pipeline(args.p4info, args.json)
+            c.close()
+            sws.append(b)
+        time.sleep(1.0)
+        pids = [b.proc.pid for b in sws]
+        c0 = [proc_cpu(p) for p in pids]
+        time.sleep(seconds)
+        cpu = [(proc_cpu(p) - c) / seconds for p, c in zip(pids, c0)]
+        rss = [proc_rss_mb(p) for p in pids]
+        return {"switches": n, "rss_mb_median": statistics.median(rss),
+                "cpu_frac_median": statistics.median(cpu), "seconds": seconds}
+    finally:
+        for b in sws:
+            b.stop()
+
+
+def emu_cost(topo_edges: int, procs: int) -> dict:
+    from p4rt_emu import EmulatedSwitches
+    with EmulatedSwitches(list(range(1, topo_edges + 1)), procs) as e:
+        time.sleep(0.5)
+        return {"devices": topo_edges, "processes": procs,
+                "rss_mb_total": sum(proc_rss_mb(p) for p in e.pids())}
+
+
+_ARGS = None
+
+
+def main(argv=None) -> int:
+    global _ARGS
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--edges", default="8,32,128,512,1024")
+    ap.add_argument("--coflows", default="100,1000")
+    ap.add_argument("--modes", default="dclas,sebf,closed_loop")
+    ap.add_argument("--bmv2-max", type=int, default=32, help="BMv2 switches up to this many edges")
+    ap.add_argument("--emulated-min", type=int, default=8, help="emulated switches from this many edges")
+    ap.add_argument("--rounds", type=int, default=40, help="rounds per variant and scenario")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--large", type=int, default=512, help="from this many edges: --large-rounds, --large-variants")
+    ap.add_argument("--large-rounds", type=int, default=8)
+    ap.add_argument("--large-variants", default="before,after,push")
+    ap.add_argument("--emu-procs", type=int, default=2, help="emulated-switch server processes")
+    ap.add_argument("--routes", choices=("auto", "full", "none"), default="auto")
+    ap.add_argument("--p4info", default=os.path.join(ROOT, "build", "coflow.p4info.txt"))
+    ap.add_argument("--json", default=os.path.join(ROOT, "build", "coflow.json"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "out", "bench", "bench_scale.json"))
+    ap.add_argument("--append", action="store_true",
+                    help="keep the rows of --out that this run does not measure again")
+    args = ap.parse_args(argv)
+    _ARGS = args
+    sys.path.insert(0, os.path.join(ROOT, "controller"))
+    from coflow.dataplane import toolchain
+    if not (os.path.exists(args.p4info) and os.path.exists(args.json)):
+        print("bench-scale: build/coflow.p4info.txt or build/coflow.json missing: run `make p4`")
+        return 2
+    have_bmv2 = bool(toolchain.discover().simple_switch_grpc) and args.bmv2_max > 0
+    edges = [int(x) for x in args.edges.split(",") if x]
+    coflows = [int(x) for x in args.coflows.split(",") if x]
+    modes = [m for m in args.modes.split(",") if m]
+    variants = tuple(v for v in args.variants.split(",") if v)
+    import hashlib
+    with open(args.p4info, "rb") as f:
+        p4info_sha = hashlib.sha256(f.read()).hexdigest()[:12]
+    res: dict = {"rows": [], "loadavg_start": os.getloadavg(), "cpus": os.cpu_count(),
+                 "p4info": {"path": os.path.realpath(args.p4info), "sha256_12": p4info_sha},
+                 "args": vars(args), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    if have_bmv2:
+        log("idle BMv2 cost")
+        res["bmv2_idle"] = idle_bmv2_cost()
+    else:
+        log("simple_switch_grpc not found: emulated switches only")
+    base = 20000 + (os.getpid() % 100) * 1100
+    out_path = args.out
+    kept: list = []
+    if args.append and os.path.exists(out_path):
+        with open(out_path) as f:
+            old = json.load(f)
+        kept = old.get("rows", [])
+        for k in ("bmv2_idle", "emulated_idle"):
+            if k in old and k not in res:
+                res[k] = old[k]
+        res["earlier_runs"] = old.get("earlier_runs", []) + [
+            {k: old.get(k) for k in ("started", "finished", "loadavg_start", "loadavg_end", "args")}]
+
+    def key(r):
+        return (r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"], r["switch"])
+    os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    for n in edges:
+        kinds = [k for k, ok in (("bmv2", have_bmv2 and n <= args.bmv2_max),
+                                 ("emulated", n >= args.emulated_min)) if ok]
+        routes_full = args.routes == "full" or (args.routes == "auto" and n <= 32)
+        big = n >= args.large
+        rounds = args.large_rounds if big else args.rounds
+        vs = tuple(v for v in args.large_variants.split(",") if v) if big else variants
+        topo = topology(n, base)
+        for kind in kinds:
+            sw = Switches(topo, kind, args.emu_procs)
+            log(f"N={n} edges, {len(topo.switches)} {kind} switches: starting")
+            t0 = time.perf_counter()
+            addrs = sw.start()
+            log(f"  switches up in {time.perf_counter() - t0:.1f} s")
+            try:
+                for mode in modes:
+                    for c in (coflows if mode != "closed_loop" else [0]):
+                        log(f"N={n} {kind} {mode} coflows={c}")
+                        if mode == "dclas":
+                            rows = bench_dclas(topo, addrs, sw, c, rounds, vs, args.p4info,
+                                               args.json, routes_full)
+                        elif mode == "sebf":
+                            rows = bench_sebf(topo, addrs, sw, c, rounds, vs, args.p4info,
+                                              args.json, routes_full)
+                        else:
+                            rows = bench_closed_loop(topo, addrs, sw, max(5, rounds // 2),
+                                                     vs, args.p4info, args.json)
+                        for r in rows:
+                            r["loadavg"] = os.getloadavg()[0]
+                            r["routes"] = "full" if routes_full else "none"
+                        res["rows"] += rows
+                        new_keys = {key(r) for r in res["rows"]}
+                        kept = [r for r in kept if key(r) not in new_keys]
+                        for r in rows:
+                            if r["variant"] == vs[-1]:
+                                log(f"    {r['mode']} {r['round']}: median {r['median_ms']:.2f} ms, "
+                                    f"p99 {r['p99_ms']:.2f} ms, cpu {r['cpu_median_ms']:.2f} ms "
+                                    f"(read {r['read_median_ms']:.2f} / compute {r['compute_median_ms']:.2f}"
+                                    f" / write {r['write_median_ms']:.2f})")
+                        with open(out_path, "w") as f:
+                            json.dump(dict(res, rows=kept + res["rows"]), f, indent=1)
+            finally:
+                sw.stop()
+    res["loadavg_end"] = os.getloadavg()
+    res["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    res["rows"] = kept + res["rows"]
+    with open(out_path, "w") as f:
+        json.dump(res, f, indent=1)
+    print(f"wrote {out_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

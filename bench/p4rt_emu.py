@@ -1,0 +1,877 @@
+#!/usr/bin/env python3
+"""Emulated edge switches for `make bench-scale`: a small P4Runtime server (grpcio's asyncio
+server, the generated P4Runtime service stubs of coflow.dataplane.pb) that holds the state of
+many devices in one process, as Aalo emulated its daemons.
+
+What it serves is what the controller uses, with BMv2's (PI's) semantics:
+- StreamChannel arbitration per device: the highest election id is primary (status OK), the
+  others backup (ALREADY_EXISTS); every client is told when the primary changes; writes and
+  pipeline pushes of a non-primary client answer PERMISSION_DENIED; reads are open to anyone.
+- SetForwardingPipelineConfig (VERIFY_AND_COMMIT / COMMIT): the P4Info, the cookie, and the
+  default actions of the BMv2 JSON; every table, profile, meter and counter is reset.
+  GetForwardingPipelineConfig (COOKIE_ONLY or all).
+- Write, CONTINUE_ON_ERROR as PI: the updates are applied one after the other, each error is
+  reported in the status details (google.rpc.Status of p4.v1.Error, one per update) and the
+  call fails with UNKNOWN when any did. Table entries (exact / LPM / ternary / range / optional
+  matches, direct actions or action-profile members / groups; INSERT of an existing key
+  ALREADY_EXISTS, MODIFY / DELETE of a missing one NOT_FOUND, table size RESOURCE_EXHAUSTED),
+  default actions (MODIFY), action-profile members and groups (a group's members and an entry's
+  member / group must exist: NOT_FOUND; a member or group still referenced cannot be deleted:
+  FAILED_PRECONDITION), indirect meters (MODIFY with a config sets it, without one resets it)
+  and indirect counters (MODIFY sets the count).
+- Read: wildcard and exact reads of all of the above (a table's entries, its default action,
+  a counter's or meter's every index or one, a profile's members / groups).
+- Pushed counters (an extension BMv2 does not have; PI ignores the message): a client that
+  arbitrated may send a StreamMessageRequest whose ``other`` holds a ReadRequest of counter
+  entries; the device answers with their values, then, at most every ``push_period`` (2 ms),
+  with the entries that changed, each time one ReadResponse in a StreamMessageResponse's
+  ``other``.
+
+No data plane: counters change only when written. The answers are protobuf messages of the
+generated stubs; read answers are assembled from each entity's cached serialised
+``ReadResponse`` (a concatenation of serialised messages is their merge, so the joined bytes
+parse as one response with every entity), so an unchanged counter costs a bytes join.
+
+Many devices share one process and one asyncio event loop (one listening port per device, the
+request's device id picks the device); ``serve_many`` starts several such processes.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "controller"))
+
+import grpc  # noqa: E402
+from google.protobuf import any_pb2  # noqa: E402
+from google.rpc import code_pb2, status_pb2  # noqa: E402
+
+from coflow.dataplane.pb import p4info_pb2 as info  # noqa: E402
+from coflow.dataplane.pb import p4runtime_pb2 as pb  # noqa: E402
+from coflow.dataplane.pb import p4runtime_pb2_grpc as pb_grpc  # noqa: E402
+
+
+class P4Error(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+def _canon(data: bytes) -> bytes:
+    """P4Runtime's canonical bytestring (no leading zero bytes, at least one byte)."""
+    s = data.lstrip(b"\x00")
+    return s or b"\x00"
+
+
+def _one(entity) -> bytes:
+    """A serialised ReadResponse holding one entity (joined, they make one response)."""
+    r = pb.ReadResponse()
+    r.entities.add().CopyFrom(entity)
+    return r.SerializeToString()
+
+
+_PIPELINES: dict = {}   # hash of (P4Info, device config) -> its parsed form, shared by devices
+_EMPTY_METER: dict = {}  # (meter id, index) -> an unconfigured meter entry's ReadResponse bytes
+_ZERO_COUNTER: dict = {}  # (counter id, index) -> a zero counter entry's ReadResponse bytes
+
+
+def _defaults(p4info, device_config: bytes) -> dict:
+    """Each table's initial default action (one ReadResponse's bytes), from the BMv2 JSON (by
+    name, as P4Info's)."""
+    out: dict = {}
+    try:
+        js = json.loads(device_config)
+    except (ValueError, UnicodeDecodeError):
+        return out
+    act_by_name = {a.preamble.name: a for a in p4info.actions}
+    json_actions = {a["id"]: a for a in js.get("actions", [])}
+    tid_by_name = {t.preamble.name: t.preamble.id for t in p4info.tables}
+    for pipe in js.get("pipelines", []):
+        for t in pipe.get("tables", []):
+            tid = tid_by_name.get(t.get("name"))
+            d = t.get("default_entry")
+            if tid is None or not d:
+                continue
+            ja = json_actions.get(d.get("action_id"))
+            if ja is None or ja["name"] not in act_by_name:
+                continue
+            a = act_by_name[ja["name"]]
+            ent = pb.Entity()
+            te = ent.table_entry
+            te.table_id = tid
+            te.is_default_action = True
+            te.action.action.action_id = a.preamble.id
+            for prm, val in zip(a.params, d.get("action_data", [])):
+                ap = te.action.action.params.add()
+                ap.param_id = prm.id
+                ap.value = _canon(int(val, 16).to_bytes((prm.bitwidth + 7) // 8 or 1, "big"))
+            out[tid] = _one(ent)
+    return out
+
+
+class Device:
+    """One switch's P4Runtime state."""
+
+    def __init__(self, device_id: int):
+        self.device_id = device_id
+        self.p4info = None
+        self.cookie: int | None = None
+        self.device_config = b""
+        self.streams: dict = {}    # election id (int) -> asyncio.Queue of StreamMessageResponse
+        self.primary: int | None = None
+        self.writes = 0
+        self.reads = 0
+        self.subs: list = []        # [queue, ReadRequest, chunks last pushed] per subscription
+        self.on_change = None       # fn(device): its counters changed (pushes are due)
+        self._reset_state()
+
+    # pipeline -------------------------------------------------------------------------------
+    def _reset_state(self) -> None:
+        self.tables: dict = {}     # table id -> {key: (entity bytes as one ReadResponse, ref)}
+        self.defaults: dict = {}   # table id -> one ReadResponse's bytes
+        self.members: dict = {}    # profile id -> {member id: bytes}
+        self.groups: dict = {}     # profile id -> {group id: (bytes, member ids)}
+        self.refs: dict = {}       # ("member"|"group", profile, id) -> references
+        self.meters: dict = {}     # meter id -> {index: bytes} (configured ones)
+        self.counters: dict = {}   # counter id -> {index: bytes} (written ones)
+
+    def set_pipeline(self, config) -> None:
+        """Install a pipeline; devices given the same one share its parsed form (P4Info
+        schema, default actions)."""
+        import hashlib
+        h = hashlib.sha256(config.p4info.SerializeToString(deterministic=True))
+        h.update(config.p4_device_config)
+        key = h.digest()
+        shared = _PIPELINES.get(key)
+        if shared is None:
+            p = info.P4Info()
+            p.CopyFrom(config.p4info)
+            schema = {
+                "tables": {t.preamble.id: t for t in p.tables},
+                "actions": {a.preamble.id: a for a in p.actions},
+                "profiles": {a.preamble.id: a for a in p.action_profiles},
+                "meters": {m.preamble.id: m for m in p.meters},
+                "counters": {c.preamble.id: c for c in p.counters},
+            }
+            fields = {tid: {mf.id: mf for mf in t.match_fields} for tid, t in schema["tables"].items()}
+            acts = {tid: {r.id for r in t.action_refs} for tid, t in schema["tables"].items()}
+            shared = _PIPELINES[key] = (p, schema, fields, acts, _defaults(p, config.p4_device_config),
+                                        bytes(config.p4_device_config))
+        self.p4info, self.schema, self._fields, self._table_actions, defaults, self.device_config = shared
+        self.cookie = config.cookie.cookie if config.HasField("cookie") else None
+        self._reset_state()
+        self.defaults = dict(defaults)
+        self.changed()
+
+    # write ----------------------------------------------------------------------------------
+    def write(self, req) -> list:
+        """Apply the updates in order; returns one (code, message) per update."""
+        if self.p4info is None:
+            raise P4Error(code_pb2.FAILED_PRECONDITION, "no forwarding pipeline config")
+        out = []
+        for u in req.updates:
+            try:
+                self._update(u.type, u.entity)
+                out.append((code_pb2.OK, ""))
+            except P4Error as e:
+                out.append((e.code, str(e)))
+        self.writes += 1
+        return out
+
+    def _update(self, typ, ent) -> None:
+        kind = ent.WhichOneof("entity")
+        if kind == "table_entry":
+            self._table_write(typ, ent)
+        elif kind == "action_profile_member":
+            self._member_write(typ, ent)
+        elif kind == "action_profile_group":
+            self._group_write(typ, ent)
+        elif kind == "meter_entry":
+            self._meter_write(typ, ent)
+        elif kind == "counter_entry":
+            self._counter_write(typ, ent)
+        else:
+            raise P4Error(code_pb2.UNIMPLEMENTED, f"{kind} writes are not supported")
+
+    def _check_action(self, action, table_id: int | None = None) -> None:
+        a = self.schema["actions"].get(action.action_id)
+        if a is None:
+            raise P4Error(code_pb2.INVALID_ARGUMENT, f"unknown action id {action.action_id}")
+        if table_id is not None and action.action_id not in self._table_actions[table_id]:
+            raise P4Error(code_pb2.INVALID_ARGUMENT, f"action {a.preamble.name} not in table {table_id}")
+        want = {p.id: p.bitwidth for p in a.params}
+        got = [p.param_id for p in action.params]
+        if sorted(got) != sorted(want):
+            raise P4Error(code_pb2.INVALID_ARGUMENT, f"action {a.preamble.name}: params {got}")
+        for p in action.params:
+            if int.from_bytes(p.value, "big") >> want[p.param_id]:
+                raise P4Error(code_pb2.INVALID_ARGUMENT, f"action {a.preamble.name}: value too wide")
+
+    def _table_key(self, te) -> tuple:
+        fields = self._fields[te.table_id]
+        ms = []
+        for fm in te.match:
+            mf = fields.get(fm.field_id)
+            if mf is None:
+                raise P4Error(code_pb2.INVALID_ARGUMENT, f"unknown match field {fm.field_id}")
+            ms.append(fm.SerializeToString(deterministic=True))
+        for mf in fields.values():
+            if mf.match_type == info.MatchField.EXACT and not any(fm.field_id == mf.id for fm in te.match):
+                raise P4Error(code_pb2.INVALID_ARGUMENT, f"missing exact match field {mf.name}")
+        return tuple(sorted(ms)), te.priority
+
+    def _table_write(self, typ, ent) -> None:
+        te = ent.table_entry
+        t = self.schema["tables"].get(te.table_id)
+        if t is None:
+            raise P4Error(code_pb2.NOT_FOUND, f"unknown table id {te.table_id}")
+        if te.is_default_action:
+            if typ != pb.Update.MODIFY:
+                raise P4Error(code_pb2.INVALID_ARGUMENT, "a default entry can only be modified")
+            self._check_action(te.action.action, te.table_id)
+            self.defaults[te.table_id] = _one(ent)
+            return
+        rows = self.tables.setdefault(te.table_id, {})
+        key = self._table_key(te)
+        old = rows.get(key)
+        if typ == pb.Update.DELETE:
+            if old is None:
+                raise P4Error(code_pb2.NOT_FOUND, "entry not found")
+            self._unref(old[1])
+            del rows[key]
+            return
+        if typ == pb.Update.INSERT and old is not None:
+            raise P4Error(code_pb2.ALREADY_EXISTS, "entry already exists")
+        if typ == pb.Update.MODIFY and old is None:
+            raise P4Error(code_pb2.NOT_FOUND, "entry not found")
+        if typ == pb.Update.INSERT and len(rows) >= t.size > 0:
+            raise P4Error(code_pb2.RESOURCE_EXHAUSTED, f"table {t.preamble.name} is full")
+        which = te.action.WhichOneof("type")
+        ref = None
+        if which == "action":
+            self._check_action(te.action.action, te.table_id)
+        elif which in ("action_profile_member_id", "action_profile_group_id"):
+            prof = t.implementation_id
+            if which == "action_profile_member_id":
+                ref = ("member", prof, te.action.action_profile_member_id)
+                if ref[2] not in self.members.get(prof, {}):
+                    raise P4Error(code_pb2.NOT_FOUND, f"member {ref[2]} does not exist")
+            else:
+                ref = ("group", prof, te.action.action_profile_group_id)
+                if ref[2] not in self.groups.get(prof, {}):
+                    raise P4Error(code_pb2.NOT_FOUND, f"group {ref[2]} does not exist")
+        else:
+            raise P4Error(code_pb2.INVALID_ARGUMENT, "entry without an action")
+        if old is not None:
+            self._unref(old[1])
+        if ref is not None:
+            self.refs[ref] = self.refs.get(ref, 0) + 1
+        rows[key] = (_one(ent), ref)
+
+    def _unref(self, ref) -> None:
+        if ref is not None:
+            self.refs[ref] -= 1
+            if not self.refs[ref]:
+                del self.refs[ref]
+
+    def _profile(self, pid: int):
+        if pid not in self.schema["profiles"]:
+            raise P4Error(code_pb2.NOT_FOUND, f"unknown action profile id {pid}")
+
+    def _member_write(self, typ, ent) -> None:
+        m = ent.action_profile_member
+        self._profile(m.action_profile_id)
+        rows = self.members.setdefault(m.action_profile_id, {})
+        have = m.member_id in rows
+        if typ == pb.Update.DELETE:
+            if not have:
+                raise P4Error(code_pb2.NOT_FOUND, f"member {m.member_id} not found")
+            if self.refs.get(("member", m.action_profile_id, m.member_id)):
+                raise P4Error(code_pb2.FAILED_PRECONDITION, f"member {m.member_id} is in use")
+            del rows[m.member_id]
+            return
+        if typ == pb.Update.INSERT and have:
+            raise P4Error(code_pb2.ALREADY_EXISTS, f"member {m.member_id} already exists")
+        if typ == pb.Update.MODIFY and not have:
+            raise P4Error(code_pb2.NOT_FOUND, f"member {m.member_id} not found")
+        self._check_action(m.action)
+        rows[m.member_id] = _one(ent)
+
+    def _group_write(self, typ, ent) -> None:
+        g = ent.action_profile_group
+        self._profile(g.action_profile_id)
+        prof = g.action_profile_id
+        rows = self.groups.setdefault(prof, {})
+        old = rows.get(g.group_id)
+        if typ == pb.Update.DELETE:
+            if old is None:
+                raise P4Error(code_pb2.NOT_FOUND, f"group {g.group_id} not found")
+            if self.refs.get(("group", prof, g.group_id)):
+                raise P4Error(code_pb2.FAILED_PRECONDITION, f"group {g.group_id} is in use")
+            for mid in old[1]:
+                self._unref(("member", prof, mid))
+            del rows[g.group_id]
+            return
+        if typ == pb.Update.INSERT and old is not None:
+            raise P4Error(code_pb2.ALREADY_EXISTS, f"group {g.group_id} already exists")
+        if typ == pb.Update.MODIFY and old is None:
+            raise P4Error(code_pb2.NOT_FOUND, f"group {g.group_id} not found")
+        mids = [mm.member_id for mm in g.members]
+        have = self.members.get(prof, {})
+        missing = [m for m in mids if m not in have]
+        if missing and typ == pb.Update.INSERT:
+            # as PI: the group is created, its members added in order up to the first one
+            # that does not exist, and the update fails
+            part = mids[:mids.index(missing[0])]
+            e = pb.Entity()
+            e.CopyFrom(ent)
+            del e.action_profile_group.members[len(part):]
+            for mid in part:
+                r = ("member", prof, mid)
+                self.refs[r] = self.refs.get(r, 0) + 1
+            rows[g.group_id] = (_one(e), tuple(part))
+        if missing:
+            raise P4Error(code_pb2.NOT_FOUND, f"member {missing[0]} of group {g.group_id} does not exist")
+        if old is not None:
+            for mid in old[1]:
+                self._unref(("member", prof, mid))
+        for mid in mids:
+            r = ("member", prof, mid)
+            self.refs[r] = self.refs.get(r, 0) + 1
+        rows[g.group_id] = (_one(ent), tuple(mids))
+
+    def _indexed(self, kind: str, ident: int, index: int):
+        obj = self.schema[kind].get(ident)
+        if obj is None:
+            raise P4Error(code_pb2.NOT_FOUND, f"unknown {kind[:-1]} id {ident}")
+        if not 0 <= index < obj.size:
+            raise P4Error(code_pb2.OUT_OF_RANGE, f"index {index} out of range for {obj.preamble.name}")
+        return obj
+
+    def _meter_write(self, typ, ent) -> None:
+        me = ent.meter_entry
+        if typ != pb.Update.MODIFY:
+            raise P4Error(code_pb2.INVALID_ARGUMENT, "meter entries can only be modified")
+        self._indexed("meters", me.meter_id, me.index.index)
+        rows = self.meters.setdefault(me.meter_id, {})
+        if me.HasField("config"):
+            rows[me.index.index] = _one(ent)
+        else:
+            rows.pop(me.index.index, None)
+
+    def _counter_write(self, typ, ent) -> None:
+        ce = ent.counter_entry
+        if typ != pb.Update.MODIFY:
+            raise P4Error(code_pb2.INVALID_ARGUMENT, "counter entries can only be modified")
+        if not ce.HasField("index"):
+            raise P4Error(code_pb2.UNIMPLEMENTED, "wildcard counter writes are not supported")
+        self._indexed("counters", ce.counter_id, ce.index.index)
+        e = pb.Entity()
+        c = e.counter_entry
+        c.counter_id = ce.counter_id
+        c.index.index = ce.index.index
+        c.data.byte_count = ce.data.byte_count
+        c.data.packet_count = ce.data.packet_count
+        self.counters.setdefault(ce.counter_id, {})[ce.index.index] = _one(e)
+        self.changed()
+
+    def changed(self) -> None:
+        if self.subs and self.on_change is not None:
+            self.on_change(self)
+
+    def bump_counter(self, counter_id: int, index: int, nbytes: int, npackets: int) -> None:
+        """What traffic would do: add to one counter (the benchmark's data plane)."""
+        e = pb.Entity()
+        old = self.counters.get(counter_id, {}).get(index)
+        if old is not None:
+            got = pb.ReadResponse.FromString(old).entities[0].counter_entry.data
+            nbytes += got.byte_count
+            npackets += got.packet_count
+        c = e.counter_entry
+        c.counter_id = counter_id
+        c.index.index = index
+        c.data.byte_count = nbytes
+        c.data.packet_count = npackets
+        self.counters.setdefault(counter_id, {})[index] = _one(e)
+        self.changed()
+
+    # read -----------------------------------------------------------------------------------
+    @staticmethod
+    def _empty_meter_bytes(mid: int, i: int) -> bytes:
+        got = _EMPTY_METER.get((mid, i))
+        if got is None:
+            e = pb.Entity()
+            e.meter_entry.meter_id = mid
+            e.meter_entry.index.index = i
+            got = _EMPTY_METER[(mid, i)] = _one(e)
+        return got
+
+    @staticmethod
+    def _zero_counter_bytes(cid: int, i: int) -> bytes:
+        got = _ZERO_COUNTER.get((cid, i))
+        if got is None:
+            e = pb.Entity()
+            c = e.counter_entry
+            c.counter_id = cid
+            c.index.index = i
+            c.data.SetInParent()
+            got = _ZERO_COUNTER[(cid, i)] = _one(e)
+        return got
+
+    def read(self, req) -> bytes:
+        """The serialised ReadResponse of every entity asked for."""
+        self.reads += 1
+        return b"".join(self.read_chunks(req))
+
+    def read_chunks(self, req) -> list:
+        """One serialised single-entity ReadResponse per entity read."""
+        if self.p4info is None:
+            raise P4Error(code_pb2.FAILED_PRECONDITION, "no forwarding pipeline config")
+        out: list = []
+        for ent in req.entities:
+            kind = ent.WhichOneof("entity")
+            if kind == "counter_entry":
+                ce = ent.counter_entry
+                cid = ce.counter_id
+                rows = self.counters.get(cid, {})
+                if ce.HasField("index"):
+                    self._indexed("counters", cid, ce.index.index)
+                    i = ce.index.index
+                    out.append(rows.get(i) or self._zero_counter_bytes(cid, i))
+                else:
+                    if cid not in self.schema["counters"]:
+                        raise P4Error(code_pb2.NOT_FOUND, f"unknown counter id {cid}")
+                    out += [rows.get(i) or self._zero_counter_bytes(cid, i)
+                            for i in range(self.schema["counters"][cid].size)]
+            elif kind == "meter_entry":
+                me = ent.meter_entry
+                mid = me.meter_id
+                rows = self.meters.get(mid, {})
+                if me.HasField("index"):
+                    self._indexed("meters", mid, me.index.index)
+                    i = me.index.index
+                    out.append(rows.get(i) or self._empty_meter_bytes(mid, i))
+                else:
+                    if mid not in self.schema["meters"]:
+                        raise P4Error(code_pb2.NOT_FOUND, f"unknown meter id {mid}")
+                    out += [rows.get(i) or self._empty_meter_bytes(mid, i)
+                            for i in range(self.schema["meters"][mid].size)]
+            elif kind == "table_entry":
+                te = ent.table_entry
+                if te.table_id not in self.schema["tables"]:
+                    raise P4Error(code_pb2.NOT_FOUND, f"unknown table id {te.table_id}")
+                if te.is_default_action:
+                    d = self.defaults.get(te.table_id)
+                    if d is not None:
+                        out.append(d)
+                    continue
+                rows = self.tables.get(te.table_id, {})
+                if len(te.match):
+                    got = rows.get(self._table_key(te))
+                    if got is not None:
+                        out.append(got[0])
+                else:
+                    out += [v[0] for v in rows.values()]
+            elif kind == "action_profile_member":
+                m = ent.action_profile_member
+                self._profile(m.action_profile_id)
+                rows = self.members.get(m.action_profile_id, {})
+                if m.member_id:
+                    if m.member_id in rows:
+                        out.append(rows[m.member_id])
+                else:
+                    out += list(rows.values())
+            elif kind == "action_profile_group":
+                g = ent.action_profile_group
+                self._profile(g.action_profile_id)
+                rows = self.groups.get(g.action_profile_id, {})
+                if g.group_id:
+                    if g.group_id in rows:
+                        out.append(rows[g.group_id][0])
+                else:
+                    out += [v[0] for v in rows.values()]
+            else:
+                raise P4Error(code_pb2.UNIMPLEMENTED, f"{kind} reads are not supported")
+        return out
+
+
+def _abort_details(per_update: list) -> tuple:
+    """grpc-status-details-bin trailing metadata as PI sends it: a google.rpc.Status whose
+    details are one p4.v1.Error per update."""
+    st = status_pb2.Status(code=code_pb2.UNKNOWN, message="Write failure.")
+    for code, msg in per_update:
+        err = pb.Error(canonical_code=code, message=msg)
+        a = any_pb2.Any()
+        a.Pack(err)
+        st.details.append(a)
+    return (("grpc-status-details-bin", st.SerializeToString()),)
+
+
+_CODE = {v.value[0]: v for v in grpc.StatusCode}
+
+
+class Emulator(pb_grpc.P4RuntimeServicer):
+    """The P4Runtime service over many :class:`Device` s (the request's device id picks one)."""
+
+    def __init__(self, device_ids):
+        self.devices = {d: Device(d) for d in device_ids}
+        self.write_log: list | None = None  # tests: (device id, serialised WriteRequest) in order
+        self.write_delay = 0.0               # tests: seconds each Write takes
+        self.in_flight: dict = {}            # device id -> Writes being handled
+        self.max_in_flight: dict = {}        # device id -> the most at once
+        # pushed counters: a subscribed device whose counters changed pushes the entries
+        # that did at most this often (what a switch agent would do every few ms)
+        self.push_period = 0.002
+        self.serve_push = True   # False: ignore subscriptions, as BMv2 does
+        self._due: set = set()
+        self._push_task = None
+        for d in self.devices.values():
+            d.on_change = self._mark
+
+    def _mark(self, dev: Device) -> None:
+        self._due.add(dev)
+        if self._push_task is None or self._push_task.done():
+            self._push_task = asyncio.ensure_future(self._push_later())
+
+    async def _push_later(self) -> None:
+        await asyncio.sleep(self.push_period)
+        due, self._due = self._due, set()
+        for dev in due:
+            for sub in list(dev.subs):
+                self._push(dev, sub)
+
+    @staticmethod
+    def _push(dev: Device, sub: list) -> None:
+        """Send a subscription the entries that changed since its last push (all, the first
+        time) as one ReadResponse in a StreamMessageResponse's ``other``."""
+        q, req, last = sub
+        try:
+            chunks = dev.read_chunks(req)
+        except P4Error:
+            return
+        if last is not None and len(last) == len(chunks):
+            changed = [c for c, o in zip(chunks, last) if c != o]
+            if not changed:
+                return
+        else:
+            changed = chunks
+        sub[2] = chunks
+        r = pb.StreamMessageResponse()
+        r.other.type_url = "type.googleapis.com/p4.v1.ReadResponse"
+        r.other.value = b"".join(changed)
+        q.put_nowait(r)
+
+    def _dev(self, device_id: int) -> Device:
+        d = self.devices.get(device_id)
+        if d is None:
+            raise P4Error(code_pb2.NOT_FOUND, f"no device {device_id}")
+        return d
+
+    @staticmethod
+    def _eid(msg) -> int:
+        return (msg.election_id.high << 64) | msg.election_id.low
+
+    def _check_primary(self, dev: Device, msg) -> None:
+        if dev.primary is None or self._eid(msg) != dev.primary:
+            raise P4Error(code_pb2.PERMISSION_DENIED, "not the primary controller")
+
+    async def _abort(self, context, e: P4Error):
+        await context.abort(_CODE[e.code], str(e))
+
+    async def Write(self, request, context):
+        d = request.device_id
+        self.in_flight[d] = self.in_flight.get(d, 0) + 1
+        self.max_in_flight[d] = max(self.max_in_flight.get(d, 0), self.in_flight[d])
+        try:
+            if self.write_delay:
+                await asyncio.sleep(self.write_delay)
+            return await self._write(request, context)
+        finally:
+            self.in_flight[d] -= 1
+
+    async def _write(self, request, context):
+        if self.write_log is not None:
+            self.write_log.append((request.device_id, request.SerializeToString(deterministic=True)))
+        try:
+            dev = self._dev(request.device_id)
+            self._check_primary(dev, request)
+            if request.atomicity != pb.WriteRequest.CONTINUE_ON_ERROR:
+                raise P4Error(code_pb2.UNIMPLEMENTED, "atomic write modes are not supported")
+            res = dev.write(request)
+        except P4Error as e:
+            await self._abort(context, e)
+        if any(c != code_pb2.OK for c, _ in res):
+            context.set_trailing_metadata(_abort_details(res))
+            await context.abort(grpc.StatusCode.UNKNOWN, "Write failure.")
+        return pb.WriteResponse()
+
+    async def Read(self, request, context):
+        try:
+            raw = self._dev(request.device_id).read(request)
+        except P4Error as e:
+            await self._abort(context, e)
+        yield pb.ReadResponse.FromString(raw)
+
+    async def SetForwardingPipelineConfig(self, request, context):
+        try:
+            dev = self._dev(request.device_id)
+            self._check_primary(dev, request)
+            if request.action not in (pb.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+                                      pb.SetForwardingPipelineConfigRequest.COMMIT):
+                raise P4Error(code_pb2.UNIMPLEMENTED, "only VERIFY_AND_COMMIT and COMMIT")
+            dev.set_pipeline(request.config)
+        except P4Error as e:
+            await self._abort(context, e)
+        return pb.SetForwardingPipelineConfigResponse()
+
+    async def GetForwardingPipelineConfig(self, request, context):
+        try:
+            dev = self._dev(request.device_id)
+            if dev.p4info is None:
+                raise P4Error(code_pb2.FAILED_PRECONDITION, "no forwarding pipeline config")
+        except P4Error as e:
+            await self._abort(context, e)
+        resp = pb.GetForwardingPipelineConfigResponse()
+        if dev.cookie is not None:
+            resp.config.cookie.cookie = dev.cookie
+        if request.response_type == pb.GetForwardingPipelineConfigRequest.ALL:
+            resp.config.p4info.CopyFrom(dev.p4info)
+            resp.config.p4_device_config = dev.device_config
+        elif request.response_type == pb.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE:
+            resp.config.p4info.CopyFrom(dev.p4info)
+        return resp
+
+    async def Capabilities(self, request, context):
+        return pb.CapabilitiesResponse(p4runtime_api_version="1.3.0")
+
+    def _announce(self, dev: Device) -> None:
+        """Every client of ``dev`` learns who is primary (PI does the same on a change)."""
+        for eid, q in dev.streams.items():
+            r = pb.StreamMessageResponse()
+            a = r.arbitration
+            a.device_id = dev.device_id
+            a.election_id.high, a.election_id.low = dev.primary >> 64, dev.primary & ((1 << 64) - 1)
+            a.status.code = code_pb2.OK if eid == dev.primary else code_pb2.ALREADY_EXISTS
+            q.put_nowait(r)
+
+    def _subscribe(self, other, q, mine) -> None:
+        """A StreamMessageRequest's ``other`` holding a ReadRequest of counter entries: push
+        them now and whenever they change (an extension; PI ignores such messages)."""
+        if not self.serve_push or not other.type_url.endswith("/p4.v1.ReadRequest"):
+            return
+        req = pb.ReadRequest.FromString(other.value)
+        dev = self.devices.get(req.device_id)
+        if dev is None or not any(d is dev for d, _ in mine):
+            return   # only a client that arbitrated for the device
+        if any(e.WhichOneof("entity") != "counter_entry" for e in req.entities):
+            return
+        sub = [q, req, None]
+        dev.subs.append(sub)
+        self._push(dev, sub)
+
+    async def StreamChannel(self, request_iterator, context):
+        q: asyncio.Queue = asyncio.Queue()
+        mine: list = []  # (device, election id) this stream arbitrated for
+
+        async def reader():
+            try:
+                async for req in request_iterator:
+                    if req.HasField("other"):
+                        self._subscribe(req.other, q, mine)
+                        continue
+                    if not req.HasField("arbitration"):
+                        continue  # packet-out, digest acks: no data plane here
+                    arb = req.arbitration
+                    dev = self.devices.get(arb.device_id)
+                    if dev is None:
+                        q.put_nowait(("abort", f"no device {arb.device_id}"))
+                        return
+                    eid = self._eid(arb)
+                    if (dev, eid) not in mine:
+                        if eid in dev.streams:
+                            q.put_nowait(("abort", f"election id {eid} already in use"))
+                            return
+                        dev.streams[eid] = q
+                        mine.append((dev, eid))
+                    dev.primary = max(dev.streams)
+                    self._announce(dev)
+            finally:
+                q.put_nowait(None)
+
+        task = asyncio.ensure_future(reader())
+        try:
+            while True:
+                msg = await q.get()
+                if msg is None:
+                    break
+                if isinstance(msg, tuple):
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, msg[1])
+                yield msg
+        finally:
+            task.cancel()
+            for dev in self.devices.values():
+                if dev.subs:
+                    dev.subs = [sub for sub in dev.subs if sub[0] is not q]
+            for dev, eid in mine:
+                dev.streams.pop(eid, None)
+                old = dev.primary
+                dev.primary = max(dev.streams) if dev.streams else None
+                if dev.primary is not None and dev.primary != old:
+                    self._announce(dev)
+
+
+async def serve(ports: dict, ready=None, stop: asyncio.Event | None = None) -> None:
+    """Serve the devices ``ports`` = {device id: port} (port 0: any free one; ``ready`` gets
+    {device id: port} once listening) until ``stop`` is set."""
+    server = grpc.aio.server(options=[("grpc.max_receive_message_length", 64 << 20),
+                                      ("grpc.max_send_message_length", 64 << 20)])
+    emu = Emulator(ports)
+    pb_grpc.add_P4RuntimeServicer_to_server(emu, server)
+    bound = {d: server.add_insecure_port(f"127.0.0.1:{p}") for d, p in ports.items()}
+    await server.start()
+    if ready is not None:
+        ready(bound, emu)
+    stop = stop or asyncio.Event()
+    await stop.wait()
+    await server.stop(0.5)
+
+
+class EmulatorThread:
+    """Emulated devices served from a thread of this process (tests): ``addresses`` (device id
+    -> host:port) and ``emu`` (the :class:`Emulator`, to inspect the devices' state)."""
+
+    def __init__(self, device_ids):
+        import threading
+        self.device_ids = list(device_ids)
+        self.addresses: dict = {}
+        self.emu: Emulator | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="p4rt-emu")
+        self._loop = None
+        self._stop = None
+
+    def _run(self) -> None:
+        async def main():
+            self._loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+
+            def ready(bound, emu):
+                self.addresses = {d: f"127.0.0.1:{p}" for d, p in bound.items()}
+                self.emu = emu
+                self._ready.set()
+            await serve({d: 0 for d in self.device_ids}, ready, self._stop)
+        asyncio.run(main())
+
+    def start(self) -> "EmulatorThread":
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise RuntimeError("emulated switches did not start")
+        return self
+
+    def call(self, fn):
+        """Run ``fn()`` on the server's loop (the devices' state is the loop's)."""
+        async def wrap():
+            return fn()
+        return asyncio.run_coroutine_threadsafe(wrap(), self._loop).result(30)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+class EmulatedSwitches:
+    """``len(device_ids)`` emulated switches in ``processes`` server processes (one asyncio
+    event loop each), devices dealt round-robin; ``addresses``: device id -> host:port."""
+
+    def __init__(self, device_ids, processes: int = 1, nice: int = 0):
+        self.device_ids = list(device_ids)
+        self.processes = max(1, min(processes, len(self.device_ids)))
+        self.nice = nice
+        self.procs: list = []
+        self.addresses: dict = {}
+
+    def start(self, timeout: float = 60.0) -> "EmulatedSwitches":
+        for k in range(self.processes):
+            ids = self.device_ids[k::self.processes]
+            cmd = [sys.executable, os.path.abspath(__file__), "--devices", ",".join(map(str, ids))]
+            if self.nice:
+                cmd = ["nice", "-n", str(self.nice)] + cmd
+            self.procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+        deadline = time.monotonic() + timeout
+        try:
+            for p in self.procs:
+                line = p.stdout.readline()
+                if not line.startswith("ready "):
+                    raise RuntimeError(f"emulated switches did not start (exit {p.poll()})")
+                for d, port in json.loads(line[6:]).items():
+                    self.addresses[int(d)] = f"127.0.0.1:{port}"
+                if time.monotonic() > deadline:
+                    raise RuntimeError("emulated switches: start timed out")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def pids(self) -> list:
+        return [p.pid for p in self.procs]
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.procs = []
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="emulated P4Runtime switches (bench-scale)")
+    ap.add_argument("--devices", required=True, help="comma-separated device ids")
+    ap.add_argument("--port-base", type=int, default=0, help="device i on port base+i (0: free ports)")
+    args = ap.parse_args(argv)
+    ids = [int(x) for x in args.devices.split(",") if x]
+    ports = {d: (args.port_base + i if args.port_base else 0) for i, d in enumerate(ids)}
+
+    async def run():
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+
+        def ready(bound, _emu):
+            sys.stdout.write("ready " + json.dumps(bound) + "\n")
+            sys.stdout.flush()
+        await serve(ports, ready, stop)
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,254 @@
+"""The round's I/O path against emulated switches (bench/p4rt_emu.py, in this process): the
+concurrent round (every switch's Write in flight together, on grpc.aio or as futures) sends
+each switch exactly the Writes, in the same order, that the sequential one does, on random
+histories of registrations, progress, departures and counter changes (hypothesis, like
+tests/test_ctl_incremental.py); a switch never has two Writes in flight, and its cache is
+updated only after its Write succeeded; an answer identical to the last one is not decoded
+and changes nothing."""
+import os
+import random
+import sys
+import threading
+import time
+import types
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from coflow import topology as T
+from coflow.ctl import daemon as D
+from coflow.ctl import model as M
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+P4INFO = os.path.join(ROOT, "build", "coflow.p4info.txt")
+BMV2_JSON = os.path.join(ROOT, "build", "coflow.json")
+
+pytestmark = pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
+                                reason="build/coflow.p4info.txt missing: run `make p4` "
+                                       "(the Controller needs the P4Info for its codec)")
+
+
+class Clock:
+    """The daemon's clock, the same for both controllers (rates depend on time)."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def install(self, monkeypatch):
+        fake = types.SimpleNamespace(time=lambda: self.now, perf_counter=time.perf_counter,
+                                     process_time=time.process_time, monotonic=time.monotonic,
+                                     sleep=time.sleep)
+        monkeypatch.setattr(D, "time", fake)
+
+
+def fabric(topo):
+    from p4rt_emu import EmulatorThread
+    e = EmulatorThread([s.device_id for s in topo.switches]).start()
+    e.emu.write_log = []
+    return e
+
+
+def controller(topo, mode, emu, reg, how):
+    """(push=0: what an edge pushes arrives when it does, so two fabrics' rounds could see
+    different counts; polled reads are deterministic)"""
+    c = D.Controller(topo, mode, P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "10", "Q1": "1000",
+                               "push": "0", "round_aio": "1" if how == "aio" else "0"} if mode == "dclas" else
+                     {"audit_s": "0", "telemetry_s": "0", "link_mbps": "10", "push": "0",
+                      "round_aio": "1" if how == "aio" else "0"})
+    c.sequential_writes = how == "sequential"
+    return c
+
+
+def writes_by_device(emu):
+    out: dict = {}
+    for dev, req in emu.emu.write_log:
+        out.setdefault(dev, []).append(req)
+    return out
+
+
+def bump(emu, dev, counter_id, slot, nbytes):
+    emu.call(lambda: emu.emu.devices[dev].bump_counter(counter_id, slot, nbytes, 1))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["dclas", "sebf"])
+@settings(max_examples=4, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_concurrent_round_writes_what_the_sequential_one_does(mode, seed):
+    with pytest.MonkeyPatch.context() as mp:
+        clock = Clock()
+        clock.install(mp)
+        _concurrent_vs_sequential(mode, seed, clock)
+
+
+def _concurrent_vs_sequential(mode, seed, clock):
+    from coflow.api.registry import CoflowRegistry
+    rng = random.Random(seed)
+    topo = T.leafspine(3, 2, 2)
+    hosts = [h.name for h in topo.hosts]
+    hows = ("sequential", "aio", "futures")
+    emus = {h: fabric(topo) for h in hows}
+    regs = {h: CoflowRegistry(hosts) for h in hows}
+    ctls = {h: controller(topo, mode, emus[h], regs[h], h) for h in hows}
+    try:
+        for h in hows:
+            ctls[h].start(loop=False)
+        cid_counter = ctls["sequential"].codec.counter_id[M.C_COFLOW_BYTES]
+        edges = [s.device_id for s in topo.switches if s.name in ctls["sequential"].edges]
+        for step in range(10):
+            clock.now += 0.05
+            for _ in range(rng.randrange(1, 4)):
+                live = regs["sequential"].list()
+                r = rng.random()
+                if r < 0.4 or not live:
+                    pairs = rng.sample([(a, b) for a in hosts for b in hosts if a != b], rng.randrange(1, 5))
+                    flows = [(a, b, rng.choice([None, 10**5, 10**6])) for a, b in pairs]
+                    for h in hows:
+                        regs[h].register(flows)
+                elif r < 0.55:
+                    k = rng.randrange(len(live))
+                    for h in hows:
+                        regs[h].unregister(regs[h].list()[k].cid)
+                elif r < 0.75 and mode == "sebf":
+                    k = rng.randrange(len(live))
+                    sent = {0: rng.randrange(0, 10**5)}
+                    for h in hows:
+                        regs[h].update(regs[h].list()[k].cid, sent=sent)
+                elif mode == "dclas":
+                    slots = sorted(set(ctls["sequential"].slots.slot.values()))
+                    if slots:
+                        dev, slot = rng.choice(edges), rng.choice(slots)
+                        nb = rng.choice([500, 5000, 10**6, 10**8])
+                        for h in hows:
+                            bump(emus[h], dev, cid_counter, slot, nb)
+            for h in hows:
+                r = ctls[h].round()
+                assert r["errors"] == 0, (h, step, r)
+        seq = writes_by_device(emus["sequential"])
+        assert sum(len(v) for v in seq.values()) > len(topo.switches)  # rounds wrote something
+        for h in ("aio", "futures"):
+            assert writes_by_device(emus[h]) == seq, h
+        for h in hows:  # never two Writes in flight to one switch
+            assert max(emus[h].emu.max_in_flight.values()) == 1
+    finally:
+        for h in hows:
+            ctls[h].stop()
+            regs[h].close()
+            emus[h].stop()
+
+
+@pytest.mark.parametrize("how", ["aio", "futures"])
+def test_a_switch_gets_its_next_write_only_after_the_last_one_answered(how):
+    """Two syncs of the same switch from two threads: the second Write leaves only once the
+    first was answered and committed to the cache (the agent's lock spans prepare to commit)."""
+    from coflow.ctl import translate as TR
+    from coflow.ctl.aio import RoundIO
+    from coflow.ctl.switch import sync_many
+    topo = T.leafspine(1, 1, 2)
+    emu = fabric(topo)
+    emu.emu.write_delay = 0.2
+    c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches},
+                     settings={"audit_s": "0", "telemetry_s": "0"})
+    io = RoundIO() if how == "aio" else None
+    try:
+        c.start(loop=False)
+        a = c.agents["l0"]
+        emu.emu.max_in_flight.clear()
+        base = a.actual.copy()
+        s1 = base.copy()
+        s1.update([TR.override_entity((1, 0), 3)])
+        s2 = s1.copy()
+        s2.update([TR.override_entity((2, 0), 5)])
+        out = {}
+        th = threading.Thread(target=lambda: out.update(first=sync_many([(a, s1, None)], io)))
+        th.start()
+        time.sleep(0.05)
+        out["second"] = sync_many([(a, s2, None)], io)
+        th.join()
+        assert out["first"]["l0"] == (1, None)
+        # the second diff was made against the first's committed result: one update, not two
+        assert out["second"]["l0"] == (1, None)
+        assert emu.emu.max_in_flight[a.device_id] == 1
+        assert a.actual.entities == s2.entities
+    finally:
+        if io is not None:
+            io.close()
+        c.stop()
+        emu.stop()
+
+
+def test_an_unchanged_answer_is_not_decoded_and_a_changed_one_is():
+    from coflow.api.registry import CoflowRegistry
+    topo = T.leafspine(2, 1, 1)
+    emu = fabric(topo)
+    reg = CoflowRegistry([h.name for h in topo.hosts])
+    reg.register([("h0", "h1", None)])
+    c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0", "Q1": "1000", "push": "0"})
+    decoded = []
+    real = D.wire.parse_counter_bytes_fast
+    try:
+        c.start(loop=False)
+        D.wire.parse_counter_bytes_fast = lambda resp, out: decoded.append(1) or real(resp, out)
+        c.round()
+        n0 = len(decoded)
+        c.round()
+        assert len(decoded) == n0          # the same answers: nothing decoded
+        [slot] = c.slots.slot.values()
+        dev = topo.switches[0].device_id
+        bump(emu, dev, c.codec.counter_id[M.C_COFLOW_BYTES], slot, 5000)
+        c.round()
+        assert len(decoded) == n0 + 1      # one edge changed: that one decoded
+        assert c.coord.global_bytes(slot, c.edges) == 5000
+        assert list(c._overrides["l1"].values()) == [6]   # demoted globally: l1 overrides
+        c.skip_unchanged = False
+        c.round()
+        assert len(decoded) == n0 + 3      # off: both decoded again
+    finally:
+        D.wire.parse_counter_bytes_fast = real
+        c.stop()
+        reg.close()
+        emu.stop()
+
+
+@pytest.mark.parametrize("serve_push", [True, False])
+def test_edges_that_push_are_not_polled_and_the_others_are(serve_push):
+    """push=1: an edge that answers the subscription is read from what it pushed (no Read
+    RPC), and the coordinator sees the same counts; one that ignores it (BMv2) is polled."""
+    from coflow.api.registry import CoflowRegistry
+    topo = T.leafspine(2, 1, 1)
+    emu = fabric(topo)
+    emu.emu.serve_push = serve_push
+    reg = CoflowRegistry([h.name for h in topo.hosts])
+    reg.register([("h0", "h1", None)])
+    c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0", "Q1": "1000", "push": "1"})
+    try:
+        c.start(loop=False)
+        c.round()
+        deadline = time.monotonic() + 3
+        while serve_push and time.monotonic() < deadline and any(
+                c.agents[e].pushed is None for e in c.edges):
+            time.sleep(0.01)
+        assert all((c.agents[e].pushed is not None) == serve_push for e in c.edges)
+        [slot] = c.slots.slot.values()
+        dev = {s.name: s.device_id for s in topo.switches}
+        reads0 = {e: emu.call(lambda e=e: emu.emu.devices[dev[e]].reads) for e in c.edges}
+        bump(emu, dev["l0"], c.codec.counter_id[M.C_COFLOW_BYTES], slot, 7000)
+        bump(emu, dev["l1"], c.codec.counter_id[M.C_COFLOW_BYTES], slot, 300)
+        time.sleep(0.1)   # the pushes arrive
+        c.round()
+        assert c.coord.global_bytes(slot, c.edges) == 7300
+        reads = {e: emu.call(lambda e=e: emu.emu.devices[dev[e]].reads) for e in c.edges}
+        assert all((reads[e] == reads0[e]) == serve_push for e in c.edges), (reads0, reads)
+    finally:
+        c.stop()
+        reg.close()
+        emu.stop()
