@@ -41,7 +41,7 @@ class SwitchAgent:
 
     def __init__(self, name: str, address: str, device_id: int, election_id: int,
                  codec: Codec, p4info_path: str, bmv2_json_path: str, cookie: int,
-                 on_change=None, connect_timeout: float = 1.0):
+                 on_change=None, connect_timeout: float = 1.0, on_master=None):
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -52,6 +52,9 @@ class SwitchAgent:
         self.cookie = cookie
         self.on_change = on_change  # fn(agent, event) event in up|down|reset|backup
         self.connect_timeout = connect_timeout
+        # fn(agent), after the pipeline check of every bring-up as primary (Tofino: the
+        # traffic manager's configuration, coflow.tofino.tmpush); raising fails the bring-up
+        self.on_master = on_master
         self._read_req: tuple = ((), b"")  # (indices, serialised ReadRequest)
         self._wild_req: dict = {}  # ("*", counter) -> serialised wildcard ReadRequest
         self.client: P4RuntimeClient | None = None
@@ -149,6 +152,8 @@ class SwitchAgent:
                 c.set_pipeline(self.p4info_path, self.bmv2_json_path, cookie=self.cookie)
                 self.pipeline_pushes += 1
                 reset = True
+            if self.on_master is not None:
+                self.on_master(self)
             self.actual = self.read_state()
             self._in_sync = False
             self.state = self.MASTER
