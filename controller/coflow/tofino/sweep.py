@@ -37,7 +37,7 @@ def collect(sweep_dir: str, bits: list[int], compiler: str = "") -> dict:
     rows = []
     for b in sorted(bits):
         d = os.path.join(sweep_dir, str(b))
-        row = {"hashed_slot_bits": b, "slots": 2 << b, "fits": False, "stages": None,
+        row: dict = {"hashed_slot_bits": b, "slots": 2 << b, "fits": False, "stages": None,
                "error": None}
         if os.path.isfile(os.path.join(d, "pipe", "tofino.bin")):
             row["fits"] = True
