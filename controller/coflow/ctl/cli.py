@@ -168,7 +168,7 @@ def add_commands(sub) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="scheduler parameter (e.g. K=8, T=2) or controller setting (link_mbps, "
                         "fair_prio, rtt_us, port_buffer_bytes, burst_buffer_frac, min_rate_frac, progress_s, "
-                        "audit_s, slot_idle_epochs)")
+                        "audit_s, slot_idle_epochs, tofino_shape_mbps)")
     p.add_argument("--switch", action="append", metavar="NAME=HOST:PORT",
                    help="gRPC address of one switch (default 127.0.0.1:grpc_base+device_id)")
     p.add_argument("--grpc-base", type=int, default=50000)
