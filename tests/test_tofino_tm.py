@@ -432,6 +432,7 @@ def test_switch_agent_issues_the_tm_config_at_every_bring_up(monkeypatch):
     a.client.close()                                      # controller reconnects, pipeline kept
     a._bring_up()
     assert events[6:] == ["tm", "read"]
+    assert a.status()["tm_configured"] == 3 and a.pipeline_pushes == 2
     a.client.close()
     fail.set()
     with pytest.raises(RuntimeError, match="BF Runtime down"):

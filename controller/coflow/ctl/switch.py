@@ -67,6 +67,7 @@ class SwitchAgent:
         self._thread: threading.Thread | None = None
         self.generation = 0  # bumps on every (re)connection
         self.pipeline_pushes = 0
+        self.on_master_done = 0   # bring-ups whose on_master (Tofino TM configuration) succeeded
         self.reconnects = 0
         self.last_error = ""
         self.write_errors = 0
@@ -154,6 +155,7 @@ class SwitchAgent:
                 reset = True
             if self.on_master is not None:
                 self.on_master(self)
+                self.on_master_done += 1
             self.actual = self.read_state()
             self._in_sync = False
             self.state = self.MASTER
@@ -313,6 +315,7 @@ class SwitchAgent:
                 "entities": None if self.actual is None else len(self.actual),
                 "writes": self.writes, "write_errors": self.write_errors,
                 "pipeline_pushes": self.pipeline_pushes, "reconnects": self.reconnects,
+                **({"tm_configured": self.on_master_done} if self.on_master is not None else {}),
                 "last_error": self.last_error, "up_since": self.up_since}
 
 
