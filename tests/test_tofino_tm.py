@@ -192,7 +192,12 @@ singleton_ports { id: 1 name: "1/0" slot: 1 port: 1 speed_bps: 100000000000 node
 def test_chassis_config_merge_and_its_errors():
     plan = tm.plan_for_mode("fifo-lm")
     text = tm.merge_chassis_config(CHASSIS, tm.stratum_vendor_text(plan, {1: [1]}))
-    assert text.startswith(CHASSIS.rstrip())
+    assert text.startswith(tm.PUSH_HEADER + CHASSIS.rstrip())
+    # Stratum tries the bytes as a binary proto first: they must not parse as any message
+    from google.protobuf.message import DecodeError
+    for cls in (tm.stratum_schema()["ChassisConfig"], bfrt.schema()["WriteRequest"]):
+        with pytest.raises(DecodeError):
+            cls.FromString(text.encode())
     cfg = text_format.Parse(text, tm.stratum_schema()["ChassisConfig"](), allow_unknown_field=True)
     _stratum_rules(cfg, 1, [1], plan)
     with pytest.raises(ValueError, match=r"leaf1.pb.txt:2: has a vendor_config"):
@@ -288,7 +293,7 @@ def test_stratum_push_replaces_the_root_with_the_merged_chassis_config(tmp_path)
     rep = got[0].replace[0]
     assert not rep.path.elem and rep.val.WhichOneof("value") == "bytes_val"
     text = rep.val.bytes_val.decode()
-    assert text.startswith(CHASSIS.rstrip())
+    assert text.startswith(tm.PUSH_HEADER + CHASSIS.rstrip())
     cfg = text_format.Parse(text, tm.stratum_schema()["ChassisConfig"](), allow_unknown_field=True)
     _stratum_rules(cfg, 1, [1], plan)
     assert gnmi_set_request("x").replace[0].val.bytes_val == b"x"

@@ -242,7 +242,8 @@ def stratum_vendor_text(plan: PortQueuePlan, node_ports: dict) -> str:
 
 def merge_chassis_config(chassis_text: str, vendor_text: str, where: str = "chassis config") -> str:
     """The operator's chassis config (text format, without a ``vendor_config``) with the QoS
-    section appended, as fabric-tna's gen-qos-config.py output is meant to be."""
+    section appended, as fabric-tna's gen-qos-config.py output is meant to be, after
+    :data:`PUSH_HEADER`."""
     import re
     bare = re.sub(r"#[^\n]*", "", chassis_text)
     m = re.search(r"^[ \t]*vendor_config\b", bare, re.M)
@@ -250,7 +251,15 @@ def merge_chassis_config(chassis_text: str, vendor_text: str, where: str = "chas
         line = bare[:m.start()].count("\n") + 1
         raise ValueError(f"{where}:{line}: has a vendor_config already; the controller writes "
                          "its own (remove it, or merge its QoS section by hand)")
-    return chassis_text.rstrip("\n") + "\n# coflow: traffic-manager QoS (coflow.tofino.tm)\n" + vendor_text
+    return (PUSH_HEADER + chassis_text.rstrip("\n")
+            + "\n# coflow: traffic-manager QoS (coflow.tofino.tm)\n" + vendor_text)
+
+
+#: The first line of a pushed chassis config. Stratum tries the bytes as a binary OpenConfig
+#: device first (SetUpRoot); these bytes cannot be one: '#' starts a group of field 4, ' ' is a
+#: varint of field 4 (value 'c'), and 'o' (0x6f) has wire type 7, which does not exist, so the
+#: binary parse fails and Stratum reads the text format.
+PUSH_HEADER = "# coflow: chassis config with the controller's QoS section\n"
 
 
 # bf_switchd: BF Runtime writes to the tf1.tm tables -----------------------------------------
