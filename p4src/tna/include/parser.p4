@@ -11,12 +11,12 @@
  * stratum/fabric-tna does (p4src/tna/include/parser.p4, FabricEgressDeparser) and
  * open-p4studio's p4_16_programs/tna_checksum for the IPv4 header. No parser
  * residual: a Checksum's get() (or subtract_all_and_deposit) puts the parser's
- * checksum unit in residual mode, which runs to the end of the packet and takes
- * in the payload past the last extracted header while bf-p4c subtracts every
- * field extracted after the call (p4lang/p4c backends/tofino/bf-p4c/p4include/
- * tofino1_base.p4; parde/extract_parser.cpp lowers get() to a
+ * checksum unit in residual mode, which keeps running to the end of parsing and
+ * subtracts every field extracted after the call (p4lang/p4c backends/tofino/
+ * bf-p4c/p4include/tofino1_base.p4; parde/extract_parser.cpp lowers get() to a
  * ChecksumResidualDeposit, parde/parser_query.cpp places it at the end of
- * parsing): what the program wrote after it was not a header checksum.
+ * parsing): the option words and L4 ports extracted after it were taken out of
+ * the sum, and the deparser never added them back.
  * Tofino 1's deparser checksum units read their PHV containers whether or not
  * a header is valid (parde/lowered/compute_lowered_deparser_ir.cpp: no POV bit
  * per input on Tofino), and a container the parser did not write is zero
