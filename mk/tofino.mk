@@ -4,7 +4,9 @@
 #                         bfrt.json, pipe/context.json, pipe/tofino.bin, pipe/logs/ (resources)
 #   make p4-tofino-fit    the fit table from build/tofino/pipe/logs, written into p4src/README.md
 #   make p4-tofino-sweep  compile with 2^15 .. 2^18 hashed slots (2x that in all) into
-#                         build/tofino-sweep/<bits>/ and say which fit
+#                         build/tofino-sweep/<bits>/, say which fit, write
+#                         results/tofino_sweep.json and render it into README.md and
+#                         p4src/README.md (python -m coflow.tofino sweep)
 # The compiler is found by controller/coflow/dataplane/toolchain.py: $BF_P4C, PATH, /opt/p4/bin.
 # Without it each target prints one line saying so (and make test's Tofino tests skip).
 
@@ -41,16 +43,19 @@ p4-tofino-fit: $(VENV)/.installed p4-tofino
 	@if [ -z "$(BF_P4C_BIN)" ]; then echo "p4-tofino-fit: $(TOFINO_MISSING)"; \
 	else $(PY) -m coflow.tofino fit $(TOFINO_BUILD) --readme p4src/README.md; fi
 
-p4-tofino-sweep:
+p4-tofino-sweep: $(VENV)/.installed
 	@if [ -z "$(BF_P4C_BIN)" ]; then echo "p4-tofino-sweep: $(TOFINO_MISSING)"; exit 0; fi; \
 	for b in $(TOFINO_SWEEP_BITS); do \
-	  d=build/tofino-sweep/$$b; log=build/tofino-sweep/$$b.log; mkdir -p $$d; \
+	  d=build/tofino-sweep/$$b; log=build/tofino-sweep/$$b.log; rm -rf $$d; mkdir -p $$d; \
 	  if $(MAKE) --no-print-directory -s _tofino-sweep-one SWEEP_DIR=$$d SWEEP_BITS=$$b \
 	       > $$log 2>&1; then \
 	    echo "p4-tofino-sweep: $$((2 << $$b)) slots ($$b hashed-slot bits): fits ($$d)"; \
 	  else echo "p4-tofino-sweep: $$((2 << $$b)) slots ($$b hashed-slot bits): does not fit ($$log):"; \
 	    grep -i "error" $$log | grep -v "^0 errors" | head -3 | sed 's/^/    /'; fi; \
-	done
+	done; \
+	$(PY) -m coflow.tofino sweep build/tofino-sweep --bits $(TOFINO_SWEEP_BITS) \
+	  --compiler "$$($(BF_P4C_BIN) --version 2>/dev/null | head -1)" \
+	  --json results/tofino_sweep.json --readme README.md --readme p4src/README.md >/dev/null
 
 _tofino-sweep-one:
 	$(call TOFINO_COMPILE,$(SWEEP_DIR)) -DTNA_HASH_SLOT_BITS=$(SWEEP_BITS)

@@ -127,3 +127,46 @@ def test_command_reads_a_build_dir(tmp_path, capsys):
     assert tofino_main(["fit", str(tmp_path)]) == 0
     assert "allocation not logged" not in capsys.readouterr().out
     assert tofino_main(["fit", str(tmp_path / "none")]) == 2
+
+
+def _sweep_dir(tmp_path):
+    """build/tofino-sweep as make p4-tofino-sweep leaves it: 15 and 16 compiled (resources
+    logged), 17 failed with the compiler's error in its log."""
+    root = tmp_path / "sweep"
+    for b in (15, 16):
+        logs = root / str(b) / "pipe" / "logs"
+        logs.mkdir(parents=True)
+        (logs / "resources.json").write_text(json.dumps(resources_doc()))
+        (root / str(b) / "pipe" / "tofino.bin").write_bytes(b"BIN")
+    (root / "17").mkdir()
+    (root / "17.log").write_text("compiling\n0 errors so far\nerror: could not fit in stage 4 with 1 "
+                                 "entries along with 131072 entries of Register coflow_owner_reg\n")
+    return root
+
+
+def test_sweep_is_rendered_from_the_builds_json(tmp_path, capsys):
+    from coflow.tofino import sweep
+    root = _sweep_dir(tmp_path)
+    doc = sweep.collect(str(root), [17, 15, 16], compiler="bf-p4c 9.13.4")
+    assert [(r["slots"], r["fits"], r["stages"]) for r in doc["rows"]] == \
+        [(65536, True, 3), (131072, True, 3), (262144, False, None)]
+    assert doc["rows"][2]["error"].startswith("error: could not fit in stage 4")
+    md = sweep.render(doc)
+    assert "Largest slot count that fits: **131,072 slots** (16 hashed-slot bits) in 3 of 12 stages." in md
+    assert "| 17 | 262,144 | no |  | error: could not fit in stage 4" in md
+    readme = tmp_path / "R.md"
+    readme.write_text(f"a\n{sweep.BEGIN}\n131,072 slots fit in 11 stages\n{sweep.END}\nb\n")
+    out = tmp_path / "results" / "tofino_sweep.json"
+    assert tofino_main(["sweep", str(root), "--bits", "15", "16", "17", "--json", str(out),
+                        "--compiler", "bf-p4c 9.13.4", "--readme", str(readme)]) == 0
+    capsys.readouterr()
+    assert json.loads(out.read_text()) == json.loads(json.dumps(doc))
+    assert "11 stages" not in readme.read_text() and md in readme.read_text()
+    # rendering again from the JSON changes nothing; a bad JSON is one error
+    assert tofino_main(["sweep-render", str(out), "--readme", str(readme)]) == 0
+    assert "unchanged" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text('{"rows": 1}')
+    assert tofino_main(["sweep-render", str(tmp_path / "bad.json")]) == 2
+    assert "not a coflow-tofino-sweep/1 document" in capsys.readouterr().err
+    with pytest.raises(ValueError):
+        sweep.collect(str(root), [])

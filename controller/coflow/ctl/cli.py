@@ -3,7 +3,9 @@
     coflow ctl run --topo topologies/fattree-k4.json --mode dclas [--set K=8 --set link_mbps=10]
                    [--switch e0=127.0.0.1:50001 ... | --grpc-base 50000]
                    [--p4info build/coflow.p4info.txt --json build/coflow.json]
-                   [--target tofino [--tofino-server bf_switchd|stratum] [--tofino-build build/tofino]]
+                   [--target tofino [--tofino-server bf_switchd|stratum] [--tofino-build build/tofino]
+                                    [--tofino-port-map F] [--tofino-chassis-config F|DIR]
+                                    [--tofino-bfrt-port 50052]]
                    [--api 127.0.0.1:50051] [--api-unix /tmp/coflow-api.sock] [--db reg.sqlite]
                    [--metrics 127.0.0.1:9100] [--status-file F] [--election-id 10] [--delta-ms 10]
     coflow ctl status --address 127.0.0.1:9100      (or --file F)
@@ -57,6 +59,7 @@ def cmd_run(args) -> int:
             if not os.path.exists(path):
                 raise _ArgError(f"{opt} {path}: not found (run `make p4`"
                                 + (" / `make p4-tofino`)" if args.target == "tofino" else ")"))
+        tofino = _tofino_tm(args, t, settings) if args.target == "tofino" else {}
     except (_ArgError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -72,7 +75,7 @@ def cmd_run(args) -> int:
                          settings=settings, election_id=args.election_id,
                          delta_s=args.delta_ms / 1e3, metrics_addr=args.metrics,
                          status_file=args.status_file, start_timeout=args.start_timeout,
-                         target=args.target)
+                         target=args.target, **tofino)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         registry.close()
@@ -118,6 +121,22 @@ def _tofino_pipeline(args) -> None:
             raise _ArgError(f"--tofino-build {build}: {exc} (run `make p4-tofino`)") from None
 
 
+def _tofino_tm(args, topo, settings: dict) -> dict:
+    """``--target tofino``: the port map and the traffic-manager pusher for the server (the
+    plan of the mode: coflow.tofino.tm; settings ``tofino_shape_mbps`` shapes every port,
+    ``port_buffer_bytes`` is each queue's base buffer)."""
+    from ..tofino import ports, tm
+    from ..tofino.tmpush import TmPusher
+    from .translate import split_settings
+    pm = ports.load(args.tofino_port_map, topo)
+    ctl, _ = split_settings(settings)
+    plan = tm.with_port(tm.plan_for_mode(args.mode), ctl.tofino_shape_mbps,
+                        buffer_bytes=ctl.port_buffer_bytes)
+    pusher = TmPusher(args.tofino_server, plan, {s.name: s.ports for s in topo.switches}, pm,
+                      chassis_config=args.tofino_chassis_config, bfrt_port=args.tofino_bfrt_port)
+    return {"tofino_server": args.tofino_server, "port_map": pm, "tm_pusher": pusher}
+
+
 def cmd_status(args) -> int:
     if args.file:
         try:
@@ -149,7 +168,7 @@ def add_commands(sub) -> None:
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="scheduler parameter (e.g. K=8, T=2) or controller setting (link_mbps, "
                         "fair_prio, rtt_us, port_buffer_bytes, burst_buffer_frac, min_rate_frac, progress_s, "
-                        "audit_s, slot_idle_epochs)")
+                        "audit_s, slot_idle_epochs, tofino_shape_mbps)")
     p.add_argument("--switch", action="append", metavar="NAME=HOST:PORT",
                    help="gRPC address of one switch (default 127.0.0.1:grpc_base+device_id)")
     p.add_argument("--grpc-base", type=int, default=50000)
@@ -164,6 +183,15 @@ def add_commands(sub) -> None:
     p.add_argument("--tofino-server", choices=("bf_switchd", "stratum"), default="bf_switchd",
                    help="the Tofino P4Runtime server's device-config format")
     p.add_argument("--tofino-build", default=None, help="make p4-tofino's output (build/tofino)")
+    p.add_argument("--tofino-port-map", default=None, metavar="FILE",
+                   help="topology port -> SDK device port per switch (coflow.tofino.ports; "
+                        "bf_switchd's table entries and TM writes; default the same number)")
+    p.add_argument("--tofino-chassis-config", default=None, metavar="FILE|DIR",
+                   help="stratum: the chassis config (text) each Stratum runs, a file or a "
+                        "directory of <switch>.pb.txt; the controller adds its QoS section and "
+                        "pushes it over gNMI")
+    p.add_argument("--tofino-bfrt-port", type=int, default=50052,
+                   help="bf_switchd: the BF Runtime gRPC port on each switch's host (TM writes)")
     p.add_argument("--api", help="serve the coflow API on HOST:PORT")
     p.add_argument("--api-unix", help="also serve it on this unix socket path")
     p.add_argument("--db", help="registry SQLite file (a restarted controller reloads it)")

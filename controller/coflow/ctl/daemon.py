@@ -53,10 +53,15 @@ class Controller:
                  registry=None, settings: dict | None = None, election_id: int = 10,
                  delta_s: float = 0.01, metrics_addr: str | None = None,
                  status_file: str | None = None, start_timeout: float = 30.0,
-                 target: str = "bmv2"):
+                 target: str = "bmv2", tofino_server: str | None = None, port_map=None,
+                 tm_pusher=None):
         """``target``: ``bmv2`` or ``tofino`` (coflow.tofino.target): slot counts, D-CLAS key
         units and heavy_bytes units of the P4 program ``p4info`` describes; ``bmv2_json`` is
-        then the device config to push (for Tofino built by coflow.tofino.device_config)."""
+        then the device config to push (for Tofino built by coflow.tofino.device_config).
+        Tofino: ``tofino_server`` (``bf_switchd`` / ``stratum``) and ``port_map``
+        (coflow.tofino.ports) say how table entries name ports; ``tm_pusher``
+        (coflow.tofino.tmpush.TmPusher) configures each switch's traffic manager whenever it
+        comes up as primary."""
         self.target = TR.get_target(target)
         if mode not in TR.MODES:
             raise ValueError(f"unknown mode {mode!r}; modes: {', '.join(TR.MODES)}")
@@ -93,19 +98,25 @@ class Controller:
         self._up_seen: dict = {}   # switch -> the coflow_ctl_switch_primary value last set
         # data-plane drop / collision counters, read every telemetry_s (observe.Telemetry)
         self.telemetry = Telemetry(
-            self.codec, {s.name: s.ports for s in topology.switches},
+            self.codec, {s.name: ([port_map.sdk_port(s.name, p) for p in s.ports]
+                                  if port_map is not None else s.ports)
+                         for s in topology.switches},   # per-queue counters: SDK ports
             meter_switches=self.edges if self.policy.rate else (),
             collision_switches=self.edges,
             interval_s=self.ctl.telemetry_s, coflow_slots=self.target.coflow_slots,
             on_error=lambda name: self.metrics.read_errors.labels(name).inc())
         self.metrics.registry.register(self.telemetry)
+        self.tofino_server = tofino_server
+        self.port_map = port_map
+        self.tm_pusher = tm_pusher
         self.metrics_addr = metrics_addr
         self.status_file = status_file
         self.start_timeout = start_timeout
         self.agents = {
             s.name: SwitchAgent(s.name, switch_addrs[s.name], s.device_id, election_id, self.codec,
                                 self.p4info_path, self.bmv2_json_path, self.cookie,
-                                on_change=self._switch_event)
+                                on_change=self._switch_event,
+                                on_master=tm_pusher.apply if tm_pusher is not None else None)
             for s in topology.switches}
         # model (guarded by _mu)
         self._mu = threading.RLock()
@@ -125,9 +136,10 @@ class Controller:
         self._ovr_cache: tuple = (None, {})  # rate modes: (prio dict, keyed override entities)
         self._ovr_src: dict = {}  # dclas: edge -> the override dict its component was built from
         self._view_cache: dict = {}
-        self._meter_ctx = TR.MeterContext(topology, self.target.metered_slots)
+        self._meter_ctx = TR.MeterContext(topology, self.target.metered_slots,
+                                          fcs_bytes=self.target.fcs_bytes)
         # rate modes' closed loop: bytes sent per flow from the edges' flow_bytes counters
-        self.progress = FlowProgress()
+        self.progress = FlowProgress(self.target.fcs_bytes)
         self._progress_used = 0   # progress.version the last allocation used
         self.progress_reads = 0
         # desired state per switch, kept incrementally (components + keys changed since each
@@ -668,6 +680,10 @@ class Controller:
                                  target=self.target, slot_idle_epochs=self.ctl.slot_idle_epochs,
                                  ecn_threshold_bytes=self.ctl.ecn_threshold_bytes,
                                  link_mbps=self.ctl.link_mbps)
+            if self.tofino_server is not None:
+                from ..tofino import ports as tofino_ports
+                st = tofino_ports.apply(st, self.port_map or tofino_ports.PortMap(),
+                                        self.tofino_server)
             cache = (key, {n: M.SwitchState.of(ents) for n, ents in st.items()})
             self._static_cache = cache
         return cache[1]

@@ -214,7 +214,8 @@ class FlowProgress:
     :meth:`measured` spreads a pair's bytes over the coflow's flows on that pair, in flow
     order, each up to its size (the last one takes the excess), as the View's ``sent``."""
 
-    def __init__(self):
+    def __init__(self, fcs_bytes: int = 0):
+        self.fcs_bytes = fcs_bytes  # flow_bytes counts the FCS on Tofino (Target.fcs_bytes)
         self._pairs: dict = {}   # cid -> {(src pos, dst pos): [base, last, where]}
         self._cache: dict = {}   # cid -> (flows list, {pair: [flow indices]})
         self._ver: dict = {}     # cid -> its pairs' changes
@@ -230,7 +231,7 @@ class FlowProgress:
         st = per.get((src, dst))
         if st is None:
             st = per[(src, dst)] = [0, 0, where]
-        v = payload_bytes(frame_bytes, packets)
+        v = payload_bytes(frame_bytes, packets, self.fcs_bytes)
         if st[2] != where:       # a new index: the old one's bytes stay counted
             st[0] += st[1]
             st[1] = 0

@@ -41,7 +41,7 @@ class SwitchAgent:
 
     def __init__(self, name: str, address: str, device_id: int, election_id: int,
                  codec: Codec, p4info_path: str, bmv2_json_path: str, cookie: int,
-                 on_change=None, connect_timeout: float = 1.0):
+                 on_change=None, connect_timeout: float = 1.0, on_master=None):
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -52,6 +52,9 @@ class SwitchAgent:
         self.cookie = cookie
         self.on_change = on_change  # fn(agent, event) event in up|down|reset|backup
         self.connect_timeout = connect_timeout
+        # fn(agent), after the pipeline check of every bring-up as primary (Tofino: the
+        # traffic manager's configuration, coflow.tofino.tmpush); raising fails the bring-up
+        self.on_master = on_master
         self._read_req: tuple = ((), b"")  # (indices, serialised ReadRequest)
         self._wild_req: dict = {}  # ("*", counter) -> serialised wildcard ReadRequest
         self.client: P4RuntimeClient | None = None
@@ -64,6 +67,7 @@ class SwitchAgent:
         self._thread: threading.Thread | None = None
         self.generation = 0  # bumps on every (re)connection
         self.pipeline_pushes = 0
+        self.on_master_done = 0   # bring-ups whose on_master (Tofino TM configuration) succeeded
         self.reconnects = 0
         self.last_error = ""
         self.write_errors = 0
@@ -209,6 +213,9 @@ class SwitchAgent:
                 self.pipeline_pushes += 1
                 reset = True
             self._subscribe(c)
+            if self.on_master is not None:
+                self.on_master(self)
+                self.on_master_done += 1
             self.actual = self.read_state()
             self._in_sync = False
             self.state = self.MASTER
@@ -388,6 +395,7 @@ class SwitchAgent:
                 "entities": None if self.actual is None else len(self.actual),
                 "writes": self.writes, "write_errors": self.write_errors,
                 "pipeline_pushes": self.pipeline_pushes, "reconnects": self.reconnects,
+                **({"tm_configured": self.on_master_done} if self.on_master is not None else {}),
                 "last_error": self.last_error, "up_since": self.up_since}
 
 

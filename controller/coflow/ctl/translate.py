@@ -109,6 +109,7 @@ class CtlSettings:
     meter_peak_bursts: float = 1.0
     round_aio: int = 1
     push: int = 1
+    tofino_shape_mbps: float = 0.0   # Tofino: shape every port to this rate (0: port speed)
 
     @property
     def link_Bps(self) -> float:
@@ -244,11 +245,15 @@ def vq_drain(link_mbps: float) -> int:
     return max(1, round(link_mbps * 1e6 / 8 / 1e6 * (1 << VQ_SHIFT)))
 
 
-def ecn_entities(topo, sw: str, link_mbps: float, threshold_bytes: int) -> list:
-    """ECN marking on every port of ``sw`` above ``threshold_bytes`` of queue (none when 0)."""
+def ecn_entities(topo, sw: str, link_mbps: float, threshold_bytes: int,
+                 target: Target | str = BMV2) -> list:
+    """ECN marking on every port of ``sw`` above ``threshold_bytes`` of queue (none when 0); the
+    threshold in the target's unit (``Target.ecn_threshold_param``: bytes << VQ_SHIFT on bmv2,
+    80-byte cells on Tofino)."""
     if threshold_bytes <= 0:
         return []
-    p = M.params(drain_per_us=vq_drain(link_mbps), threshold_level=threshold_bytes << VQ_SHIFT)
+    p = M.params(drain_per_us=vq_drain(link_mbps),
+                 threshold_level=get_target(target).ecn_threshold_param(threshold_bytes))
     return [M.TableEntry(M.T_ECN_PORT, (("egress_port", port),), M.A_SET_VQ, p)
             for port in topo.switch(sw).ports]
 
@@ -271,7 +276,7 @@ def static_state(topo, routes: Mapping[str, list], mode: str, dclas: DclasParams
                               M.params(role=0)) for p in topo.fabric_ports(sw.name)]
         ents.append(cfg)
         ents += thresholds
-        ents += ecn_entities(topo, sw.name, link_mbps, ecn_threshold_bytes)
+        ents += ecn_entities(topo, sw.name, link_mbps, ecn_threshold_bytes, target)
         out[sw.name] = ents
     return out
 
@@ -349,31 +354,33 @@ def order_priorities(order: Iterable, top: int = 7, bottom: int = 1) -> dict:
 
 # Meters --------------------------------------------------------------------------------------
 
-def frame_rate(payload_Bps: float) -> float:
+def frame_rate(payload_Bps: float, fcs_bytes: int = 0) -> float:
     """Payload bytes/s -> the frame bytes/s a meter must pass for it: full-size tagged TCP
     segments carry ``TCP_MSS_BYTES`` of payload in ``MAX_FRAME_BYTES`` of frame
     (``FRAME_OVERHEAD_BYTES`` of Ethernet, IPv4, CoflowId option and TCP headers with
-    timestamps; ``coflow.dataplane.constants``)."""
-    return float(payload_Bps) * MAX_FRAME_BYTES / TCP_MSS_BYTES
+    timestamps; ``coflow.dataplane.constants``), plus ``fcs_bytes`` where the meters count the
+    FCS (``Target.fcs_bytes``: 4 on Tofino, 0 on BMv2)."""
+    return float(payload_Bps) * (MAX_FRAME_BYTES + fcs_bytes) / TCP_MSS_BYTES
 
 
-def payload_bytes(frame_bytes: int, packets: int) -> int:
-    """A ``flow_bytes`` reading (frame bytes without FCS, packets) -> payload bytes: each packet
-    carries ``FRAME_OVERHEAD_BYTES`` of headers (exact for data segments with timestamps; a SYN
-    over-counts by its 8 extra option bytes, a segment without timestamps under-counts by 12)."""
-    return max(0, int(frame_bytes) - int(packets) * FRAME_OVERHEAD_BYTES)
+def payload_bytes(frame_bytes: int, packets: int, fcs_bytes: int = 0) -> int:
+    """A ``flow_bytes`` reading (frame bytes, packets) -> payload bytes: each packet carries
+    ``FRAME_OVERHEAD_BYTES`` of headers (exact for data segments with timestamps; a SYN
+    over-counts by its 8 extra option bytes, a segment without timestamps under-counts by 12)
+    and, where the counter counts it, the FCS (``fcs_bytes``: ``Target.fcs_bytes``)."""
+    return max(0, int(frame_bytes) - int(packets) * (FRAME_OVERHEAD_BYTES + fcs_bytes))
 
 
-def burst_bytes(frame_Bps: float, s: CtlSettings) -> int:
+def burst_bytes(frame_Bps: float, s: CtlSettings, fcs_bytes: int = 0) -> int:
     """A meter's burst: one round trip of its (frame) rate, at least two maximum-size frames
     (a token bucket below one frame passes nothing, one frame serialises every burst) and at
     most ``burst_buffer_frac`` of the port buffer (a larger burst would be absorbed by no
     queue: the meter would let through what the port then drops)."""
     hi = int(s.port_buffer_bytes * s.burst_buffer_frac)
-    return min(max(int(math.ceil(frame_Bps * s.rtt_us / 1e6)), 2 * MAX_FRAME_BYTES), hi)
+    return min(max(int(math.ceil(frame_Bps * s.rtt_us / 1e6)), 2 * (MAX_FRAME_BYTES + fcs_bytes)), hi)
 
 
-def meter_config(index: int, rate_Bps: float, s: CtlSettings) -> M.MeterConfig:
+def meter_config(index: int, rate_Bps: float, s: CtlSettings, fcs_bytes: int = 0) -> M.MeterConfig:
     """MeterConfig for a bytes meter of one flow whose scheduler rate is ``rate_Bps`` payload
     bytes/s: cir = pir = :func:`frame_rate` of it in BYTES PER SECOND (P4Runtime's unit; the
     Thrift CLI would want bytes per microsecond), floored at ``min_rate_frac`` of the link;
@@ -381,9 +388,9 @@ def meter_config(index: int, rate_Bps: float, s: CtlSettings) -> M.MeterConfig:
     buffer]); pburst = ``meter_peak_bursts`` bursts, at most the port buffer (YELLOW between
     the two: marked CE when ECN-capable)."""
     floor = s.min_rate_frac * s.link_Bps
-    rate = max(frame_rate(rate_Bps), floor, 1.0)
+    rate = max(frame_rate(rate_Bps, fcs_bytes), floor, 1.0)
     cir = int(math.ceil(rate - 1e-6))  # (no 1-byte/s step from float noise)
-    burst = burst_bytes(cir, s)
+    burst = burst_bytes(cir, s, fcs_bytes)
     peak = max(burst, min(int(burst * s.meter_peak_bursts), s.port_buffer_bytes))
     return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, peak)
 
@@ -518,7 +525,8 @@ class MeterContext:
     an unmetered coflow is tried again when indices are freed."""
 
     def __init__(self, topo, metered_slots: int = ASSIGNED_SLOTS, meters: int | None = None,
-                 pool: MeterPool | None = None):
+                 pool: MeterPool | None = None, fcs_bytes: int = 0):
+        self.fcs_bytes = fcs_bytes  # the target's meters count the FCS (Target.fcs_bytes)
         self.pool = pool if pool is not None else MeterPool(
             meters if meters is not None else metered_slots * FLOW_SLOTS_PER_COFLOW)
         hosts = sorted(topo.hosts, key=lambda h: h.index)
@@ -571,7 +579,7 @@ class MeterContext:
     def meter(self, index: int, rate: float, s: CtlSettings) -> M.MeterConfig:
         # not cached: only meters whose rate changed get here, and a cache of every
         # (index, rate) seen would grow without bound (and lengthen garbage collections)
-        return meter_config(index, rate, s)
+        return meter_config(index, rate, s, self.fcs_bytes)
 
     def _coflow(self, cid, src, dst, old: _CoflowMeters | None) -> _CoflowMeters | None:
         """Pairs in order of first appearance, each with its own index from the pool (kept

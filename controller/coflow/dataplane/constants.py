@@ -57,6 +57,7 @@ EPOCH_SECONDS = (1 << EPOCH_SHIFT) / 1e6    # v1model epoch length in seconds
 VQ_SHIFT = 10                       # virtual queue level: bytes << VQ_SHIFT, in a bit<32>
 ECN_NOT_ECT = 0                     # the IPv4 ECN field (RFC 3168)
 ECN_CE = 3
+ECN_ECT0 = 2                        # ECT(0); TNA's incremental checksum on marking (ecn_marker.p4)
 ECN_PORT_TABLE_SIZE = 64            # size.p4
 ECN_MAX_THRESHOLD_BYTES = (1 << (32 - VQ_SHIFT)) - 1   # the largest threshold a level can exceed
 
@@ -85,13 +86,19 @@ IPV4_MIN_HEADER_BYTES = 20
 TNA_DROP_CTL = 1                                  # ig_dprsr_md.drop_ctl bit 0: drop
 IPV4_OPT_MIN_LEN = 2                              # an option's type + length bytes
 IPV4_OPT_WORDS = 10                               # TNA parser: options as 32-bit words (40 B)
-TNA_EPOCH_SHIFT = 16                              # slot age clock: MAC timestamp (ns) >> 16
-TNA_IDLE_SHIFT = 14                               # a 2^30-ns epoch in clock units: the idle age
-#                                                   is SLOT_IDLE_EPOCHS << 14 units = 8.6 s
+TNA_EPOCH_SHIFT = 24                              # slot age clock unit: 2^24 ns (16.8 ms)
+TNA_CLOCK_TS_BITS = 24                            # MAC timestamp[47:24]: the clock's low bits
+TNA_CLOCK_WRAP_STEP = 1 << TNA_CLOCK_TS_BITS      # a timestamp wrap (2^48 ns) in clock units
+TNA_IDLE_SHIFT = 6                                # a 2^30-ns epoch in clock units: the idle age
+#                                                   is SLOT_IDLE_EPOCHS << 6 units = 8.6 s
+TNA_MAX_COUNTED_IP_LEN = 1500                     # byte registers count min(total_len, this)
+TNA_COUNTED_FCS_BYTES = 4                         # Tofino counters and meters count the FCS
+TNA_CELL_BYTES = 80                               # Tofino 1 queue depth unit (ECN threshold)
 
 # Rate modes: payload <-> frame bytes (p4src/README.md "Meters"). A tagged TCP segment's frame
 # carries these headers besides its payload (Linux: timestamps on, net.ipv4.tcp_timestamps=1);
-# the meters and flow_bytes count frames without FCS, the scheduler counts payload.
+# the meters and flow_bytes count frames (without FCS on BMv2, with its 4 bytes on Tofino:
+# coflow.tofino.target.Target.fcs_bytes), the scheduler counts payload.
 IP_MTU = 1500
 TCP_HEADER_BYTES = 20
 TCP_TIMESTAMPS_BYTES = 12                         # NOP, NOP, timestamps (10)

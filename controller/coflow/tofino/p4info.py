@@ -32,6 +32,14 @@ def _differences():
         ("param", M.A_SET_SLOT, "slot"): (
             C.TNA_SLOT_BITS, TOFINO.assigned_slots - 1,
             f"{C.TNA_COFLOW_SLOTS} slots need {C.TNA_SLOT_BITS} bits (bmv2: bit<32>)"),
+        ("match", M.T_PORT_ROLE, "ingress_port"): (
+            32, (1 << 32) - 1,
+            "translated port (@p4runtime_translation(\"tna/PortId_t\", 32)): the server's port "
+            "name, mapped to the SDK port (coflow.tofino.ports)"),
+        ("match", M.T_ECN_PORT, "egress_port"): (
+            32, (1 << 32) - 1, "translated port, as port_role.ingress_port"),
+        ("param", M.A_NEXT_HOP, "port"): (
+            32, (1 << 32) - 1, "translated port, as port_role.ingress_port"),
         ("match", M.T_DCLAS, "bytes"): (
             C.TNA_DCLAS_KEY_BITS, TOFINO.dclas_key_max,
             "range key = bytes_before[31:12] in 64-byte units: 256 KiB steps (a range key must "

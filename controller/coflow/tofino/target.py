@@ -11,10 +11,17 @@ Where the targets differ (p4src/README.md, "Tofino (TNA)", lists why):
 - **byte units**: the Tofino registers count 64-byte units in 32 bits, so ``heavy_bytes`` is
   written in units (:meth:`Target.heavy_param`) and the D-CLAS range key is a 20-bit slice
   (256 KiB quanta): :meth:`Target.dclas_ranges` rounds each threshold to the nearest quantum.
+- **frame bytes**: Tofino's counters and meters count the 4-byte FCS, BMv2's do not
+  (:attr:`Target.fcs_bytes`): the controller's payload conversion of ``flow_bytes`` and the
+  meters' frame rates add it per packet (:meth:`Target.frame_overhead_bytes`).
+- **ECN threshold**: bytes << 10 on BMv2 (its virtual queue), 80-byte cells on Tofino (the
+  traffic manager's depth): :meth:`Target.ecn_threshold_param`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import math
 
 from ..dataplane import constants as C
 from ..dataplane.constants import CoflowId
@@ -34,6 +41,8 @@ class Target:
     dclas_key_shift: int        # the D-CLAS key drops this many more low bits
     dclas_key_bits: int
     heavy_bits: int             # width of set_config's heavy_bytes
+    fcs_bytes: int = 0          # bytes per frame the counters and meters count past the headers
+    ecn_cell_bytes: int = 0     # 0: ECN threshold in bytes << VQ_SHIFT; else in cells of this
 
     @property
     def hash_slots(self) -> int:
@@ -91,6 +100,23 @@ class Target:
         h = min(int(heavy_bytes), U64_MAX)
         return min(h >> self.bytes_unit_shift, self.no_heavy)
 
+    @property
+    def frame_overhead_bytes(self) -> int:
+        """Bytes a counted tagged TCP segment carries besides its payload."""
+        return C.FRAME_OVERHEAD_BYTES + self.fcs_bytes
+
+    @property
+    def max_frame_bytes(self) -> int:
+        """A full-size segment's frame as the counters and meters count it."""
+        return C.MAX_FRAME_BYTES + self.fcs_bytes
+
+    def ecn_threshold_param(self, threshold_bytes: int) -> int:
+        """``set_vq.threshold_level`` for a queue depth of ``threshold_bytes``: bytes << VQ_SHIFT
+        on BMv2, whole 80-byte cells on Tofino (marked once the depth exceeds it: rounded up)."""
+        if self.ecn_cell_bytes:
+            return min(math.ceil(int(threshold_bytes) / self.ecn_cell_bytes), (1 << 32) - 1)
+        return int(threshold_bytes) << C.VQ_SHIFT
+
     def meter_slot_ok(self, slot: int) -> bool:
         return 0 <= slot < self.metered_slots
 
@@ -116,7 +142,8 @@ BMV2 = Target("bmv2", assigned_slots=C.ASSIGNED_SLOTS, hash_slot_base=C.HASH_SLO
 TOFINO = Target("tofino", assigned_slots=C.TNA_ASSIGNED_SLOTS, hash_slot_base=C.TNA_HASH_SLOT_BASE,
                 hash_slot_bits=C.TNA_HASH_SLOT_BITS, metered_slots=C.TNA_METERED_SLOTS,
                 bytes_unit_shift=C.TNA_BYTES_UNIT_SHIFT, dclas_key_shift=C.TNA_DCLAS_KEY_SHIFT,
-                dclas_key_bits=C.TNA_DCLAS_KEY_BITS, heavy_bits=32)
+                dclas_key_bits=C.TNA_DCLAS_KEY_BITS, heavy_bits=32,
+                fcs_bytes=C.TNA_COUNTED_FCS_BYTES, ecn_cell_bytes=C.TNA_CELL_BYTES)
 TARGETS = {t.name: t for t in (BMV2, TOFINO)}
 
 

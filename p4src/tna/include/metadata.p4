@@ -8,6 +8,15 @@
 #define __METADATA_TNA__
 
 typedef bit<TNA_SLOT_BITS> tna_slot_t;
+
+/* A port as the controller names it (issue 28): P4Runtime carries it translated, 32 bits wide,
+ * and the server maps it to the SDK device port the pipeline sees (Stratum with
+ * --experimental_enable_p4runtime_translation: the chassis config's singleton port id). The
+ * pattern of stratum/fabric-tna p4src/shared/define.p4 (FabricPortId_t). Tables key on it and
+ * actions take it; the intrinsic PortId_t is cast at the boundary (the parsers, set_next_hop). */
+@p4runtime_translation("tna/PortId_t", 32)
+type bit<9> tna_port_t;
+const bit<2> ECN_ECT0 = 2;         /* ECT(0) (RFC 3168); ECT(1) is 1 */
 typedef bit<32> tna_units_t;       /* 2^TNA_BYTES_UNIT_SHIFT-byte units (a stateful ALU word) */
 typedef bit<32> tna_tag_t;         /* slot owner: {1, CRC-32C(ext, int)[30:0]}, 0 = free */
 
@@ -19,10 +28,17 @@ enum slot_outcome_t {
     COLLIDE     /* another coflow's busy hashed slot: shared, nothing changes */
 }
 
-/* A slot's owner and the epoch of its owner's last packet: one stateful ALU word pair */
+/* A slot's owner and the clock of its owner's last packet: one stateful ALU word pair */
 struct slot_state_t {
     tna_tag_t owner;
     bit<32>   seen;
+}
+
+/* The slot age clock's wrap count (coflow_counter.p4, SlotClock): the timestamp bits of the
+ * last packet and the wraps seen so far, in clock units (a multiple of TNA_CLOCK_WRAP_STEP) */
+struct clock_state_t {
+    bit<32>   last_ts;
+    bit<32>   wraps;
 }
 typedef bit<TNA_DCLAS_KEY_BITS> tna_dclas_key_t;
 typedef bit<32> queue_idx_t;       /* port ++ prio, as v1model's per-queue counter index */
@@ -39,10 +55,8 @@ struct ingress_metadata_t {
     DropReason_t    drop_reason;
     bit<1>          other_9e;         /* first option has type 0x9e but length != 8 */
     bit<8>          other_9e_len;
-    /* IPv4 checksum: the header's sum without the words the pipeline rewrites */
-    bit<1>          ck_tagged;        /* the CoflowId option's stamp word is in the sum */
-    bit<16>         ck_residual_tagged;
-    bit<16>         ck_residual_untagged;
+    bit<1>          ck_tagged;        /* the CoflowId option is in the header (its checksum) */
+    tna_port_t      ig_port;          /* ig_intr_md.ingress_port, as P4Runtime names it */
     PortRole_t      role;
     bit<1>          route_miss;       /* routing_v4 missed: DropReason_t.NO_ROUTE if nothing else */
     bit<1>          forward;          /* no drop after sanity and routing */
@@ -53,7 +67,9 @@ struct ingress_metadata_t {
     tna_units_t     heavy_bytes;      /* in units, like the counters */
     coflow_ext_t    fifo_base;
     bit<1>          managed;          /* a controller is in charge: unregistered coflows last */
-    bit<32>         epoch;            /* slot age clock: MAC timestamp[47:16] */
+    bit<32>         ts_clock;         /* MAC timestamp[47:24], the clock's low bits */
+    bit<32>         clock_wraps;      /* the clock's high bits (SlotClock) */
+    bit<32>         epoch;            /* slot age clock: clock_wraps + ts_clock */
     bit<16>         l4_sport;
     bit<16>         l4_dport;
     /* sanity: "a > b" as a |-| b != 0, operands of one size */
@@ -64,7 +80,8 @@ struct ingress_metadata_t {
     tna_slot_t      slot;
     bit<1>          slot_assigned;
     tna_tag_t       tag;
-    bit<16>         frame_bytes;      /* total_len + 14 + half a unit (16 bits, as total_len) */
+    bit<16>         ip_len;           /* total_len, at most TNA_MAX_COUNTED_IP_LEN (sanity.p4) */
+    bit<16>         frame_bytes;      /* ip_len + 14 + half a unit (16 bits, as total_len) */
     bit<16>         len_units;        /* frame_bytes in units (the ALU widens it) */
     tna_units_t     bytes_before;
     bit<32>         fifo_rank;        /* ext |-| fifo_base */
@@ -88,11 +105,13 @@ struct egress_headers_t {
 struct egress_metadata_t {
     bridged_md_t    bridged;
     queue_idx_t     queue_idx;
-    bit<16>         ck_residual;   /* IPv4 checksum without its first word (ECN marking) */
-    bit<32>         ecn_threshold; /* ecn_port's threshold, bytes << VQ_SHIFT */
-    bit<32>         ecn_depth;     /* the queue's depth at enqueue, bytes << VQ_SHIFT, then
-                                    * what exceeds the threshold */
-    bit<32>         ecn_lo;        /* depth in cells << 14 (cells * 80 << 10 = << 16 + << 14) */
+    tna_port_t      eg_port;       /* eg_intr_md.egress_port, as P4Runtime names it */
+    /* ECN marking's checksum update (RFC 1624 eqn. 3, parser.p4): ~HC and m' - m */
+    bit<16>         ck_inv;        /* the one's complement of the incoming checksum */
+    bit<16>         ecn_delta;     /* CE - the old ECN codepoint: 1 (ECT(0)) or 2 (ECT(1)) */
+    bit<32>         ecn_threshold; /* ecn_port's threshold, in 80-byte cells */
+    bit<32>         ecn_depth;     /* the queue's depth at enqueue in cells, then what exceeds
+                                    * the threshold */
     bit<1>          ecn_on;        /* the port has an ecn_port entry */
     bit<1>          ecn_mark;      /* this packet was marked CE here */
 }

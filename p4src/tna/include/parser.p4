@@ -6,15 +6,27 @@
  * error flag (ig_prsr_md.parser_err; reading it in ingress keeps the packet,
  * so the sanity control drops and counts it, as on v1model). Nothing loops.
  *
- * IPv4 checksum with options present: a Checksum over a varbit is not possible
- * on Tofino, and the pipeline rewrites only three 16-bit words (version/IHL/DSCP/
- * ECN, TTL/protocol, the option's stamp/internal id). The parser subtracts those
- * words and the old checksum from zero, which leaves the sum of every other word
- * (the residual, including any other options); the deparser adds the rewritten
- * words to it. The pattern of open-p4studio's p4_16_programs/tna_checksum. Two
- * residuals (the ingress parser's two checksum units): with and without the
- * CoflowId option's stamp word, since the residual is read where the last word
- * is subtracted.
+ * IPv4 header checksum (issue 28): recomputed in the ingress deparser from the
+ * header's fields, the CoflowId option's and every other option word, as
+ * stratum/fabric-tna does (p4src/tna/include/parser.p4, FabricEgressDeparser) and
+ * open-p4studio's p4_16_programs/tna_checksum for the IPv4 header. No parser
+ * residual: a Checksum's get() (or subtract_all_and_deposit) puts the parser's
+ * checksum unit in residual mode, which keeps running to the end of parsing and
+ * subtracts every field extracted after the call (p4lang/p4c backends/tofino/
+ * bf-p4c/p4include/tofino1_base.p4; parde/extract_parser.cpp lowers get() to a
+ * ChecksumResidualDeposit, parde/parser_query.cpp places it at the end of
+ * parsing): the option words and L4 ports extracted after it were taken out of
+ * the sum, and the deparser never added them back.
+ * Tofino 1's deparser checksum units read their PHV containers whether or not
+ * a header is valid (parde/lowered/compute_lowered_deparser_ir.cpp: no POV bit
+ * per input on Tofino), and a container the parser did not write is zero
+ * (bf-p4c relies on the parser's implicit zero initialization), so the option
+ * words a packet does not have add nothing. Two units, on one metadata bit:
+ * the CoflowId option's fields are in the tagged one only (the stamp writes
+ * coflow_opt.prio into an untagged packet's invalid header).
+ * Egress rewrites only ECN (to CE): its checksum is updated incrementally,
+ * RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m'), where ~m + m' is the codepoint's
+ * increase (ecn_marker.p4), with no parser checksum at all.
  */
 #ifndef __PARSER_TNA__
 #define __PARSER_TNA__
@@ -23,13 +35,12 @@ parser CoflowIngressParser(packet_in pkt,
                            out headers_t hdr,
                            out ingress_metadata_t meta,
                            out ingress_intrinsic_metadata_t ig_intr_md) {
-    Checksum() residual_untagged;
-    Checksum() residual_tagged;
     ParserCounter() opt_words;         /* 32-bit option words still to parse */
 
     /* intrinsic metadata, then the port metadata (open-p4studio common/util.p4) */
     state start {
         pkt.extract(ig_intr_md);
+        meta.ig_port = (tna_port_t)ig_intr_md.ingress_port;
         meta.bridged.setValid();
         meta.bridged.prio = PRIO_LOWEST;
         meta.drop_reason = DropReason_t.NONE;
@@ -71,13 +82,6 @@ parser CoflowIngressParser(packet_in pkt,
         /* a copy for the MAU's length arithmetic: an operation on the 4-bit header field itself
          * would split it from the version nibble it is deparsed with */
         meta.ihl = hdr.ipv4.ihl;
-        residual_untagged.subtract({hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn});
-        residual_untagged.subtract({hdr.ipv4.ttl, hdr.ipv4.protocol});
-        residual_untagged.subtract({hdr.ipv4.hdr_checksum});
-        meta.ck_residual_untagged = residual_untagged.get();
-        residual_tagged.subtract({hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn});
-        residual_tagged.subtract({hdr.ipv4.ttl, hdr.ipv4.protocol});
-        residual_tagged.subtract({hdr.ipv4.hdr_checksum});
         transition select(hdr.ipv4.version, hdr.ipv4.ihl) {
             (4, 5): no_options;                /* untagged */
             (4, 0 &&& 0xC): bad_ihl;           /* IHL 0..3 */
@@ -153,9 +157,6 @@ parser CoflowIngressParser(packet_in pkt,
 
     state parse_coflow_opt {
         pkt.extract(hdr.coflow_opt);
-        residual_tagged.subtract({hdr.coflow_opt.stamped, hdr.coflow_opt.rsvd,
-                                  hdr.coflow_opt.prio, hdr.coflow_opt.internal_id});
-        meta.ck_residual_tagged = residual_tagged.get();
         meta.ck_tagged = 1;
         opt_words.decrement(2);
         transition select(opt_words.is_negative()) {
@@ -204,6 +205,17 @@ parser CoflowIngressParser(packet_in pkt,
     }
 }
 
+/* The header checksum from every header word: the fixed header without its checksum, then the
+ * options (the CoflowId option first, when there is one, then the other option words; words a
+ * packet does not have are zero). Tagged: at most IPV4_OPT_WORDS - 2 other words follow the
+ * 8-byte option. */
+#define IPV4_FIXED_WORDS(h) h.version, h.ihl, h.dscp, h.ecn, h.total_len, h.identification, \
+    h.flag_rsvd, h.flag_df, h.flag_mf, h.frag_offset, h.ttl, h.protocol, h.src_addr, h.dst_addr
+#define COFLOW_OPT_WORDS(o) o.opt_type, o.opt_len, o.stamped, o.rsvd, o.prio, o.internal_id, \
+    o.external_id
+#define OPT_WORDS_8(w) w[0].data, w[1].data, w[2].data, w[3].data, w[4].data, w[5].data, \
+    w[6].data, w[7].data
+
 control CoflowIngressDeparser(packet_out pkt,
                               inout headers_t hdr,
                               in ingress_metadata_t meta,
@@ -215,17 +227,14 @@ control CoflowIngressDeparser(packet_out pkt,
     apply {
         if (meta.ck_tagged == 1) {
             hdr.ipv4.hdr_checksum = ipv4_tagged.update({
-                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-                hdr.ipv4.ttl, hdr.ipv4.protocol,
-                hdr.coflow_opt.stamped, hdr.coflow_opt.rsvd, hdr.coflow_opt.prio,
-                hdr.coflow_opt.internal_id,
-                meta.ck_residual_tagged});
+                IPV4_FIXED_WORDS(hdr.ipv4),
+                COFLOW_OPT_WORDS(hdr.coflow_opt),
+                OPT_WORDS_8(hdr.ipv4_opts)});
         }
         if (meta.ck_tagged == 0) {
             hdr.ipv4.hdr_checksum = ipv4_untagged.update({
-                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
-                hdr.ipv4.ttl, hdr.ipv4.protocol,
-                meta.ck_residual_untagged});
+                IPV4_FIXED_WORDS(hdr.ipv4),
+                OPT_WORDS_8(hdr.ipv4_opts), hdr.ipv4_opts[8].data, hdr.ipv4_opts[9].data});
         }
         pkt.emit(meta.bridged);
         pkt.emit(hdr);
@@ -234,17 +243,14 @@ control CoflowIngressDeparser(packet_out pkt,
 
 /* Egress sees the bridged header, then the packet as ingress deparsed it. The bridged
  * header is parsed and not emitted again; Ethernet and the fixed IPv4 header are parsed for
- * ECN marking (ecn_marker.p4), the rest passes as payload. The checksum is updated
- * incrementally as in ingress: the parser subtracts the first word (version, IHL, DSCP, ECN)
- * and the old checksum, which leaves the sum of every other word, options included. */
+ * ECN marking (ecn_marker.p4), the rest passes as payload. */
 parser CoflowEgressParser(packet_in pkt,
                           out egress_headers_t hdr,
                           out egress_metadata_t meta,
                           out egress_intrinsic_metadata_t eg_intr_md) {
-    Checksum() residual;
-
     state start {
         pkt.extract(eg_intr_md);
+        meta.eg_port = (tna_port_t)eg_intr_md.egress_port;
         pkt.extract(meta.bridged);
         pkt.extract(hdr.ethernet);
         transition select(hdr.ethernet.ether_type) {
@@ -255,13 +261,14 @@ parser CoflowEgressParser(packet_in pkt,
 
     state parse_ipv4 {
         pkt.extract(hdr.ipv4);
-        residual.subtract({hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn});
-        residual.subtract({hdr.ipv4.hdr_checksum});
-        meta.ck_residual = residual.get();
         transition accept;
     }
 }
 
+/* ECN marking changed the first word's ECN bits only (ECT(0) or ECT(1) -> CE): the checksum
+ * is updated incrementally, HC' = ~(~HC + ~m + m') (RFC 1624 eqn. 3), and ~m + m' is the
+ * codepoint's increase, meta.ecn_delta (ones' complement sums). Options pass as payload and
+ * need not be parsed. */
 control CoflowEgressDeparser(packet_out pkt,
                              inout egress_headers_t hdr,
                              in egress_metadata_t meta,
@@ -270,8 +277,7 @@ control CoflowEgressDeparser(packet_out pkt,
 
     apply {
         if (meta.ecn_mark == 1) {
-            hdr.ipv4.hdr_checksum = ipv4_ck.update({
-                hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, meta.ck_residual});
+            hdr.ipv4.hdr_checksum = ipv4_ck.update({meta.ck_inv, meta.ecn_delta});
         }
         pkt.emit(hdr);
     }

@@ -31,12 +31,24 @@
 #define ETH_HEADER_BYTES 14                                 /* frame bytes = total_len + 14 */
 
 #define TNA_UNITS_MAX 0xffffffff                         /* a saturated byte register */
-/* Slot age clock: the 48-bit ingress MAC timestamp (ns) >> 16, 32 bits of 65.536 us (it wraps
- * with the timestamp, every 2^48 ns = 78 h; ages are differences modulo 2^32). The idle age
- * is SLOT_IDLE_EPOCHS epochs of 2^30 ns (1.074 s; v1model's are 1.049 s): 8.6 s. */
-#define TNA_EPOCH_SHIFT 16
-#define TNA_IDLE_SHIFT 14                                   /* a 2^30-ns epoch in clock units */
+/* Slot age clock (issue 28, coflow_counter.p4): 32 bits of 2^24 ns (16.8 ms), the top 24 bits
+ * of the 48-bit ingress MAC timestamp (which wraps every 2^48 ns = 78 h) below an 8-bit count
+ * of those wraps, kept by a one-entry register: it wraps every 2^56 ns = 2.28 years. The idle
+ * age is SLOT_IDLE_EPOCHS epochs of 2^30 ns (1.074 s; v1model's are 1.049 s): 8.6 s. */
+#define TNA_EPOCH_SHIFT 24                                  /* clock unit: 2^24 ns */
+#define TNA_CLOCK_TS_BITS 24                                /* timestamp bits in the clock */
+#define TNA_CLOCK_WRAP_STEP (1 << TNA_CLOCK_TS_BITS)        /* one timestamp wrap in clock units */
+#define TNA_IDLE_SHIFT 6                                    /* a 2^30-ns epoch in clock units */
+/* A packet's count in the byte registers is its IPv4 total length, at most this (the MTU):
+ * ingress has no frame length to check total_len against (README, "What a host can gain by
+ * lying"), so a frame claiming more than the MTU is counted as an MTU-sized one. */
+#define TNA_MAX_COUNTED_IP_LEN 1500
 #define TNA_DROP_CTL 1                                      /* drop_ctl bit 0: drop */
+/* Bytes the Tofino MAC and traffic manager count beyond the Ethernet header and payload: the
+ * 4-byte FCS (counters, meters; the controller's payload conversion, coflow.tofino.target) */
+#define TNA_COUNTED_FCS_BYTES 4
+/* ECN: Tofino 1 queue depths are in 80-byte cells (set_vq.threshold_level is in cells here) */
+#define TNA_CELL_BYTES 80
 #define IPV4_MIN_HEADER_BYTES 20
 #define IPV4_OPT_MIN_LEN 2                                  /* type + length */
 

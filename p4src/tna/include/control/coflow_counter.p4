@@ -13,10 +13,12 @@
  *  - coflow_owner_reg {owner, seen}: the owner tag {1, CRC-32C(ext, int)[30:0]}
  *    (0 = free: 31 bits of a second, independent hash; two coflows in one slot
  *    whose tags are equal, 1 in 2^31, go unnoticed and share the slot's bytes) and
- *    the clock when its owner last sent (meta.epoch: MAC timestamp >> 16);
+ *    the clock when its owner last sent (meta.epoch: 2^24-ns units that do not
+ *    wrap for 2.28 years, config.p4; the age test is exact, see there);
  *  - coflow_bytes_reg: bytes in 2^TNA_BYTES_UNIT_SHIFT-byte units, each packet's
- *    frame length (IPv4 total length + 14) rounded to the nearest unit (at most
- *    half a unit off per packet), saturating at 2^32 - 1 units (256 GiB).
+ *    frame length (IPv4 total length, at most TNA_MAX_COUNTED_IP_LEN, + 14) rounded
+ *    to the nearest unit (at most half a unit off per packet), saturating at
+ *    2^32 - 1 units (256 GiB).
  * The slot lifecycle is v1model's: an assigned slot with another owner is taken
  * over (bytes restart at 0); a hashed slot is taken over when free or idle for
  * SLOT_IDLE_EPOCHS epochs of 2^30 ns, and otherwise another coflow collides:
@@ -73,7 +75,7 @@ control CoflowCounter(inout headers_t hdr,
     };
 
     /* hashed slot: the owner's packet refreshes it; a free or idle slot (last seen at least
-     * SLOT_IDLE_EPOCHS << TNA_IDLE_SHIFT clock units ago, modulo 2^32; a free slot was "seen" at 0) is
+     * SLOT_IDLE_EPOCHS << TNA_IDLE_SHIFT clock units ago; a free slot was "seen" at 0) is
      * taken; anything else collides and changes nothing. The span is a constant: a stateful
      * ALU takes two PHV inputs (the tag and the clock), so the controller's slot_idle_epochs
      * does not reach it. Two conditions, what one stateful ALU has. out: which case, an
@@ -167,7 +169,7 @@ control CoflowCounter(inout headers_t hdr,
         if (hdr.coflow_opt.isValid()) {
             t_slot_hash.apply();
             t_tag.apply();
-            meta.frame_bytes = hdr.ipv4.total_len
+            meta.frame_bytes = meta.ip_len
                                + (ETH_HEADER_BYTES + (1 << (TNA_BYTES_UNIT_SHIFT - 1)));
             coflow_slot.apply();
         }

@@ -18,8 +18,9 @@ control Routing(inout headers_t hdr,
     ActionSelector(ecmp_selector, ecmp_hash, SelectorMode_t.FAIR,
                    TNA_ECMP_MAX_GROUP_SIZE, TNA_ECMP_GROUPS) ecmp_select;
 
-    action set_next_hop(port_t port, mac_addr_t smac, mac_addr_t dmac) {
-        ig_tm_md.ucast_egress_port = port;
+    /* port: translated for P4Runtime (tna_port_t, metadata.p4) */
+    action set_next_hop(tna_port_t port, mac_addr_t smac, mac_addr_t dmac) {
+        ig_tm_md.ucast_egress_port = (PortId_t)port;
         hdr.ethernet.src_addr = smac;
         hdr.ethernet.dst_addr = dmac;
     }

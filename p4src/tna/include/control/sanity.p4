@@ -5,8 +5,10 @@
  * against a constant.
  *
  * Not on Tofino: "frame shorter than total length" (DropReason_t.TOTAL_LEN's second
- * case): ingress has no packet length. Such a frame is counted and forwarded with
- * the length its header claims (p4src/README.md, Tofino differences).
+ * case): ingress has no packet length. Such a frame is forwarded, and counted in the
+ * byte registers with the length its header claims, at most TNA_MAX_COUNTED_IP_LEN
+ * (meta.ip_len, set here): a small frame claiming 65,535 bytes counts as an MTU-sized
+ * one (p4src/README.md, "What a host can gain by lying").
  */
 #ifndef __SANITY_TNA__
 #define __SANITY_TNA__
@@ -21,6 +23,7 @@ control Sanity(inout headers_t hdr,
     action set_ihl(bit<16> ihl_bytes, bit<8> opt_room_1) {
         meta.len_short = ihl_bytes |-| hdr.ipv4.total_len;   /* > 0: total_len < IHL*4 */
         meta.opt_fit = opt_room_1 |-| meta.other_9e_len;     /* 0: len > room, past the options */
+        meta.ip_len = min(hdr.ipv4.total_len, (bit<16>)TNA_MAX_COUNTED_IP_LEN);
     }
 
     @hidden table t_ihl {

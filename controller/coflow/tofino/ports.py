@@ -1,0 +1,124 @@
+"""Ports on a Tofino switch: the topology's port numbers, P4Runtime's, and the SDK's.
+
+The TNA program's port type is translated for P4Runtime (``@p4runtime_translation("tna/PortId_t",
+32) type bit<9> tna_port_t``, p4src/tna/include/metadata.p4, the pattern of stratum/fabric-tna
+``p4src/shared/define.p4``): the value in a table entry is the server's port name, which the
+server maps to the SDK device port the pipeline sees (``ig_intr_md.ingress_port``).
+
+- **Stratum** (``--experimental_enable_p4runtime_translation``) maps a singleton port id of its
+  chassis config to the SDK port (stratum/stratum ``hal/lib/barefoot/bf_chassis_manager.cc``,
+  ``node_id_to_port_id_to_sdk_port_id``): the controller writes the topology's port number,
+  which must be the singleton port's ``id`` in the chassis config; its QoS section names the
+  port the same way (``QueueConfig.port``, :mod:`coflow.tofino.tm`).
+- **bf_switchd**'s P4Runtime server writes the value as given, so the controller writes the SDK
+  device port itself: :class:`PortMap` (a file, ``--tofino-port-map``) maps each switch's
+  topology ports to SDK ports; without one the SDK port is the topology port (tofino-model's
+  veth ports 0.. are SDK ports 0..). The traffic manager's tables are keyed by SDK port too.
+
+Counters indexed by port in the data plane (``queue_enq`` etc. at ``port * 8 + class``,
+``ecn_marked``) see SDK ports on both servers: :meth:`PortMap.sdk_port`.
+
+File format (JSON)::
+
+    {"format": "coflow-tofino-ports/1",
+     "switches": {"leaf1": {"1": 132, "2": 140}, ...}}
+
+A switch or port not listed keeps its topology number.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..ctl import model as M
+
+FORMAT = "coflow-tofino-ports/1"
+SDK_PORT_BITS = 9                    # PortId_t on Tofino 1
+P4RT_PORT_BITS = 32                  # the translated width (tna/PortId_t, 32)
+#: match fields and action parameters of the controller's entities that hold a port
+PORT_MATCH_FIELDS = ("ingress_port", "egress_port")
+PORT_PARAMS = ("port",)
+
+
+@dataclass(frozen=True)
+class PortMap:
+    """switch -> {topology port: SDK device port}."""
+    sdk: dict = field(default_factory=dict)
+
+    def sdk_port(self, switch: str, port: int) -> int:
+        return int(self.sdk.get(switch, {}).get(int(port), int(port)))
+
+    def p4rt_port(self, switch: str, port: int, server: str) -> int:
+        """The value P4Runtime carries for a topology port: the port itself under Stratum (its
+        chassis config's singleton port id, translated by Stratum), the SDK port under
+        bf_switchd."""
+        if server == "stratum":
+            return int(port)
+        if server == "bf_switchd":
+            return self.sdk_port(switch, port)
+        raise ValueError(f"unknown Tofino server {server!r}")
+
+
+def load(path: str | None, topo=None) -> PortMap:
+    """Read a port map file (None: the identity). With ``topo``, every switch and port it
+    names must be the topology's. Errors: ValueError with the file and what is wrong."""
+    if path is None:
+        return PortMap()
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+    return parse(doc, path, topo)
+
+
+def parse(doc, where: str = "port map", topo=None) -> PortMap:
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise ValueError(f"{where}: expected an object with \"format\": \"{FORMAT}\"")
+    sws = doc.get("switches")
+    if not isinstance(sws, dict):
+        raise ValueError(f"{where}: \"switches\" must be an object of switch -> {{port: sdk port}}")
+    known = {s.name: set(s.ports) for s in topo.switches} if topo is not None else None
+    out: dict = {}
+    for sw, ports in sws.items():
+        if known is not None and sw not in known:
+            raise ValueError(f"{where}: switch {sw!r} is not in the topology")
+        if not isinstance(ports, dict):
+            raise ValueError(f"{where}: switch {sw!r}: expected an object of port -> sdk port")
+        m: dict = {}
+        for k, v in ports.items():
+            try:
+                p = int(k)
+            except ValueError:
+                raise ValueError(f"{where}: switch {sw!r}: port {k!r} is not a number") from None
+            if known is not None and p not in known[sw]:
+                raise ValueError(f"{where}: switch {sw!r} has no port {p} in the topology")
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 1 << SDK_PORT_BITS:
+                raise ValueError(f"{where}: switch {sw!r} port {p}: SDK port {v!r} is not in "
+                                 f"0..{(1 << SDK_PORT_BITS) - 1}")
+            m[p] = v
+        if len(set(m.values())) != len(m):
+            raise ValueError(f"{where}: switch {sw!r}: two ports map to one SDK port")
+        out[sw] = m
+    return PortMap(out)
+
+
+def map_entity(ent, fn):
+    """``ent`` with every port-valued match field and parameter passed through ``fn``."""
+    if isinstance(ent, M.TableEntry):
+        match = tuple((k, fn(v) if k in PORT_MATCH_FIELDS else v) for k, v in ent.match)
+        prm = tuple((k, fn(v) if k in PORT_PARAMS else v) for k, v in ent.params)
+        return ent._replace(match=match, params=prm) if (match, prm) != (ent.match, ent.params) else ent
+    if isinstance(ent, M.Member):
+        prm = tuple((k, fn(v) if k in PORT_PARAMS else v) for k, v in ent.params)
+        return ent._replace(params=prm) if prm != ent.params else ent
+    return ent
+
+
+def apply(state: dict, pm: PortMap, server: str) -> dict:
+    """Static state (switch -> entities, ``coflow.ctl.translate.static_state``) with ports as
+    ``server``'s P4Runtime names them."""
+    return {sw: [map_entity(e, lambda p, sw=sw: pm.p4rt_port(sw, p, server)) for e in ents]
+            for sw, ents in state.items()}

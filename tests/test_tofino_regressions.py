@@ -1,0 +1,416 @@
+"""Issue 28: one regression test per defect of the TNA program that no compile catches, each
+failing on the program before the fix. Source- and model-level where that is enough (no
+compiler needed); the ones that read bf-p4c's outputs (assembler, P4Info) skip with the reason
+when bf-p4c is missing (the mechanism of tests/test_tofino_compile.py, whose build they share).
+
+1. IPv4 header checksum: no parser residual; the deparser's field lists, evaluated on real
+   headers (scapy builds them and computes the checksum: the oracle), give the right checksum
+   for tagged / untagged packets with options at every IHL; egress's ECN rewrite (RFC 1624)
+   too. With bf-p4c: no RESIDUAL parser checksum unit in the assembler output, deparser units
+   in both gresses.
+2. Traffic manager: ``coflow ctl run --target tofino`` builds a TM pusher (strict priority for
+   the mode) for the server; Stratum without a chassis config is an error
+   (tests/test_tofino_tm.py tests the messages and the pushes).
+3. Slot ages across the 48-bit timestamp's wrap, with the stateful ALU's exact compare
+   (bf-p4c mau/stateful_alu.cpp: ``geq.u``, no wrap): the program's clock keeps an idle slot
+   idle after the wrap.
+4. Ports: translated (``tna/PortId_t``, 32 bits) in the source and in the compiled P4Info; the
+   controller names them per server.
+5. ECN depth in cells (no shift that wraps at 4.2 MB), the FCS in the controller's payload
+   conversion per target, and the byte registers' count capped at the MTU.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+import subprocess
+
+import pytest
+
+from coflow.dataplane import constants as C
+from coflow.dataplane.toolchain import find_tofino_compiler, tofino_missing_reason
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TNA = os.path.join(REPO, "p4src", "tna")
+BUILD = os.path.join(REPO, "build", "tofino")
+
+
+def _src(rel: str) -> str:
+    text = open(os.path.join(TNA, rel)).read()
+    return re.sub(r"/\*.*?\*/", "", re.sub(r"//[^\n]*", "", text, flags=re.S), flags=re.S)
+
+
+def _cpp(rel: str) -> str:
+    """The file through the C preprocessor (its macros expanded, comments gone)."""
+    import shutil
+    if shutil.which("cpp") is None:
+        pytest.skip("cpp (the C preprocessor p4c uses) not found")
+    r = subprocess.run(["cpp", "-P", "-D__TARGET_TOFINO__", os.path.join(TNA, rel)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _control(text: str, name: str) -> str:
+    i = text.index(f"control {name}(")
+    j = text.find("\ncontrol ", i + 1)
+    k = text.find("\nparser ", i + 1)
+    ends = [x for x in (j, k) if x > 0]
+    return text[i:min(ends)] if ends else text[i:]
+
+
+def _update_lists(block: str) -> list[list[str]]:
+    return [[f.strip() for f in m.group(1).replace("\n", " ").split(",") if f.strip()]
+            for m in re.finditer(r"\.update\(\s*\{(.*?)\}\s*\)", block, re.S)]
+
+
+# --- 1. the IPv4 header checksum ----------------------------------------------------------
+
+def test_no_parser_checksum_residual():
+    """A Checksum's get() / subtract_all_and_deposit() in a TNA parser is a residual that
+    subtracts everything extracted after it (bf-p4c p4include/tofino1_base.p4,
+    parde/extract_parser.cpp): the header checksum must not come from one."""
+    text = _src("include/parser.p4")
+    assert not re.search(r"\.\s*(get|subtract_all_and_deposit)\s*\(", text), \
+        "a TNA parser reads a Checksum residual"
+    assert "residual" not in text.lower()
+
+
+_IPV4 = ["version", "ihl", "dscp", "ecn", "total_len", "identification", "flag_rsvd", "flag_df",
+         "flag_mf", "frag_offset", "ttl", "protocol", "hdr_checksum", "src_addr", "dst_addr"]
+_W = {"version": 4, "ihl": 4, "dscp": 6, "ecn": 2, "total_len": 16, "identification": 16,
+      "flag_rsvd": 1, "flag_df": 1, "flag_mf": 1, "frag_offset": 13, "ttl": 8, "protocol": 8,
+      "hdr_checksum": 16, "src_addr": 32, "dst_addr": 32, "opt_type": 8, "opt_len": 8,
+      "stamped": 1, "rsvd": 4, "prio": 3, "internal_id": 8, "external_id": 32, "data": 32}
+
+
+def _csum(bits: str) -> int:
+    assert len(bits) % 16 == 0, len(bits)
+    s = sum(int(bits[i:i + 16], 2) for i in range(0, len(bits), 16))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def _fields_of(raw_ip: bytes, tagged: bool) -> dict:
+    """The PHV after the TNA parser: hdr.ipv4.*, hdr.coflow_opt.* (tagged), hdr.ipv4_opts[i].data
+    for the option words extracted; headers not extracted are zero (the parser's implicit zero
+    initialization)."""
+    bits = "".join(f"{b:08b}" for b in raw_ip)
+    out, pos = {}, 0
+    for f in _IPV4:
+        out[f"hdr.ipv4.{f}"] = int(bits[pos:pos + _W[f]], 2)
+        pos += _W[f]
+    ihl = out["hdr.ipv4.ihl"]
+    words = ihl - 5
+    for f in ("opt_type", "opt_len", "stamped", "rsvd", "prio", "internal_id", "external_id"):
+        out[f"hdr.coflow_opt.{f}"] = 0
+    if tagged:
+        for f in ("opt_type", "opt_len", "stamped", "rsvd", "prio", "internal_id", "external_id"):
+            out[f"hdr.coflow_opt.{f}"] = int(bits[pos:pos + _W[f]], 2)
+            pos += _W[f]
+        words -= 2
+    for i in range(C.IPV4_OPT_WORDS):
+        out[f"hdr.ipv4_opts[{i}].data"] = int(bits[pos:pos + 32], 2) if i < words else 0
+        if i < words:
+            pos += 32
+    return out
+
+
+def _eval_list(fields: list[str], values: dict) -> int:
+    bits = ""
+    for f in fields:
+        assert f in values, f"{f}: not a header field (a parser residual or metadata?)"
+        w = _W[f.rsplit(".", 1)[1]]
+        bits += f"{values[f]:0{w}b}"
+    return _csum(bits)
+
+
+def _packets():
+    from scapy.layers.inet import IP, TCP, IPOption
+    out = []
+    for ihl_extra in range(0, 9):                 # other option words after the CoflowId option
+        opt = bytes([C.IPOPT_COFLOW_TYPE, 8, 0x80 | 5, 3]) + (123456).to_bytes(4, "big")
+        other = bytes([1, 1, 1, 1]) * (ihl_extra - 1) + bytes([7, 3, 4, 0]) if ihl_extra else b""
+        if len(opt + other) <= 40:
+            p = IP(src="10.0.1.2", dst="10.1.0.3", ttl=17, tos=0x2e, id=4321,
+                   options=[IPOption(opt + other)]) / TCP(sport=5001, dport=80) / (b"x" * 100)
+            out.append((bytes(p), True))
+    for nwords in range(0, 11):                   # untagged, with 0..10 option words
+        other = bytes([1, 1, 1, 1]) * (nwords - 1) + bytes([7, 3, 4, 0]) if nwords else b""
+        p = IP(src="10.0.2.2", dst="10.1.0.9", ttl=3, flags="DF",
+               options=[IPOption(other)] if other else []) / TCP() / (b"y" * 33)
+        out.append((bytes(p), False))
+    return out
+
+
+def test_ingress_checksum_lists_give_the_header_checksum_at_every_ihl():
+    """The deparser's two update lists, evaluated on the parsed fields of tagged and untagged
+    packets with options at every IHL, give the checksum scapy computes (ingress recomputes it
+    from the fields after rewriting DSCP, TTL and the stamp)."""
+    from scapy.layers.inet import IP
+    dep = _control(_cpp("include/parser.p4"), "CoflowIngressDeparser")
+    lists = _update_lists(dep)
+    assert len(lists) == 2, dep
+    tagged_list, untagged_list = lists
+    assert any(f.startswith("hdr.coflow_opt.") for f in tagged_list)
+    assert not any(f.startswith("hdr.coflow_opt.") for f in untagged_list)
+    for raw, tagged in _packets():
+        ip = IP(raw)
+        ihl = ip.ihl
+        hdr = bytearray(raw[:ihl * 4])
+        # as the pipeline leaves them: new class, TTL - 1, stamped; checksum field not an input
+        hdr[1] = (5 << 5) | (hdr[1] & 3)
+        hdr[8] -= 1
+        if tagged:
+            hdr[22] = 0x80 | 5
+        hdr[10:12] = b"\0\0"
+        want = IP(bytes(hdr) + raw[ihl * 4:])
+        del want.chksum
+        want = IP(bytes(want)).chksum
+        got = _eval_list(tagged_list if tagged else untagged_list, _fields_of(bytes(hdr), tagged))
+        assert got == want, (ihl, tagged, hex(got), hex(want))
+
+
+def test_egress_ecn_rewrite_keeps_the_checksum_right():
+    """ECT(0) / ECT(1) -> CE: the egress deparser sums {~HC, m' - m} (RFC 1624 eqn. 3), from
+    ecn_marker.p4's ck_inv = ~hdr_checksum and ecn_delta = 1 (ECT(0)) / 2 (ECT(1))."""
+    from scapy.layers.inet import IP, TCP, IPOption
+    dep = _control(_cpp("include/parser.p4"), "CoflowEgressDeparser")
+    assert _update_lists(dep) == [["meta.ck_inv", "meta.ecn_delta"]]
+    marker = _src("include/control/ecn_marker.p4")
+    assert re.search(r"meta\.ck_inv\s*=\s*~\s*hdr\.ipv4\.hdr_checksum", marker)
+    assert re.search(r"hdr\.ipv4\.ecn\s*==\s*ECN_ECT0\)\s*\{\s*meta\.ecn_delta\s*=\s*1;\s*\}\s*"
+                     r"else\s*\{\s*meta\.ecn_delta\s*=\s*2;", marker)
+    for ecn in (1, 2):
+        for opts in ([], [IPOption(bytes([C.IPOPT_COFLOW_TYPE, 8, 0x85, 1, 0, 0, 0, 9]))]):
+            for tos_hi in (0, 0xfc, 0xb8):
+                raw = bytes(IP(tos=tos_hi | ecn, ttl=60, options=opts) / TCP())
+                hc = IP(raw).chksum
+                delta = 1 if ecn == C.ECN_ECT0 else 2
+                got = _csum(f"{~hc & 0xFFFF:016b}{delta:016b}")
+                marked = IP(raw)
+                marked.tos = tos_hi | C.ECN_CE
+                del marked.chksum
+                assert got == IP(bytes(marked)).chksum, (ecn, tos_hi, opts)
+
+
+@pytest.fixture(scope="module")
+def tofino_build():
+    if not find_tofino_compiler():
+        pytest.skip(tofino_missing_reason())
+    r = subprocess.run(["make", "--no-print-directory", "-s", "p4-tofino"], cwd=REPO,
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return BUILD
+
+
+def _bfa(build: str) -> str:
+    files = glob.glob(os.path.join(build, "**", "*.bfa"), recursive=True)
+    assert files, f"no assembler output (.bfa) under {build}"
+    return open(max(files, key=os.path.getsize)).read()
+
+
+def test_compiled_parser_has_no_residual_and_deparsers_compute_the_checksums(tofino_build):
+    """bf-p4c's assembler output: no parser checksum unit in RESIDUAL mode (the defect: two in
+    the ingress parser, one in egress), and deparser checksum units in both gresses."""
+    bfa = _bfa(tofino_build)
+    assert not re.search(r"type:\s*RESIDUAL", bfa), "a parser checksum unit in residual mode"
+    dep = [m.start() for m in re.finditer(r"^deparser (ingress|egress):", bfa, re.M)]
+    assert len(dep) == 2, "deparser sections"
+    for start in dep:
+        section = bfa[start:bfa.find("\n", bfa.find("\n", start) + 1) + 20000]
+        assert re.search(r"^\s+checksum \d+:", section, re.M), section[:400]
+
+
+# --- 2. the traffic manager ---------------------------------------------------------------
+
+def test_ctl_run_tofino_builds_a_tm_pusher_for_the_server(tmp_path):
+    import argparse
+    from coflow import topology as topo
+    from coflow.ctl.cli import _tofino_tm
+    from coflow.tofino import tm
+    t = topo.load(os.path.join(REPO, "topologies", "bigswitch-16.json"))
+    sw = t.switches[0].name
+    args = argparse.Namespace(tofino_port_map=None, mode="dclas", tofino_server="bf_switchd",
+                              tofino_chassis_config=None, tofino_bfrt_port=50052)
+    got = _tofino_tm(args, t, {"tofino_shape_mbps": "100"})
+    p = got["tm_pusher"]
+    assert got["tofino_server"] == "bf_switchd" and p.server == "bf_switchd"
+    assert p.plan.discipline == tm.STRICT and p.plan.strict_qids() == list(range(7, -1, -1))
+    assert p.plan.shape_bps == 100_000_000 and p.switch_ports[sw] == sorted(t.switches[0].ports)
+    args.tofino_server = "stratum"
+    with pytest.raises(ValueError, match="--tofino-chassis-config: required"):
+        _tofino_tm(args, t, {})
+    cc = tmp_path / "cc.pb.txt"
+    cc.write_text("nodes { id: 1 }\n")
+    args.tofino_chassis_config = str(cc)
+    assert "node_id_to_qos_config" in _tofino_tm(args, t, {})["tm_pusher"].stratum_text(sw, 1)
+
+
+# --- 3. slot ages across the timestamp's wrap ---------------------------------------------
+
+def _program_clock():
+    """The slot clock as the program computes it, read from config.p4: ``now(t_ns)`` for a pipe
+    that sees a packet at least every 78 h."""
+    text = _src("include/control/config.p4")
+    # the P4 sizes, through their Python mirror (tests/test_constants.py keeps them equal)
+    shift = C.TNA_EPOCH_SHIFT
+    sizes = {"TNA_IDLE_SHIFT": C.TNA_IDLE_SHIFT}
+    if "clock_tick" in text and re.search(r"meta\.epoch\s*=\s*meta\.clock_wraps\s*\+\s*meta\.ts_clock", text):
+        step = C.TNA_CLOCK_WRAP_STEP
+        state = {"last": 0, "wraps": 0}
+
+        def now(t_ns: int) -> int:
+            ts = (t_ns % (1 << 48)) >> shift
+            wraps = state["wraps"]                 # the count before this packet
+            if ts < state["last"]:
+                state["wraps"] += step
+            state["last"] = ts
+            return (wraps + ts) & 0xFFFFFFFF
+        return now, sizes["TNA_IDLE_SHIFT"], True
+    m = re.search(r"meta\.epoch\s*=\s*ig_intr_md\.ingress_mac_tstamp\[47:(\w+)\]", text)
+    assert m, "config.p4 sets meta.epoch some other way"
+    return (lambda t_ns: ((t_ns % (1 << 48)) >> shift) & 0xFFFFFFFF), sizes["TNA_IDLE_SHIFT"], False
+
+
+def _busy(now: int, seen: int, idle: int) -> bool:
+    """owner_probe's age test as the stateful ALU evaluates it: one compare of
+    now + (-seen) + (-idle) >= 0 on zero-extended operands, no wrap (stateful_alu.cpp, geq.u)."""
+    return not (now - seen - idle >= 0)
+
+
+def test_idle_slots_stay_idle_across_the_timestamp_wrap():
+    now, idle_shift, _ = _program_clock()
+    idle = C.SLOT_IDLE_EPOCHS << idle_shift
+    s = 10 ** 9
+    wrap = 1 << 48
+    # a pipe with traffic every 10 minutes (every 5 s around the wrap); a slot last used 30 s
+    # before the timestamp wraps
+    times = list(range(0, wrap - 40 * s, 600 * s)) + list(range(wrap - 40 * s, wrap + 60 * s, 5 * s)) \
+        + list(range(wrap + 60 * s, wrap + 3600 * s, 600 * s))
+    seen = None
+    for t in times:
+        c = now(t)
+        if seen is None and t >= wrap - 30 * s:
+            seen = c
+    later = []
+    for dt in (3700, 4000, 7000, 6 * 3600):      # packets arrive in time order
+        later.append(_busy(now(wrap + dt * s), seen, idle))
+    assert later == [False] * 4, "a slot idle since before the wrap looks busy after it"
+    # a never-used slot (seen 0) is free once the clock passed the idle age, before and after
+    assert not _busy(now(wrap + 7 * 3600 * s), 0, idle)
+    # and a busy slot stays busy: last seen 1 s ago
+    c = now(wrap + 8 * 3600 * s)
+    assert _busy(now(wrap + 8 * 3600 * s + s), c, idle)
+
+
+# --- 4. ports ------------------------------------------------------------------------------
+
+def test_ports_are_translated_in_the_source():
+    meta = _src("include/metadata.p4")
+    assert re.search(r'@p4runtime_translation\("tna/PortId_t",\s*32\)\s*type\s+bit<9>\s+tna_port_t', meta)
+    assert re.search(r"set_next_hop\(tna_port_t port", _src("include/control/routing.p4"))
+    assert re.search(r"meta\.ig_port:\s*exact\s*@name\(\"ingress_port\"\)", _src("include/control/config.p4"))
+    assert re.search(r"meta\.eg_port:\s*exact\s*@name\(\"egress_port\"\)", _src("include/control/ecn_marker.p4"))
+
+
+def test_compiled_p4info_translates_the_controllers_ports(tofino_build):
+    from coflow.ctl import model as M
+    from coflow.dataplane.p4rt import P4InfoHelper
+    h = P4InfoHelper.from_file(os.path.join(tofino_build, "coflow_tna.p4info.txt"))
+    for kind, obj, name in (("tables", M.T_PORT_ROLE, "ingress_port"),
+                            ("tables", M.T_ECN_PORT, "egress_port"),
+                            ("actions", M.A_NEXT_HOP, "port")):
+        o = h.get(kind, obj)
+        f = next(x for x in (o.match_fields if kind == "tables" else o.params) if x.name == name)
+        assert f.bitwidth == 32 and f.type_name.name == "tna_port_t", (obj, name)
+    nt = h.p4info.type_info.new_types["tna_port_t"]
+    assert nt.translated_type.uri == "tna/PortId_t" and nt.translated_type.sdn_bitwidth == 32
+
+
+def test_controller_names_ports_per_server(tmp_path):
+    from coflow import topology as topo
+    from coflow.ctl import model as M
+    from coflow.ctl import translate as TR
+    from coflow.tofino import ports
+    t = topo.leafspine(2, 2, 2)
+    st = TR.static_state(t, topo.routes(t), "dclas", __import__("coflow.params").params.DclasParams(K=8),
+                         target="tofino", ecn_threshold_bytes=30_000)
+    leaf = t.switches[0].name
+    pm = ports.PortMap({leaf: {p: 128 + 8 * p for p in t.switches[0].ports}})
+    bf = ports.apply(st, pm, "bf_switchd")[leaf]
+    sr = ports.apply(st, pm, "stratum")[leaf]
+    bf_ports = {dict(e.params)["port"] for e in bf if isinstance(e, M.Member)}
+    sr_ports = {dict(e.params)["port"] for e in sr if isinstance(e, M.Member)}
+    assert bf_ports == {128 + 8 * p for p in sr_ports} and sr_ports <= set(t.switches[0].ports)
+    ecn = [dict(e.match)["egress_port"] for e in bf if getattr(e, "table", "") == M.T_ECN_PORT]
+    assert ecn and all(p >= 128 for p in ecn)
+    # the file form, and its errors
+    f = tmp_path / "pm.json"
+    f.write_text('{"format": "coflow-tofino-ports/1", "switches": {"%s": {"1": 132}}}' % leaf)
+    assert ports.load(str(f), t).sdk_port(leaf, 1) == 132
+    f.write_text('{"format": "coflow-tofino-ports/1", "switches": {"%s": {"1": 600}}}' % leaf)
+    with pytest.raises(ValueError, match="SDK port 600"):
+        ports.load(str(f), t)
+    f.write_text('{"format": "coflow-tofino-ports/1", "switches": {"nope": {}}}')
+    with pytest.raises(ValueError, match="'nope' is not in the topology"):
+        ports.load(str(f), t)
+    f.write_text('{"format": "x"')
+    with pytest.raises(ValueError, match=r"pm.json:1: not JSON"):
+        ports.load(str(f), t)
+
+
+# --- 5. ECN depth, FCS, counted length ----------------------------------------------------
+
+def test_ecn_depth_is_compared_in_cells_without_a_wrapping_shift():
+    from coflow.tofino.target import BMV2, TOFINO
+    marker = _src("include/control/ecn_marker.p4")
+    assert not re.search(r"ecn_\w+\s*<<", marker), "the depth is shifted (wraps at 4.2 MB)"
+    assert re.search(r"meta\.ecn_depth\s*=\s*\(bit<32>\)eg_intr_md\.enq_qdepth;", marker)
+    # the largest Tofino 1 depth (19 bits of cells, 42 MB) fits; thresholds in cells, rounded up
+    assert ((1 << 19) - 1) < 1 << 32
+    assert TOFINO.ecn_threshold_param(30_000) == 375 and TOFINO.ecn_threshold_param(30_001) == 376
+    assert BMV2.ecn_threshold_param(30_000) == 30_000 << C.VQ_SHIFT
+    from coflow import topology as topo
+    from coflow.ctl import translate as TR
+    t = topo.leafspine(2, 2, 2)
+    ents = TR.ecn_entities(t, t.switches[0].name, 10.0, 22_000_000, "tofino")
+    assert {dict(e.params)["threshold_level"] for e in ents} == {275_000}
+
+
+def test_fcs_is_in_tofinos_payload_conversion_and_meter_sizes():
+    from coflow.ctl import translate as TR
+    from coflow.ctl.rates import FlowProgress
+    from coflow.tofino.target import BMV2, TOFINO
+    assert (BMV2.fcs_bytes, TOFINO.fcs_bytes) == (0, C.TNA_COUNTED_FCS_BYTES) == (0, 4)
+    n = 1000                                      # full-size segments, as each counter counts them
+    for tg in (BMV2, TOFINO):
+        frames = n * tg.max_frame_bytes
+        assert TR.payload_bytes(frames, n, tg.fcs_bytes) == n * C.TCP_MSS_BYTES
+        fp = FlowProgress(tg.fcs_bytes)
+        fp.observe((1, 0), 0, 1, ("e", 0), frames, n)
+        assert fp.sent((1, 0)) == {(0, 1): n * C.TCP_MSS_BYTES}
+    # a meter passes the frame rate of the payload rate, FCS included on Tofino
+    s = TR.CtlSettings(link_mbps=1000.0)
+    rate = 5e7                                    # above the min_rate_frac floor
+    for tg in (BMV2, TOFINO):
+        cfg = TR.meter_config(0, rate, s, tg.fcs_bytes)
+        assert cfg.cir == int(-(-rate * tg.max_frame_bytes // C.TCP_MSS_BYTES))
+    from coflow import topology as topo
+    ctx = TR.MeterContext(topo.leafspine(2, 2, 2), fcs_bytes=4)
+    assert ctx.meter(0, rate, s).cir == TR.meter_config(0, rate, s, 4).cir > TR.meter_config(0, rate, s).cir
+
+
+def test_counted_length_is_capped_at_the_mtu():
+    """A 64-byte frame claiming total_len 65,535 must not count ~1,000x its size in the byte
+    registers: the count is min(total_len, TNA_MAX_COUNTED_IP_LEN) + 14."""
+    sanity = _src("include/control/sanity.p4")
+    counter = _src("include/control/coflow_counter.p4")
+    assert re.search(r"meta\.ip_len\s*=\s*min\(hdr\.ipv4\.total_len,\s*\(bit<16>\)TNA_MAX_COUNTED_IP_LEN\)", sanity)
+    m = re.search(r"meta\.frame_bytes\s*=\s*([^;]+);", counter)
+    assert m and "total_len" not in m.group(1) and "meta.ip_len" in m.group(1)
+    assert C.TNA_MAX_COUNTED_IP_LEN == C.IP_MTU
+    units = (min(65535, C.TNA_MAX_COUNTED_IP_LEN) + C.ETH_HEADER_BYTES + 32) >> C.TNA_BYTES_UNIT_SHIFT
+    assert units * 64 / 64 <= 25                  # <= 24x a minimum frame, not 1,024x
