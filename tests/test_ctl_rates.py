@@ -89,6 +89,48 @@ def test_priorities_by_mode(reg):
     assert fai.prio == {(1, 0): 7, (2, 0): 7}  # nothing sent yet: queue 1
     ut = plan("utopia", make_scheduler("utopia"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
     assert ut.prio == {(2, 0): 7, (1, 0): 6}
+    sin = plan("sincronia", make_scheduler("sincronia"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert sin.prio == {(2, 0): 7, (1, 0): 6}
+
+
+def test_sincronia_bssi_order_reaches_the_queues_not_sebfs(reg):
+    """A: h0 -> h1, h2, h3, 1 MB each (Γ = 3 MB on h0's uplink = 2.4 s); B: h1 -> h2, 2.5 MB
+    (Γ = 2 s). SEBF serves B first. BSSI: the most loaded link is h2's downlink (1 + 2.5 MB);
+    of the coflows on it, the one with the smallest weight / demand there goes last: B (1/2.5
+    < A's 1/1); so A first. The controller's priorities follow each scheduler's own order."""
+    t, r = reg
+    r.register([("h0", "h1", 1_000_000), ("h0", "h2", 1_000_000), ("h0", "h3", 1_000_000)])
+    r.register([("h1", "h2", 2_500_000)])
+    sin = plan("sincronia", make_scheduler("sincronia"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert sin.alloc.order.tolist() == [0, 1]
+    assert sin.prio == {(1, 0): 7, (2, 0): 6}
+    sebf = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert sebf.prio == {(2, 0): 7, (1, 0): 6}
+
+
+def test_any_scheduler_that_says_an_order_reaches_the_queues(reg):
+    """The controller reads the order (or queues) from the Allocation, not from the mode's
+    name: a scheduler it has never heard of, which serves coflows in reverse registration
+    order, gets its order onto the priorities 7, 6, ... saturating at 1; one that says
+    queues gets them through hw_priority; one that says neither gets no override."""
+    from coflow.ctl.rates import priorities
+    from coflow.sched.base import Allocation, Scheduler
+
+    class Reverse(Scheduler):
+        def allocate(self, v):
+            return Allocation(np.zeros(v.nflows), order=np.arange(v.ncoflows)[::-1].copy())
+
+    t, r = reg
+    for d in range(1, 4):
+        r.register([("h0", f"h{d}", 1000)])
+    for i in range(6):
+        r.register([("h1", "h2", 1000 + i)])
+    p = plan("whatever", Reverse(), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert p.prio == {(9 - k, 0): max(1, 7 - k) for k in range(9)}
+    cids = [(1, 0), (2, 0), (3, 0)]
+    assert priorities(Allocation(np.zeros(3), queue=np.array([1, 3, 8])), cids) == \
+        {(1, 0): 7, (2, 0): 5, (3, 0): 0}
+    assert priorities(Allocation(np.zeros(3)), cids) == {}
 
 
 def test_sebf_memory_carries_starvation_clock(reg):

@@ -22,6 +22,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from .. import topology as topo_mod
 from ..sched.base import INF, params_dict
 from . import model as M
@@ -544,7 +546,14 @@ class Controller:
         self._rates_stale = False
         self._next_event = p.next_event
         ctx = self._meter_ctx
-        u = ctx.update(p.cids, p.cf, p.src, p.dst, p.rates, self.slots.slot, self.ctl)
+        metering = self.policy.meters
+        # a mode without rate control ("queues") keeps the flow_meter entries (they count each
+        # flow's bytes for the closed loop) but writes no MeterConfig: every packet is GREEN
+        u = ctx.update(p.cids, p.cf, p.src, p.dst, p.rates if metering else np.zeros(p.rates.size),
+                       self.slots.slot, self.ctl)
+        if not metering:
+            u = TR.MeterUpdate([x for x in u.sets if x[0][0] != "meters"],
+                               [x for x in u.patches if x[0][0] != "meters"])
         # no priority without enforcement: a coflow the pool could not meter gets no override
         # (it stays in the fair class) and is counted
         self._prio = {c: pr for c, pr in p.prio.items() if c not in ctx.unmetered} \

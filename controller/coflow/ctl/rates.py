@@ -1,4 +1,4 @@
-"""Rate modes (Varys SEBF+MADD, HUG, Utopia, Fai): registered coflows -> the core's View ->
+"""Scheduled modes (Varys SEBF+MADD, HUG, Utopia, Fai, Sincronia): registered coflows -> the core's View ->
 Allocation -> per-flow rates and per-coflow priorities (pure; the daemon pushes them).
 
 The View is the simulator's fabric model over the topology's hosts: one big switch whose port
@@ -11,9 +11,11 @@ sent from the registry (Update) and, closing the loop, from the data plane: ``me
 (Varys's starvation clock (T, δ), Utopia's virtual time) is a dict the caller keeps between
 rounds, exactly as the simulator does.
 
-Priorities: SEBF's order (smallest Γ first) and Utopia's virtual-finish order map to BMv2
-priorities 7, 6, ..., saturating at 1; Fai's queues map through ``hw_priority``; HUG has no
-order (every coflow at ``fair_prio``, isolation comes from the meters).
+Priorities come from what the scheduler says in its Allocation (:func:`priorities`), never from
+the mode's name: a service order (SEBF's smallest Γ first, Utopia's virtual finish, Sincronia's
+BSSI) maps to BMv2 priorities 7, 6, ..., saturating at 1; queues (Fai's) map through
+``hw_priority``; neither (HUG) leaves every coflow at ``fair_prio``, isolation coming from the
+meters.
 """
 from __future__ import annotations
 
@@ -147,20 +149,18 @@ def build_view(records, host_port: dict, link_Bps: float, now: float, memory: di
     return v, (cf_arr, src, dst), cids
 
 
-def priorities(mode: str, sched: Scheduler, v: View, alloc: Allocation, cids: list) -> dict:
+def priorities(alloc: Allocation, cids: list) -> dict:
+    """cid -> BMv2 priority from what the scheduler said in its Allocation, whatever the
+    scheduler: its queues (``alloc.queue``, 1 = highest) through ``hw_priority``, else its
+    service order (``alloc.order``) through :func:`~coflow.ctl.translate.order_priorities`
+    (7, 6, ..., saturating at 1); neither (HUG) = no override (``fair_prio``)."""
     if not cids:
         return {}
-    if mode == "sebf":
-        order = sched.order(v)
-        return order_priorities(cids[k] for k in order.tolist())
-    if mode == "utopia":
-        vf = v.memory.get("VF", {})
-        key = np.array([vf.get(int(i), INF) for i in v.cf_id.tolist()])
-        order = np.lexsort((v.cf_id, v.cf_arrival, key))
-        return order_priorities(cids[k] for k in order.tolist())
-    if mode == "fai" and alloc.queue is not None:
-        return {c: hw_priority(min(int(q), 8)) for c, q in zip(cids, alloc.queue.tolist())}
-    return {}  # hug: no order
+    if alloc.queue is not None:
+        return {c: hw_priority(min(max(int(q), 1), 8)) for c, q in zip(cids, alloc.queue.tolist())}
+    if alloc.order is not None:
+        return order_priorities(cids[k] for k in alloc.order.tolist())
+    return {}
 
 
 def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float, now: float,
@@ -179,7 +179,7 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
         return RatePlan([], cf, src, dst, np.zeros(0), hosts, {}, INF, None, v)
     alloc = sched.allocate(v)
     t2 = time.perf_counter()
-    prio = priorities(mode, sched, v, alloc, cids)
+    prio = priorities(alloc, cids)
     if timings is not None:
         timings.update(view=t1 - t0, allocate=t2 - t1, priorities=time.perf_counter() - t2)
     return RatePlan(cids, cf, src, dst, alloc.rates, hosts, prio, alloc.next_event, alloc, v)

@@ -8,7 +8,7 @@ and reads JSON events from its stdout; a reader thread per agent feeds one queue
 inside the hosts' network namespaces (``host.popen``); the driver runs in the root namespace
 and reaches the API over its unix socket (the filesystem is shared), as a job master would.
 
-Registration: for clairvoyant modes (sebf, hug, utopia, fai) every flow is registered with its
+Registration: for clairvoyant modes (sebf, hug, utopia, fai, sincronia) every flow is registered with its
 size; for the others (fair, dclas, fifo-lm) without. The coflow's arrival is its scheduled time
 ``t0 + arrival_s``: a driver running late is charged to the coflow's CCT.
 """
@@ -28,7 +28,7 @@ from typing import Callable
 from .plan import FlowRecord, Plan
 
 AGENT_PORT = 5001
-CLAIRVOYANT_MODES = ("sebf", "hug", "utopia", "fai", "varys-deadline")
+CLAIRVOYANT_MODES = ("sebf", "hug", "utopia", "fai", "sincronia", "varys-deadline")
 
 
 class EventError(ValueError):

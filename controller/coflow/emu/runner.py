@@ -38,7 +38,7 @@ from .plan import DEFAULT_MODES  # noqa: E402,F401 (re-exported)
 from ..dataplane.constants import MODES as EMU_MODES  # noqa: E402 (every controller mode runs here)
 #: the simulator's scheduler for each emulated mode (strict queues in the emulated TM)
 SIM_OF = {"fair": "fair", "dclas": "dclas-strict", "fifo-lm": "fifo-lm", "sebf": "sebf",
-          "hug": "hug", "utopia": "utopia", "fai": "fai"}
+          "hug": "hug", "utopia": "utopia", "fai": "fai", "sincronia": "sincronia"}
 
 
 def default_trace() -> str:
