@@ -278,27 +278,50 @@ class Controller:
         return bool(up) and all(s == SwitchAgent.MASTER for s in up)
 
     def wait_installed(self, cid, timeout: float = 0.5) -> bool:
-        """Block until coflow ``cid``'s slot entry is on every edge switch this controller is
-        primary for (so its first packets are classed as a registered coflow's), at most
-        ``timeout`` s. False on timeout, or at once when no slot could be assigned (the slot
-        table is full: the coflow is served as unregistered). The API's Register calls it
-        before answering."""
+        """Block until coflow ``cid``'s slot entry, and in the scheduled modes its queue class
+        (the ``coflow_override`` entry of the priority the scheduler's order gives it), are on
+        every edge switch this controller is primary for, so that its first packets are
+        classed as a registered coflow's and served in its place in the order, at most
+        ``timeout`` s. The round that assigns the slot computes the order and writes both in
+        one Write, so this costs no extra round. False on timeout, or at once when no slot
+        could be assigned (the slot table is full: the coflow is served as unregistered). The
+        API's Register calls it before answering."""
         key = (cid.external, cid.internal) if hasattr(cid, "external") else tuple(cid)
-        entry = ("table", M.T_SLOT, (("external_id", key[0]), ("internal_id", key[1])), 0)
+        entry = TR.slot_key(key)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._stop.is_set():
             with self._mu:     # a consistent view: _refresh_coflows runs under it
                 has_slot = key in self.slots.slot
                 no_slot = (not has_slot and not self._registry_dirty
                            and any((r.cid.external, r.cid.internal) == key for r in self._records))
+                want = [(entry, None)]
+                if has_slot and self.policy.rate:
+                    pr = None if self._rates_stale else self._prio.get(key)
+                    if self._rates_stale:
+                        want.append((None, None))      # its order is not computed yet
+                    elif pr is not None:
+                        e = TR.override_entity(key, pr)
+                        want.append((e.key, e))
             if no_slot:
                 return False   # the round saw it and gave it no slot: the table is full
-            if has_slot and all(a.actual is not None and entry in a.actual.entities
-                                for a in (self.agents[e] for e in self.edges)
+            if has_slot and all(self._holds(a, want) for a in (self.agents[e] for e in self.edges)
                                 if a.state == SwitchAgent.MASTER):
                 return True
             time.sleep(0.002)
         return False
+
+    @staticmethod
+    def _holds(agent, want) -> bool:
+        """The switch's cached state holds every (key, entity) of ``want`` (entity None: any
+        entity under the key; key None: never)."""
+        act = agent.actual
+        if act is None:
+            return False
+        ents = act.entities
+        for k, e in want:
+            if k is None or k not in ents or (e is not None and ents[k] != e):
+                return False
+        return True
 
     # events --------------------------------------------------------------------------------
     def _on_registry(self, event: str, rec) -> None:

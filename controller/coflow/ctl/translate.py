@@ -320,6 +320,11 @@ def slot_entity(cid, slot: int) -> M.TableEntry:
     return M.TableEntry(M.T_SLOT, cid_key(*cid), M.A_SET_SLOT, M.params(slot=slot))
 
 
+def slot_key(cid) -> tuple:
+    """The key of a coflow's ``coflow_slot`` entry (whatever its slot)."""
+    return ("table", M.T_SLOT, cid_key(*cid), 0)
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def override_entity(cid, prio: int) -> M.TableEntry:
     """The ``coflow_override`` entry (cached: the same cid and priority give the same object)."""
