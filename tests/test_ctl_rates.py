@@ -147,3 +147,42 @@ def test_sebf_memory_carries_starvation_clock(reg):
     p2 = plan("sebf", s, r.list(), hp(t), LINK, t0 + 2.0, mem, 10**9)  # T later: B starved
     rates = {c: x for c, _, _, x in p2.flows}
     assert rates[(2, 0)] > 0 and p2.next_event == pytest.approx(t0 + 2.2)
+
+
+def test_rate_snapshot_is_what_each_flow_is_paced_at(reg):
+    """Per registered coflow, its active flows under their API flow ids at the plan's rate
+    (at least the meters' floor), limited where a meter holds them; the class from the
+    order. A coflow whose flows are all done is listed with none."""
+    from coflow.ctl.rates import rate_snapshot
+    t, r = reg
+    r.register([("h0", "h1", 1_000_000)])
+    b = r.register([("h3", "h2", 2_000_000), ("h0", "h2", 2_000_000)])
+    done = r.register([("h1", "h3", 100)])
+    r.update(done.cid, sent={0: 100})
+    p = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 100.0, {}, 10**9)
+    snap = rate_snapshot(p, r.list(), lambda c: c != (1, 0), floor_Bps=1000.0)
+    assert list(snap) == ["1.0", "2.0", "3.0"]
+    a1 = snap["1.0"]
+    assert a1.priority == 7 and [(f.flow_id, f.src, f.dst, f.limited) for f in a1.flows] == \
+        [(0, "h0", "h1", False)]                      # no meter holds it: not limited
+    assert a1.flows[0].rate_Bps == pytest.approx(LINK)
+    b2 = snap["2.0"]
+    # flow 1 (h0 -> h2) is paused behind 1.0 on h0's uplink: the floor; flow 0 backfills
+    assert [(f.flow_id, f.src, f.dst, f.limited) for f in b2.flows] == \
+        [(0, "h3", "h2", True), (1, "h0", "h2", True)]
+    assert b2.flows[0].rate_Bps == pytest.approx(LINK) and b2.flows[1].rate_Bps == 1000.0
+    assert b2.priority == 6 and snap["3.0"].flows == () and snap["3.0"].priority is None
+    assert str(b.cid) == "2.0"
+
+
+def test_meter_headroom_above_the_paced_rate():
+    """A meter passes its flow's rate times 1 + meter_headroom (frame bytes), so a sender paced
+    at the rate never reaches it; 0 (the default) is the rate exactly."""
+    s0 = TR.CtlSettings(link_mbps=10, min_rate_frac=0)
+    s1 = TR.CtlSettings(link_mbps=10, min_rate_frac=0, meter_headroom=0.1)
+    m0, m1 = TR.meter_config(3, 100_000, s0), TR.meter_config(3, 100_000, s1)
+    assert m0.cir == m0.pir == round(100_000 * 1514 / 1440)
+    assert m1.cir == m1.pir == round(100_000 * 1514 / 1440 * 1.1)
+    with pytest.raises(ValueError, match="meter_headroom"):
+        TR.split_settings({"meter_headroom": "-0.1"})
+    assert TR.split_settings({"meter_headroom": "0.25"})[0].meter_headroom == 0.25

@@ -33,7 +33,7 @@ from .coord import DclasCoordinator
 
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
-from .rates import FlowProgress, plan as rate_plan
+from .rates import FlowProgress, plan as rate_plan, rate_snapshot
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from . import wire
 
@@ -126,6 +126,9 @@ class Controller:
         self._ovr_src: dict = {}  # dclas: edge -> the override dict its component was built from
         self._view_cache: dict = {}
         self._meter_ctx = TR.MeterContext(topology, self.target.metered_slots)
+        # the rates the coflow API's WatchRates streams (scheduled modes; serve(rates=...))
+        from ..api.rates import RateBoard
+        self.rate_board = RateBoard() if self.policy.rate else None
         # rate modes' closed loop: bytes sent per flow from the edges' flow_bytes counters
         self.progress = FlowProgress()
         self._progress_used = 0   # progress.version the last allocation used
@@ -246,6 +249,8 @@ class Controller:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        if self.rate_board is not None:
+            self.rate_board.close()      # open rate streams end
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
@@ -581,6 +586,15 @@ class Controller:
         # (it stays in the fair class) and is counted
         self._prio = {c: pr for c, pr in p.prio.items() if c not in ctx.unmetered} \
             if ctx.unmetered else p.prio
+        if self.rate_board is not None:
+            # built only when a stream reads it: the plan, records and priorities of this round
+            # are not mutated later (each round makes new ones)
+            unm = frozenset(ctx.unmetered) if metering else None
+            floor = self.ctl.min_rate_frac * self.ctl.link_payload_Bps   # the meters' floor
+            recs, prio = self._records, self._prio
+            self.rate_board.publish(
+                lambda: rate_snapshot(p, recs, (lambda c: c not in unm) if metering else (lambda c: False),
+                                      floor, prio), time.time() if now is None else now)
         self.metrics.unmetered_coflows.set(len(ctx.unmetered))
         self.metrics.unmetered_flows.set(ctx.unmetered_flows)
         self.metrics.meters_in_use.set(ctx.pool.in_use())

@@ -185,6 +185,34 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
     return RatePlan(cids, cf, src, dst, alloc.rates, hosts, prio, alloc.next_event, alloc, v)
 
 
+def rate_snapshot(p: RatePlan, records, limited, floor_Bps: float = 0.0,
+                  prio: dict | None = None) -> dict:
+    """What the coflow API's WatchRates streams (:class:`coflow.api.rates.CoflowRates` per
+    registered coflow, keyed by its id string): each active flow of the plan under its flow
+    id, at the rate its sender should pace at (payload bytes/s: the scheduler's rate, at least
+    the meters' floor ``floor_Bps``), ``limited`` where ``limited(cid)`` says a meter holds the
+    coflow to its rates; the coflow's class from ``prio`` (default: the plan's). A registered coflow
+    with no active flow is listed without flows."""
+    from ..api.rates import CoflowRates, FlowRate
+    by_cid: dict = {}
+    h = p.hosts
+    for k, a, b, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), p.rates.tolist()):
+        by_cid.setdefault(p.cids[k], []).append((h[a], h[b], r))
+    out: dict = {}
+    for rec in records:
+        c = (rec.cid.external, rec.cid.internal)
+        flows = by_cid.get(c)
+        fr: tuple = ()
+        if flows:
+            lim = bool(limited(c))
+            fid = {(f.src, f.dst): i for i, f in enumerate(rec.flows)}
+            fr = tuple(sorted((FlowRate(fid[(a, b)], a, b, max(float(r), floor_Bps), lim)
+                               for a, b, r in flows if (a, b) in fid), key=lambda x: x.flow_id))
+        key = str(rec.cid)
+        out[key] = CoflowRates(key, fr, (p.prio if prio is None else prio).get(c))
+    return out
+
+
 #: Bytes the switches' counters never take a flow's measured progress past its size minus this
 #: (one full segment). A sender edge counts what *left* it, retransmissions included, not what
 #: arrived: without the margin a flow whose last segment was still queued (or lost) counted as

@@ -79,6 +79,10 @@ class CtlSettings:
       port buffer); what passes beyond the committed burst and within the peak one is YELLOW,
       and an ECN-capable YELLOW packet is marked CE (flow_meter.p4), so that TCP slows to its
       rate on a mark before the meter drops. 1 = one burst, nothing YELLOW.
+    - ``meter_headroom``: a meter passes its flow's rate times 1 + this (the frame rate of the
+      rate a sender is told to pace at, ``WatchRates``, plus headroom): a sender paced at its
+      rate never meets the meter's limit, one that does not pace is held to just above it
+      (marked CE in the YELLOW band, then dropped). 0 = exactly the rate.
     - ``ecn_threshold_bytes``: every switch port marks ECN-capable packets CE while its queue
       holds more than this many bytes (``ecn_port``: a virtual queue draining at
       ``link_mbps`` on BMv2, :func:`ecn_entities`); 0 = no marking.
@@ -101,6 +105,7 @@ class CtlSettings:
     slot_idle_epochs: int = SLOT_IDLE_EPOCHS
     ecn_threshold_bytes: int = 0
     meter_peak_bursts: float = 1.0
+    meter_headroom: float = 0.0
 
     @property
     def link_Bps(self) -> float:
@@ -150,6 +155,9 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
                          f"hold 2 frames ({2 * MAX_FRAME} B), got {s.port_buffer_bytes}")
     if not (math.isfinite(s.meter_peak_bursts) and s.meter_peak_bursts >= 1):
         raise ValueError(f"setting meter_peak_bursts: must be >= 1, got {s.meter_peak_bursts}")
+    if not (math.isfinite(s.meter_headroom) and 0 <= s.meter_headroom <= 10):
+        raise ValueError(f"setting meter_headroom: must be in 0..10 (a fraction of the rate), "
+                         f"got {s.meter_headroom}")
     if not 0 <= s.ecn_threshold_bytes <= ECN_MAX_THRESHOLD_BYTES:
         raise ValueError(f"setting ecn_threshold_bytes: must be in 0..{ECN_MAX_THRESHOLD_BYTES} "
                          f"(0 = no marking), got {s.ecn_threshold_bytes}")
@@ -376,9 +384,10 @@ def meter_config(index: int, rate_Bps: float, s: CtlSettings) -> M.MeterConfig:
     Thrift CLI would want bytes per microsecond), floored at ``min_rate_frac`` of the link;
     burst = :func:`burst_bytes` (rate x RTT, clamped to [2 frames, a share of the port
     buffer]); pburst = ``meter_peak_bursts`` bursts, at most the port buffer (YELLOW between
-    the two: marked CE when ECN-capable)."""
+    the two: marked CE when ECN-capable); rates times 1 + ``meter_headroom`` (room above a
+    paced sender's rate)."""
     floor = s.min_rate_frac * s.link_Bps
-    rate = max(frame_rate(rate_Bps), floor, 1.0)
+    rate = max(frame_rate(rate_Bps), floor, 1.0) * (1.0 + s.meter_headroom)
     cir = int(math.ceil(rate - 1e-6))  # (no 1-byte/s step from float noise)
     burst = burst_bytes(cir, s)
     peak = max(burst, min(int(burst * s.meter_peak_bursts), s.port_buffer_bytes))
