@@ -45,7 +45,7 @@ def parse_event(line: str, where: str = "agent") -> dict:
         raise EventError(f"{where}: ev: missing event name")
     need = {"done": ("run", "coflow", "flow", "bytes", "t"), "sent": ("run", "coflow", "flow"),
             "ready": ("port",), "pong": ("seq",), "reset": ("cancelled",), "warm": ("count",),
-            "mark": (),
+            "mark": (), "watching": ("controller",),
             "error": ("where", "field", "message")}
     if ev["ev"] not in need:
         raise EventError(f"{where}: ev: unknown event {ev['ev']!r}")
@@ -53,7 +53,7 @@ def parse_event(line: str, where: str = "agent") -> dict:
         if k not in ev:
             raise EventError(f"{where}: {k}: missing in {ev['ev']!r} event")
         v = ev[k]
-        if k in ("where", "field", "message"):
+        if k in ("where", "field", "message", "controller"):
             if not isinstance(v, str):
                 raise EventError(f"{where}: {k}: not a string")
         elif k == "t":
