@@ -357,7 +357,7 @@ def test_regime_summary_by_hand():
         "retrans_segs": None, "out_segs": None, "retrans_ratio": None, "syn_retrans": None,
         "connections": None, "syn_retrans_per_connection": None, "timeouts": None,
         "warmup_connections": None, "warmup_syn_retrans": None, "ecn_marked": None,
-        "before_first_byte_share": None}
+        "meter_red_drops": None, "before_first_byte_share": None}
     line = format_regime(g)
     assert "retransmitted 2.5% of segments" in line and "25.0% SYN" in line and "median 17.5%" in line
     # pooled connections: the warm-up's connections and SYN retransmissions count, its
@@ -368,6 +368,9 @@ def test_regime_summary_by_hand():
     assert (w["warmup_connections"], w["warmup_syn_retrans"], w["ecn_marked"]) == (16, 1, 7)
     assert w["retrans_ratio"] == 0.025
     assert "(20 opened)" in format_regime(w) and "7 ECN marks" in format_regime(w)
+    # the meters' RED drops, from the controller's telemetry (issue 27)
+    r = regime_summary(tcp, tl, [2.0, 1.0], plan, controller={"dataplane": {"drops": {"METER_RED": 42}}})
+    assert r["meter_red_drops"] == 42 and "42 meter RED drops" in format_regime(r)
 
 
 def test_parse_warm_and_reuse():

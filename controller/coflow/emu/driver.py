@@ -183,6 +183,27 @@ class AgentPool:
             self.errors.append(f"warm-up: {want - answers} of {want} host pairs did not answer in {timeout:.0f} s")
         return opened
 
+    def watch(self, api: str, timeout: float = 15.0) -> int:
+        """Every agent follows the controller's rates at ``api`` and paces its flows (""
+        stops); returns how many said their stream started (with ``api``)."""
+        self.broadcast({"op": "watch", "api": api})
+        if not api:
+            return 0
+        seen, deadline = set(), time.monotonic() + timeout
+        while len(seen) < len(self.procs) and time.monotonic() < deadline:
+            try:
+                name, ev = self.events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if ev.get("ev") == "watching":
+                seen.add(name)
+            elif ev.get("ev") == "error":
+                self.errors.append(f"{name}: {ev['where']}: {ev['field']}: {ev['message']}")
+        if len(seen) < len(self.procs):
+            self.errors.append(f"watch: {len(self.procs) - len(seen)} agents did not start their "
+                               f"rate stream in {timeout:.0f} s")
+        return len(seen)
+
     def reset(self, timeout: float = 5.0) -> dict:
         """Abort every flow in progress on every agent; returns the TCP counters of all hosts
         since the previous reset or mark, summed, and the number of connections cancelled."""
@@ -246,6 +267,7 @@ class ModeResult:
     outstanding: list = field(default_factory=list)       # at the end: flows without a report
     dispatched_at: dict = field(default_factory=dict)     # coflow index -> time its sends went out
     sender_times: dict = field(default_factory=dict)      # (coflow, flow) -> (t_start, t_conn, t_end)
+    paced: dict = field(default_factory=dict)             # (coflow, flow) -> rate it was paced at (None: none)
 
     def timeline(self, plan: Plan) -> list[dict]:
         """Per flow, seconds after its coflow's arrival: dispatched (the driver handed the
@@ -270,6 +292,8 @@ class ModeResult:
 
 def _record_sent(res: ModeResult, name: str, ev: dict) -> None:
     res.sent.add((ev["coflow"], ev["flow"]))
+    if "pace" in ev:
+        res.paced[(ev["coflow"], ev["flow"])] = ev["pace"] if isinstance(ev["pace"], (int, float)) else None
     try:
         res.sender_times[(ev["coflow"], ev["flow"])] = (
             float(ev["t_start"]), float(ev.get("t_conn", ev["t_start"])), float(ev["t_end"]))
