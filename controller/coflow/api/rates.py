@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class RateBoard:
         self.instance = uuid.uuid4().hex[:12]
         self._cond = threading.Condition()
         self._rates: dict[str, CoflowRates] = {}
-        self._pending = None     # a function building the next rates, when published lazily
+        self._pending: Callable[[], dict] | None = None   # builds the next rates (lazy publish)
         self._epoch = 0
         self._at = 0.0
         self._closed = False
