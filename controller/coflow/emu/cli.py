@@ -138,7 +138,7 @@ def build_run_namespace(args):
     ns.no_sim, ns.switch_log, ns.keep = False, "off", False
     for src, dst in (("trace", "trace"), ("topo", "topo"), ("modes", "modes"), ("coflows", "coflows"),
                      ("rate_mbps", "rate_mbps"), ("time_scale", "time_scale"), ("timeout", "timeout"),
-                     ("connections", "connections")):
+                     ("connections", "connections"), ("pacing", "pacing")):
         v = getattr(args, src, None)
         if v is not None:
             setattr(ns, dst, v)

@@ -66,7 +66,7 @@ METER_PEAK_BURSTS = 4
 #: meter, one that does not pace is held to just above its rate.
 METER_HEADROOM = 0.1
 #: the modes ``coflow emu run`` and ``make run`` emulate by default, in order
-DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug")
+DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "sincronia")
 
 #: TCP payload per MTU-sized Ethernet frame with the 8-byte CoflowId option: MSS 1460 - 8.
 PAYLOAD_PER_FRAME = 1452
