@@ -357,7 +357,8 @@ def test_regime_summary_by_hand():
         "retrans_segs": None, "out_segs": None, "retrans_ratio": None, "syn_retrans": None,
         "connections": None, "syn_retrans_per_connection": None, "timeouts": None,
         "warmup_connections": None, "warmup_syn_retrans": None, "ecn_marked": None,
-        "meter_red_drops": None, "before_first_byte_share": None}
+        "meter_red_drops": None, "spurious_retrans_segs": None, "spurious_rtos": None,
+        "before_first_byte_share": None}
     line = format_regime(g)
     assert "retransmitted 2.5% of segments" in line and "25.0% SYN" in line and "median 17.5%" in line
     # pooled connections: the warm-up's connections and SYN retransmissions count, its

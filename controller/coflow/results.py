@@ -174,6 +174,8 @@ def render_emu(s: dict) -> str:
         share = g.get("before_first_byte_share") or {}
         bfb = share.get("median")
         seg = (f"{retx:,} / {sent:,} ({100 * retx / sent:.1f}%)" if retx is not None and sent else "-")
+        if g.get("spurious_retrans_segs") is not None and seg != "-":   # received twice: no loss
+            seg += f", {g['spurious_retrans_segs']:,} D-SACKed"
         m = (s.get("meters") or {}).get(name)
         parts = [(s.get("enforcement") or {}).get(name)]
         pc = (s.get("pacing") or {}).get(name)

@@ -102,8 +102,12 @@ def set_pacing(sock: socket.socket, rate_Bps: float | None) -> None:
 #: Kernel TCP counters (the namespace's /proc/net/netstat TcpExt and /proc/net/snmp Tcp) that
 #: say where a flow's time went: a SYN or SYN-ACK retransmitted costs the initial RTO (1 s), a
 #: full accept queue drops SYNs, a timeout stalls a flow for an RTO.
+#: TCPDSACKRecvSegs: retransmitted segments the receiver already had (D-SACK), i.e. sent again
+#: without a loss (a timeout of a flow that waited, not dropped); TCPSpuriousRTOs: timeouts
+#: F-RTO found spurious.
 TCP_COUNTERS = ("TCPSynRetrans", "ListenOverflows", "ListenDrops", "TCPTimeouts", "TCPLossProbes",
-                "TCPFastRetrans", "RetransSegs", "OutSegs", "ActiveOpens", "PassiveOpens")
+                "TCPFastRetrans", "RetransSegs", "OutSegs", "ActiveOpens", "PassiveOpens",
+                "TCPDSACKRecvSegs", "TCPSpuriousRTOs")
 
 
 def tcp_counters(root: str = "/proc/net") -> dict[str, int]:

@@ -572,6 +572,8 @@ def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
             "warmup_connections": w.get("ActiveOpens"), "warmup_syn_retrans": w.get("TCPSynRetrans"),
             "timeouts": tcp.get("TCPTimeouts"), "ecn_marked": ecn_marked,
             "meter_red_drops": (((controller or {}).get("dataplane") or {}).get("drops") or {}).get("METER_RED"),
+            # retransmissions of segments the receiver already had (D-SACK): no loss behind them
+            "spurious_retrans_segs": tcp.get("TCPDSACKRecvSegs"), "spurious_rtos": tcp.get("TCPSpuriousRTOs"),
             "before_first_byte_share": ({"median": float(np.median(sh)), "mean": float(sh.mean()),
                                          "p95": float(np.percentile(sh, 95))} if sh.size else None)}
 
@@ -589,6 +591,8 @@ def format_regime(g: dict) -> str:
             f"{g.get('timeouts') if g.get('timeouts') is not None else '-'} timeouts, "
             f"{g.get('ecn_marked') if g.get('ecn_marked') is not None else '-'} ECN marks"
             + (f", {g['meter_red_drops']} meter RED drops" if g.get("meter_red_drops") is not None else "")
+            + (f", {g['spurious_retrans_segs']} retransmitted segments the receiver had (D-SACK)"
+               if g.get("spurious_retrans_segs") is not None else "")
             + f"; time before a coflow's first byte: median {pct(b.get('median'))} of its CCT")
 
 
