@@ -44,6 +44,7 @@ class RateBoard:
         self._cond = threading.Condition()
         self._rates: dict[str, CoflowRates] = {}
         self._pending: Callable[[], dict] | None = None   # builds the next rates (lazy publish)
+        self._hosts: tuple | None = None   # (rates, {host: {cid: its flows}}), per publication
         self._epoch = 0
         self._at = 0.0
         self._closed = False
@@ -77,7 +78,24 @@ class RateBoard:
         if self._pending is not None:
             fn, self._pending = self._pending, None
             self._rates = fn()
+            self._hosts = None
         return self._rates
+
+    def host_view(self, src: str, rates: dict) -> dict:
+        """cid -> the flows ``src`` sends (:meth:`CoflowRates.from_host`) of every coflow of
+        ``rates`` (a snapshot's) that has some; one pass over the flows per snapshot, shared by
+        every stream that asks (each agent watches its host's)."""
+        with self._cond:
+            if self._hosts is None or self._hosts[0] is not rates:
+                by: dict = {}
+                for cid, cr in rates.items():
+                    per: dict = {}
+                    for f in cr.flows:
+                        per.setdefault(f.src, []).append(f)
+                    for h, fl in per.items():
+                        by.setdefault(h, {})[cid] = CoflowRates(cid, tuple(fl), cr.priority)
+                self._hosts = (rates, by)
+            return self._hosts[1].get(src, {})
 
     def snapshot(self) -> tuple[int, float, dict]:
         """``(epoch, at, rates)``; ``rates`` is never mutated afterwards."""

@@ -133,14 +133,17 @@ class CoflowServicer(pb2_grpc.CoflowServiceServicer):
             yield pb2.RateUpdate(coflow_id="", epoch=epoch, controller=board.instance, at=at)
             sent: dict = {}                  # cid -> CoflowRates as last sent
             while not gone.is_set() and not board.closed:
+                mine = board.host_view(src, rates) if src is not None else None
                 for cid in ([one] if one else list(rates)):
                     cr = rates.get(cid)
                     if cr is None:
                         continue
-                    if src is not None:
-                        cr = cr.from_host(src)
-                        if not cr.flows and cid not in sent:
-                            continue         # nothing of this host's, never was
+                    if mine is not None:     # only this host's flows
+                        cr = mine.get(cid)
+                        if cr is None:
+                            if cid not in sent:
+                                continue     # nothing of this host's, never was
+                            cr = CoflowRates(cid, (), rates[cid].priority)
                     if sent.get(cid) != cr:
                         sent[cid] = cr
                         yield rates_to_pb(cr, epoch, board.instance, at)
