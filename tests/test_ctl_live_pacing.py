@@ -128,7 +128,7 @@ def test_paced_flow_loses_nothing_unpaced_one_is_policed(fabric):
     t, f, hosts, tmp = fabric
     ctl = Controller(t, "sebf", P4INFO, BMV2_JSON, f.addrs(), settings={
         "link_mbps": str(LINK_MBPS), "progress_s": "0.1", "telemetry_s": "0", "audit_s": "0",
-        "meter_headroom": "0.1", "meter_peak_bursts": "4",
+        "meter_headroom": "0.1", "meter_peak_bursts": "4", "rate_audit": "1",
         # a 25 ms round trip's burst: the peak (4 bursts, 48 KB) holds a connection's first
         # 10 segments, which Linux never paces
         "rtt_us": "25000"})
@@ -173,6 +173,7 @@ def test_paced_flow_loses_nothing_unpaced_one_is_policed(fabric):
             agents["h1"].wait("done", timeout=60)
             agents["h3"].wait("done", timeout=90)
             red = {i: client.read_counter(M.C_RED_DROPS, i)[1] - red0[i] for i in (paced_idx, unpaced_idx)}
+            audit = ctl.audit.flows(min_expected=0)     # (achieved, set) per pair: h0's, h2's
             c.unregister(cid)
     finally:
         for a in agents.values():
@@ -186,7 +187,8 @@ def test_paced_flow_loses_nothing_unpaced_one_is_policed(fabric):
     achieved = (hi[1] - lo[1]) / (hi[0] - lo[0])
     print(f"controller rate {rate:,.0f} B/s; paced flow achieved {achieved:,.0f} B/s "
           f"({achieved / rate:.3f}); RED drops: paced {red[paced_idx]}, unpaced {red[unpaced_idx]}; "
-          f"paced flow took {sent0['t_end'] - sent0['t_conn']:.2f} s")
+          f"paced flow took {sent0['t_end'] - sent0['t_conn']:.2f} s; the controller's audit "
+          f"(achieved / set): " + ", ".join(f"{g / e:.3f}" for g, e in audit if e))
     assert sent0["pace"] == pytest.approx(rate)          # paced from its first byte
     assert red[paced_idx] == 0                           # a cooperating sender is never dropped
     assert red[unpaced_idx] > 0                          # the other is policed to its rate

@@ -186,3 +186,25 @@ def test_meter_headroom_above_the_paced_rate():
     with pytest.raises(ValueError, match="meter_headroom"):
         TR.split_settings({"meter_headroom": "-0.1"})
     assert TR.split_settings({"meter_headroom": "0.25"})[0].meter_headroom == 0.25
+
+
+def test_rate_audit_by_hand():
+    """Achieved vs set rate per pair, over the intervals in which the flow was sending."""
+    from coflow.ctl.rates import RateAudit
+    a = RateAudit()
+    k, j = ((1, 0), 0, 1), ((1, 0), 2, 3)
+    a.set_rates({k: 1000.0, j: 1000.0}, 0.0)
+    a.observe(k, 1.0, 900, 100_000)      # first reading: its start, not a rate interval
+    a.observe(j, 1.0, 500, 100_000)
+    a.observe(k, 2.0, 1900, 100_000)     # 1000 B in 1 s at 1000 B/s
+    a.observe(j, 2.0, 1000, 100_000)     # 500 B: half its rate
+    a.set_rates({k: 2000.0, j: 1000.0}, 2.5)
+    a.observe(k, 3.0, 3400, 100_000)     # 0.5 s at 1000 + 0.5 s at 2000 = 1500 B expected
+    a.observe(j, 3.0, 99_000, 100_000)   # its last segments: not counted
+    s = a.summary(min_expected=0)
+    assert s["flows"] == 2
+    assert a.flows(min_expected=0) == [(2500, 2500.0), (500, 1000.0)]
+    assert s["achieved_over_set"] == pytest.approx(3000 / 3500)
+    assert s["within_10pct"] == 0.5 and s["median"] == pytest.approx(0.75)
+    a.forget_except(set())               # coflow gone: its figures stay in the totals
+    assert a.summary(min_expected=0)["flows"] == 2

@@ -88,7 +88,8 @@ def test_scaled_thresholds():
     cfg = EmuConfig(rate_mbps=2.0, settings={"fair_prio": "3"})
     assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3",
                                              "ecn_threshold_bytes": str(P.ECN_FRAMES * 1514),
-                                             "meter_headroom": repr(P.METER_HEADROOM)}
+                                             "meter_headroom": repr(P.METER_HEADROOM),
+                                             "rate_audit": "1"}
     # paced senders only in the metered modes, and only with pacing on
     assert "meter_headroom" not in mode_settings(EmuConfig(rate_mbps=2.0, pacing=False), "sebf", p)
     assert "meter_headroom" not in mode_settings(cfg, "sincronia", p)

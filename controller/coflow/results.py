@@ -114,13 +114,15 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
     # how each mode's schedule reached the packets (queues, meters, paced senders)
     enforcement = {m: r["enforcement"] for m, r in cmp["reports"].items() if r.get("enforcement")}
     pacing = {m: r["pacing"] for m, r in cmp["reports"].items() if r.get("pacing")}
+    audit = {m: (r.get("controller") or {}).get("rate_audit") for m, r in cmp["reports"].items()
+             if isinstance((r.get("controller") or {}).get("rate_audit"), dict)}
     cfg = cmp["config"]
     return {"schema": SCHEMA, "kind": "emu", "command": command, "topology": cmp.get("topology"),
             "plan": cmp["plan"], "rate_mbps": cfg.get("rate_mbps"),
             "baseline": cmp["table"]["baseline"], "rows": _rows(cmp["table"]),
             "sim_rows": _rows(cmp["sim_table"]) if "sim_table" in cmp else None,
             "tcp": tcp, "regime": regime, "meters": meters, "enforcement": enforcement,
-            "pacing": pacing, "run": run_info(source_path)}
+            "pacing": pacing, "rate_audit": audit, "run": run_info(source_path)}
 
 
 SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu}
@@ -181,6 +183,10 @@ def render_emu(s: dict) -> str:
         pc = (s.get("pacing") or {}).get(name)
         if pc and pc.get("flows"):
             parts.append(f"{pc.get('paced', 0):,} of {pc['flows']:,} flows paced")
+        au = (s.get("rate_audit") or {}).get(name)
+        if au and au.get("flows"):
+            parts.append(f"achieved / set rate {au['achieved_over_set']:.2f} (median flow "
+                         f"{au['median']:.2f}, {au['within_10pct']:.0%} within 10%)")
         if m:
             parts.append((f"closed loop: {m.get('progress_reads', 0):,} reads of the switches' flow counters"
                           if m.get("closed_loop") else "open loop")

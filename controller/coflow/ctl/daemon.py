@@ -33,7 +33,7 @@ from .coord import DclasCoordinator
 
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
-from .rates import FlowProgress, plan as rate_plan, rate_snapshot
+from .rates import FlowProgress, RateAudit, plan as rate_plan, rate_snapshot
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from . import wire
 
@@ -131,6 +131,9 @@ class Controller:
         self.rate_board = RateBoard() if self.policy.rate else None
         # rate modes' closed loop: bytes sent per flow from the edges' flow_bytes counters
         self.progress = FlowProgress()
+        # metered modes, rate_audit=1: achieved vs set rate per flow (issue 27)
+        self.audit = RateAudit() if (self.ctl.rate_audit and self.policy.meters) else None
+        self._audit_size: dict = {}   # (cid, src, dst) -> the flow's size (the audited pairs)
         self._progress_used = 0   # progress.version the last allocation used
         self.progress_reads = 0
         # desired state per switch, kept incrementally (components + keys changed since each
@@ -413,6 +416,8 @@ class Controller:
         for cid in [c for c in self._gone if c in live or c not in self.slots.slot]:
             del self._gone[cid]
         self.progress.forget_except(live)
+        if self.audit is not None:
+            self.audit.forget_except(live)
         new = set()
         for cid in sorted(live):
             if cid not in self.slots.slot:
@@ -553,11 +558,15 @@ class Controller:
             if actual is None:
                 continue
             have = actual.entities
+            t_got = time.time()
             with self._mu:
                 for idx, cid, a, b, e in by_sw[sw]:
                     got = counts.get(idx)
                     if got is not None and have.get(e.key) == e:
                         self.progress.observe(cid, a, b, (sw, idx), got[0], got[1])
+                        if self.audit is not None:
+                            self.audit.observe((cid, a, b), t_got, self.progress.pair_sent(cid, a, b),
+                                               self._audit_size.get((cid, a, b)))
         self.progress_reads += 1
         return time.perf_counter() - t0
 
@@ -595,6 +604,20 @@ class Controller:
             self.rate_board.publish(
                 lambda: rate_snapshot(p, recs, (lambda c: c not in unm) if metering else (lambda c: False),
                                       floor, prio), time.time() if now is None else now)
+        if self.audit is not None:
+            floor = self.ctl.min_rate_frac * self.ctl.link_payload_Bps
+            size = {}
+            for rec in self._records:
+                c = (rec.cid.external, rec.cid.internal)
+                for f in rec.flows:
+                    size[(c, self.host_port[f.src], self.host_port[f.dst])] = f.size_bytes
+            rates = {}
+            for k, a, b, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), p.rates.tolist()):
+                c = p.cids[k]
+                if c not in ctx.unmetered:
+                    rates[(c, a, b)] = max(r, floor)
+            self._audit_size = size
+            self.audit.set_rates(rates, time.time() if now is None else now)
         self.metrics.unmetered_coflows.set(len(ctx.unmetered))
         self.metrics.unmetered_flows.set(ctx.unmetered_flows)
         self.metrics.meters_in_use.set(ctx.pool.in_use())
@@ -756,7 +779,8 @@ class Controller:
                     "switches": {n: a.status() for n, a in self.agents.items()},
                     "coflows": coflows, "metrics_addr": self.metrics_addr,
                     "dataplane": self.telemetry.status(),
-                    "meters": self._meter_status() if self.policy.rate else None}
+                    "meters": self._meter_status() if self.policy.rate else None,
+                    "rate_audit": self.audit.summary() if self.audit is not None else None}
 
     def _meter_status(self) -> dict:
         ctx = self._meter_ctx

@@ -272,6 +272,11 @@ class FlowProgress:
         self._ver[cid] = self._ver.get(cid, 0) + 1
         return True
 
+    def pair_sent(self, cid, src: int, dst: int) -> int:
+        """Payload bytes of one pair (0 before its first reading)."""
+        st = self._pairs.get(cid, {}).get((src, dst))
+        return 0 if st is None else st[0] + st[1]
+
     def sent(self, cid) -> dict:
         """(src, dst) -> payload bytes of a coflow's pairs."""
         return {p: st[0] + st[1] for p, st in self._pairs.get(cid, {}).items()}
@@ -324,3 +329,60 @@ class FlowProgress:
             out[c] = got
             self._out[c] = (ver, rec.flows, got)
         return out
+
+
+class RateAudit:
+    """How closely each metered flow's sender kept to the rate the controller set (issue 27):
+    per (coflow, src, dst) pair, the payload its sender edge passed (``flow_bytes``) against
+    the integral of the rate the controller gave it (the paced rate: :func:`rate_snapshot`'s),
+    over the intervals between two readings in which the flow was sending: it had sent before
+    the interval and still had more than two segments left after it (a flow's last segments,
+    its start and a flow waiting for its connection are not a rate). A paced sender's ratio is
+    about 1; an unpaced one, held by its meter, sits below it (losses, backoff)."""
+
+    def __init__(self):
+        self._st: dict = {}   # key -> [t_rate, rate, expected_pending, bytes, t_read, exp, got]
+        self._gone: list = []  # the states of coflows no longer registered
+
+    def set_rates(self, rates: dict, now: float) -> None:
+        """``rates``: key -> payload bytes/s from ``now`` on (pairs not listed: no rate)."""
+        st = self._st
+        for k, v in st.items():
+            v[2] += v[1] * max(0.0, now - v[0])
+            v[0], v[1] = now, float(rates.get(k, 0.0))
+        for k, r in rates.items():
+            if k not in st:
+                st[k] = [now, float(r), 0.0, None, now, 0.0, 0.0]
+
+    def observe(self, key, t: float, payload: int, size: int | None) -> None:
+        v = self._st.get(key)
+        if v is None:
+            return
+        exp = v[2] + v[1] * max(0.0, t - v[0])
+        v[0], v[2] = t, 0.0
+        prev = v[3]
+        if prev is not None and prev > 0 and (size is None or payload < size - 2 * TCP_MSS_BYTES):
+            v[5] += exp
+            v[6] += max(0, payload - prev)
+        v[3], v[4] = payload, t
+
+    def forget_except(self, live) -> None:
+        """Keep the pairs of coflows in ``live``; the others' figures go to the totals."""
+        for k in [k for k in self._st if k[0] not in live]:
+            self._gone.append(self._st.pop(k))
+
+    def flows(self, min_expected: float = 4 * TCP_MSS_BYTES) -> list:
+        """(achieved, expected) payload bytes per pair seen, live or gone, that had at least
+        ``min_expected`` bytes of rate."""
+        return [(v[6], v[5]) for v in list(self._st.values()) + self._gone if v[5] >= min_expected]
+
+    def summary(self, min_expected: float = 4 * TCP_MSS_BYTES) -> dict:
+        fl = self.flows(min_expected)
+        if not fl:
+            return {"flows": 0}
+        r = np.array([g / e for g, e in fl])
+        got, exp = sum(g for g, _ in fl), sum(e for _, e in fl)
+        return {"flows": len(fl), "achieved_over_set": got / exp,
+                "median": float(np.median(r)), "p10": float(np.percentile(r, 10)),
+                "p90": float(np.percentile(r, 90)),
+                "within_10pct": float(np.mean(np.abs(r - 1) <= 0.10))}

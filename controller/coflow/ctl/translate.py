@@ -83,6 +83,9 @@ class CtlSettings:
       rate a sender is told to pace at, ``WatchRates``, plus headroom): a sender paced at its
       rate never meets the meter's limit, one that does not pace is held to just above it
       (marked CE in the YELLOW band, then dropped). 0 = exactly the rate.
+    - ``rate_audit``: 1 = compare, at every reading of the closed loop, what each metered
+      flow's sender edge passed with the rate the flow was given (``rates.RateAudit``,
+      ``rate_audit`` in the status); 0 = off.
     - ``ecn_threshold_bytes``: every switch port marks ECN-capable packets CE while its queue
       holds more than this many bytes (``ecn_port``: a virtual queue draining at
       ``link_mbps`` on BMv2, :func:`ecn_entities`); 0 = no marking.
@@ -106,6 +109,7 @@ class CtlSettings:
     ecn_threshold_bytes: int = 0
     meter_peak_bursts: float = 1.0
     meter_headroom: float = 0.0
+    rate_audit: int = 0
 
     @property
     def link_Bps(self) -> float:

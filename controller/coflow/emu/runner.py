@@ -174,7 +174,7 @@ def meter_burst_settings(t, rate_mbps: float, queue_budget: int) -> dict[str, st
 def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> dict[str, str]:
     """``fabric_topo``: the fabric's topology, for the rate modes' meter bursts
     (:func:`meter_burst_settings`)."""
-    from ..dataplane.constants import MAX_FRAME_BYTES, RATE_MODES
+    from ..dataplane.constants import ENFORCEMENT, MAX_FRAME_BYTES, RATE_MODES
     s = P.scaled_mode_settings(mode, plan)
     s["link_mbps"] = repr(cfg.rate_mbps)
     s["ecn_threshold_bytes"] = str(cfg.ecn_frames * MAX_FRAME_BYTES)
@@ -184,6 +184,8 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
             s["meter_peak_bursts"] = str(P.METER_PEAK_BURSTS)
     if paced(cfg, mode):
         s["meter_headroom"] = repr(P.METER_HEADROOM)
+    if ENFORCEMENT.get(mode) == "meters":
+        s["rate_audit"] = "1"      # achieved vs set rate per flow, from flow_bytes
     s.update(CTL_DEFAULTS)
     s.update(cfg.settings)
     s.update(cfg.per_mode.get(mode, {}))
@@ -638,6 +640,8 @@ def _brief(status) -> dict | None:
     if isinstance(status.get("meters"), dict):
         # rate modes: the meter pool and the closed loop (rounds that read flow_bytes)
         out["meters"] = status["meters"]
+    if isinstance(status.get("rate_audit"), dict):
+        out["rate_audit"] = status["rate_audit"]     # achieved vs set rate (metered modes)
     dp = status.get("dataplane")
     if isinstance(dp, dict) and dp:
         # the pipeline's own drop counters, summed over the switches (ctl.observe.Telemetry)
