@@ -39,7 +39,7 @@ class CoflowRates:
 class RateBoard:
     """The controller's current rates, with a change epoch that streams wait on."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.instance = uuid.uuid4().hex[:12]
         self._cond = threading.Condition()
         self._rates: dict[str, CoflowRates] = {}
