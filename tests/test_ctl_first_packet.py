@@ -57,8 +57,9 @@ def test_register_waits_for_the_queue_class_not_only_the_slot(mode):
         for name, a in c.agents.items():             # the round's one Write per switch
             a.actual = desired[name].copy()
         assert c.wait_installed(small.cid, timeout=0.05)
+        stale = TR.override_entity(cid, 3)
         for a in c.agents.values():                  # a stale class is not the coflow's class
-            a.actual.add(TR.override_entity(cid, 3))
+            a.actual.entities[stale.key] = stale
         assert not c.wait_installed(small.cid, timeout=0.05)
     finally:
         c.stop()
