@@ -82,7 +82,8 @@ class CtlSettings:
     - ``meter_headroom``: a meter passes its flow's rate times 1 + this (the frame rate of the
       rate a sender is told to pace at, ``WatchRates``, plus headroom): a sender paced at its
       rate never meets the meter's limit, one that does not pace is held to just above it
-      (marked CE in the YELLOW band, then dropped). 0 = exactly the rate.
+      (marked CE in the YELLOW band, then dropped). 0 = exactly the rate. With headroom and a
+      YELLOW band the peak burst also holds the 10 segments Linux sends unpaced.
     - ``rate_audit``: 1 = compare, at every reading of the closed loop, what each metered
       flow's sender edge passed with the rate the flow was given (``rates.RateAudit``,
       ``rate_audit`` in the status); 0 = off.
@@ -395,10 +396,17 @@ def meter_config(index: int, rate_Bps: float, s: CtlSettings) -> M.MeterConfig:
     cir = int(math.ceil(rate - 1e-6))  # (no 1-byte/s step from float noise)
     burst = burst_bytes(cir, s)
     peak = max(burst, min(int(burst * s.meter_peak_bursts), s.port_buffer_bytes))
+    if s.meter_headroom > 0 and s.meter_peak_bursts > 1:
+        # paced senders: a connection's first PACING_FREE_SEGMENTS go out unpaced (Linux), so
+        # the peak holds them (marked CE at worst, never RED)
+        peak = max(peak, min(PACING_FREE_SEGMENTS * MAX_FRAME_BYTES, s.port_buffer_bytes))
     return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, peak)
 
 
 EMPTY: dict = {}  # a shared empty component (never mutated)
+#: Linux TCP does not pace a connection's first 10 data segments (tcp_update_skb_after_send,
+#: as sch_fq): a paced sender's meter must let them pass
+PACING_FREE_SEGMENTS = 10
 
 
 class MeterPool:
