@@ -247,7 +247,7 @@ needs_build = pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(
 
 
 @needs_build
-@pytest.mark.parametrize("mode", ["sebf", "dclas"])
+@pytest.mark.parametrize("mode", ["sebf", "dclas", "sincronia"])
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_controller_round_writes_equal_full_rebuild(mode, seed):
@@ -267,7 +267,7 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
                    else {"link_mbps": "10"})
     try:
         c._unsubscribe = reg.subscribe(c._on_registry)
-        ref_sched = make_scheduler("sebf")
+        ref_sched = make_scheduler("dclas" if mode == "dclas" else mode)
         ref_mem: dict = {}
         static = {n: M.SwitchState.of(e) for n, e in TR.static_state(
             t, c.routes, mode, c.dclas_params, c.ctl.fair_prio, c.heavy_bytes, 0).items()}
@@ -303,12 +303,15 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
                 else:
                     c._compute_rates(now)
                 desired = c._desired()
-            if mode == "sebf":
-                p = plan("sebf", ref_sched, c._records, c.host_port, c.ctl.link_payload_Bps, now,
+            if mode != "dclas":
+                p = plan(mode, ref_sched, c._records, c.host_port, c.ctl.link_payload_Bps, now,
                          ref_mem, c.ctl.unknown_size_bytes, None)
                 meters = TR.meter_entities_arrays(
                     TR.MeterContext(t, pool=c._meter_ctx.pool.copy()), p.cids, p.cf, p.src, p.dst,
                     p.rates, c.slots.slot, c.ctl)
+                if mode == "sincronia":   # no rate control: flow_meter entries only (counting)
+                    meters = {sw: {k: e for k, e in d.items() if k[0] != "meter"}
+                              for sw, d in meters.items()}
                 overrides = {e: p.prio for e in c.edges}
             else:
                 meters = {}
@@ -336,6 +339,8 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
         assert written.get(M.T_OVERRIDE, 0) > 0 and written.get(M.T_SLOT, 0) > 0, written
         if mode == "sebf":
             assert written.get("meter", 0) > 0 and written.get(M.T_FLOW_METER, 0) > 0, written
+        if mode == "sincronia":
+            assert written.get("meter", 0) == 0 and written.get(M.T_FLOW_METER, 0) > 0, written
     finally:
         c.stop()
         reg.close()

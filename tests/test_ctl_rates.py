@@ -89,6 +89,48 @@ def test_priorities_by_mode(reg):
     assert fai.prio == {(1, 0): 7, (2, 0): 7}  # nothing sent yet: queue 1
     ut = plan("utopia", make_scheduler("utopia"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
     assert ut.prio == {(2, 0): 7, (1, 0): 6}
+    sin = plan("sincronia", make_scheduler("sincronia"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert sin.prio == {(2, 0): 7, (1, 0): 6}
+
+
+def test_sincronia_bssi_order_reaches_the_queues_not_sebfs(reg):
+    """A: h0 -> h1, h2, h3, 1 MB each (Γ = 3 MB on h0's uplink = 2.4 s); B: h1 -> h2, 2.5 MB
+    (Γ = 2 s). SEBF serves B first. BSSI: the most loaded link is h2's downlink (1 + 2.5 MB);
+    of the coflows on it, the one with the smallest weight / demand there goes last: B (1/2.5
+    < A's 1/1); so A first. The controller's priorities follow each scheduler's own order."""
+    t, r = reg
+    r.register([("h0", "h1", 1_000_000), ("h0", "h2", 1_000_000), ("h0", "h3", 1_000_000)])
+    r.register([("h1", "h2", 2_500_000)])
+    sin = plan("sincronia", make_scheduler("sincronia"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert sin.alloc.order.tolist() == [0, 1]
+    assert sin.prio == {(1, 0): 7, (2, 0): 6}
+    sebf = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert sebf.prio == {(2, 0): 7, (1, 0): 6}
+
+
+def test_any_scheduler_that_says_an_order_reaches_the_queues(reg):
+    """The controller reads the order (or queues) from the Allocation, not from the mode's
+    name: a scheduler it has never heard of, which serves coflows in reverse registration
+    order, gets its order onto the priorities 7, 6, ... saturating at 1; one that says
+    queues gets them through hw_priority; one that says neither gets no override."""
+    from coflow.ctl.rates import priorities
+    from coflow.sched.base import Allocation, Scheduler
+
+    class Reverse(Scheduler):
+        def allocate(self, v):
+            return Allocation(np.zeros(v.nflows), order=np.arange(v.ncoflows)[::-1].copy())
+
+    t, r = reg
+    for d in range(1, 4):
+        r.register([("h0", f"h{d}", 1000)])
+    for i in range(6):
+        r.register([("h1", "h2", 1000 + i)])
+    p = plan("whatever", Reverse(), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    assert p.prio == {(9 - k, 0): max(1, 7 - k) for k in range(9)}
+    cids = [(1, 0), (2, 0), (3, 0)]
+    assert priorities(Allocation(np.zeros(3), queue=np.array([1, 3, 8])), cids) == \
+        {(1, 0): 7, (2, 0): 5, (3, 0): 0}
+    assert priorities(Allocation(np.zeros(3)), cids) == {}
 
 
 def test_sebf_memory_carries_starvation_clock(reg):
@@ -105,3 +147,64 @@ def test_sebf_memory_carries_starvation_clock(reg):
     p2 = plan("sebf", s, r.list(), hp(t), LINK, t0 + 2.0, mem, 10**9)  # T later: B starved
     rates = {c: x for c, _, _, x in p2.flows}
     assert rates[(2, 0)] > 0 and p2.next_event == pytest.approx(t0 + 2.2)
+
+
+def test_rate_snapshot_is_what_each_flow_is_paced_at(reg):
+    """Per registered coflow, its active flows under their API flow ids at the plan's rate
+    (at least the meters' floor), limited where a meter holds them; the class from the
+    order. A coflow whose flows are all done is listed with none."""
+    from coflow.ctl.rates import rate_snapshot
+    t, r = reg
+    r.register([("h0", "h1", 1_000_000)])
+    b = r.register([("h3", "h2", 2_000_000), ("h0", "h2", 2_000_000)])
+    done = r.register([("h1", "h3", 100)])
+    r.update(done.cid, sent={0: 100})
+    p = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 100.0, {}, 10**9)
+    snap = rate_snapshot(p, r.list(), lambda c: c != (1, 0), floor_Bps=1000.0)
+    assert list(snap) == ["1.0", "2.0", "3.0"]
+    a1 = snap["1.0"]
+    assert a1.priority == 7 and [(f.flow_id, f.src, f.dst, f.limited) for f in a1.flows] == \
+        [(0, "h0", "h1", False)]                      # no meter holds it: not limited
+    assert a1.flows[0].rate_Bps == pytest.approx(LINK)
+    b2 = snap["2.0"]
+    # flow 1 (h0 -> h2) is paused behind 1.0 on h0's uplink: the floor; flow 0 backfills
+    assert [(f.flow_id, f.src, f.dst, f.limited) for f in b2.flows] == \
+        [(0, "h3", "h2", True), (1, "h0", "h2", True)]
+    assert b2.flows[0].rate_Bps == pytest.approx(LINK) and b2.flows[1].rate_Bps == 1000.0
+    assert b2.priority == 6 and snap["3.0"].flows == () and snap["3.0"].priority is None
+    assert str(b.cid) == "2.0"
+
+
+def test_meter_headroom_above_the_paced_rate():
+    """A meter passes its flow's rate times 1 + meter_headroom (frame bytes), so a sender paced
+    at the rate never reaches it; 0 (the default) is the rate exactly."""
+    s0 = TR.CtlSettings(link_mbps=10, min_rate_frac=0)
+    s1 = TR.CtlSettings(link_mbps=10, min_rate_frac=0, meter_headroom=0.1)
+    m0, m1 = TR.meter_config(3, 100_000, s0), TR.meter_config(3, 100_000, s1)
+    assert m0.cir == m0.pir == round(100_000 * 1514 / 1440)
+    assert m1.cir == m1.pir == round(100_000 * 1514 / 1440 * 1.1)
+    with pytest.raises(ValueError, match="meter_headroom"):
+        TR.split_settings({"meter_headroom": "-0.1"})
+    assert TR.split_settings({"meter_headroom": "0.25"})[0].meter_headroom == 0.25
+
+
+def test_rate_audit_by_hand():
+    """Achieved vs set rate per pair, over the intervals in which the flow was sending."""
+    from coflow.ctl.rates import RateAudit
+    a = RateAudit()
+    k, j = ((1, 0), 0, 1), ((1, 0), 2, 3)
+    a.set_rates({k: 1000.0, j: 1000.0}, 0.0)
+    a.observe(k, 1.0, 900, 100_000)      # first reading: its start, not a rate interval
+    a.observe(j, 1.0, 500, 100_000)
+    a.observe(k, 2.0, 1900, 100_000)     # 1000 B in 1 s at 1000 B/s
+    a.observe(j, 2.0, 1000, 100_000)     # 500 B: half its rate
+    a.set_rates({k: 2000.0, j: 1000.0}, 2.5)
+    a.observe(k, 3.0, 3400, 100_000)     # 0.5 s at 1000 + 0.5 s at 2000 = 1500 B expected
+    a.observe(j, 3.0, 99_000, 100_000)   # its last segments: not counted
+    s = a.summary(min_expected=0)
+    assert s["flows"] == 2
+    assert a.flows(min_expected=0) == [(2500, 2500.0), (500, 1000.0)]
+    assert s["achieved_over_set"] == pytest.approx(3000 / 3500)
+    assert s["within_10pct"] == 0.5 and s["median"] == pytest.approx(0.75)
+    a.forget_except(set())               # coflow gone: its figures stay in the totals
+    assert a.summary(min_expected=0)["flows"] == 2

@@ -293,6 +293,9 @@ def test_meter_peak_burst_leaves_room_for_marks():
     big = TR.meter_config(1, 100e6, s)       # committed burst = half the buffer: peak = buffer
     assert (big.cburst, big.pburst) == (16 * 1514, 32 * 1514)
     assert TR.meter_config(1, 250_000.0, TR.CtlSettings()).pburst == 2 * 1514   # default: k = 1
+    # paced senders (headroom): the peak holds the 10 segments Linux never paces
+    paced = TR.CtlSettings(link_mbps=10, meter_peak_bursts=4.0, meter_headroom=0.1)
+    assert TR.meter_config(42, 250_000.0, paced).pburst == 10 * 1514
     for bad in ("0.5", "nan", "-2"):
         with pytest.raises(ValueError, match="meter_peak_bursts"):
             TR.split_settings({"meter_peak_bursts": bad})

@@ -357,6 +357,7 @@ def test_regime_summary_by_hand():
         "retrans_segs": None, "out_segs": None, "retrans_ratio": None, "syn_retrans": None,
         "connections": None, "syn_retrans_per_connection": None, "timeouts": None,
         "warmup_connections": None, "warmup_syn_retrans": None, "ecn_marked": None,
+        "meter_red_drops": None, "spurious_retrans_segs": None, "spurious_rtos": None,
         "before_first_byte_share": None}
     line = format_regime(g)
     assert "retransmitted 2.5% of segments" in line and "25.0% SYN" in line and "median 17.5%" in line
@@ -368,6 +369,9 @@ def test_regime_summary_by_hand():
     assert (w["warmup_connections"], w["warmup_syn_retrans"], w["ecn_marked"]) == (16, 1, 7)
     assert w["retrans_ratio"] == 0.025
     assert "(20 opened)" in format_regime(w) and "7 ECN marks" in format_regime(w)
+    # the meters' RED drops, from the controller's telemetry (issue 27)
+    r = regime_summary(tcp, tl, [2.0, 1.0], plan, controller={"dataplane": {"drops": {"METER_RED": 42}}})
+    assert r["meter_red_drops"] == 42 and "42 meter RED drops" in format_regime(r)
 
 
 def test_parse_warm_and_reuse():
@@ -455,3 +459,91 @@ def test_warm_counts():
     cmds = send_commands(plan, 0, "1.0", 1, ips, reuse=True)
     assert all(c["reuse"] is True for cs in cmds.values() for c in cs)
     assert "reuse" not in send_commands(plan, 0, "1.0", 1, ips)["h0"][0]
+
+
+def test_parse_watch():
+    assert A.parse_command('{"op":"watch","api":"unix:/tmp/x.sock"}') == {"op": "watch", "api": "unix:/tmp/x.sock"}
+    assert A.parse_command('{"op":"watch","api":""}') == {"op": "watch", "api": ""}
+    for line in ('{"op":"watch"}', '{"op":"watch","api":3}', '{"op":"watch","api":"nowhere"}'):
+        with pytest.raises(A.MessageError) as e:
+            A.parse_command(line)
+        assert e.value.field == "api"
+    assert parse_event('{"ev":"watching","controller":"ab12"}')["controller"] == "ab12"
+
+
+def _pacing_rate(sock) -> int:
+    raw = sock.getsockopt(socket.SOL_SOCKET, A.SO_MAX_PACING_RATE, 8)
+    return int.from_bytes(raw[:4], "little") if len(raw) == 4 else int.from_bytes(raw, "little")
+
+
+def test_agent_paces_each_flow_at_the_controllers_rate(tmp_path, monkeypatch):
+    """An agent watching a coflow API (rates published by hand on its board, as the
+    controller does) paces a flow's socket at the flow's rate from its first byte and follows
+    a change mid-flow: on loopback, 3 MB at 1 MB/s take about 2.4 s (TCP does not pace a
+    connection's first 10 segments, 64 KB each here), the same flow unpaced a few ms; a rate
+    raised to 20 MB/s half way cuts the rest short; a flow the controller does not limit is
+    not paced; after a flow its pooled socket is unpaced again."""
+    from coflow.api.rates import CoflowRates, FlowRate, RateBoard
+    from coflow.api.registry import CoflowRegistry
+    from coflow.api.server import serve
+    reg = CoflowRegistry(["h0", "h1"])
+    board = RateBoard()
+    sock = f"unix:{tmp_path / 'api.sock'}"
+    server = serve(reg, None, [sock], rates=board)
+    a = str(reg.register([("h0", "h1", 3_000_000)]).cid)
+    b = str(reg.register([("h0", "h1", 3_000_000)]).cid)
+    c = str(reg.register([("h0", "h1", 3_000_000)]).cid)
+    rates = {a: CoflowRates(a, (FlowRate(0, "h0", "h1", 1e6, True),)),
+             b: CoflowRates(b, (FlowRate(0, "h0", "h1", 1e6, True),)),
+             c: CoflowRates(c, (FlowRate(0, "h0", "h1", 1e6, False),))}
+    board.publish(rates, 1.0)
+    h = _Agent()
+    seen = {}
+    calls = []
+    real = A.set_pacing
+
+    def spy(s, rate):
+        calls.append(rate)
+        real(s, rate)
+    monkeypatch.setattr(A, "set_pacing", spy)
+
+    async def main():
+        await h.start()
+        h.send(json.dumps({"op": "watch", "api": sock}))
+        await h.until(lambda e: any(x["ev"] == "watching" for x in e), "watching")
+        await asyncio.sleep(0.2)                 # the snapshot follows the hello
+        h.send(f'{{"op":"warm","dst":"127.0.0.1","port":{h.port},"count":1}}')
+        await h.until(lambda e: any(x["ev"] == "warm" for x in e), "warm")
+        for k, cid in enumerate((a, b, c)):
+            h.send(good(dst="127.0.0.1", port=h.port, coflow=k, flow=0, cid=cid, bytes=3_000_000,
+                        reuse=True))
+            if cid == b:                         # half way: the controller raises b's rate
+                await asyncio.sleep(1.2)
+                (s,) = h.agent.pacing.values()
+                seen["during"] = _pacing_rate(s)
+                board.publish({**rates, b: CoflowRates(b, (FlowRate(0, "h0", "h1", 2e7, True),))}, 2.0)
+            await h.until(lambda e, k=k: sum(x["ev"] == "sent" for x in e) > k, f"flow {k}", tries=600)
+            (idle,) = [w for conns in h.agent.idle.values() for _r, w in conns]
+            seen[k] = _pacing_rate(idle.get_extra_info("socket"))
+        h.send('{"op":"watch","api":""}')
+        await h.quit()
+
+    try:
+        asyncio.run(main())
+    finally:
+        server.stop(None)
+        reg.close()
+    e = h.evs()
+    sent = {x["coflow"]: x for x in e if x["ev"] == "sent"}
+    took = {k: x["t_end"] - x["t_conn"] for k, x in sent.items()}
+    assert {x["coflow"]: x["bytes"] for x in e if x["ev"] == "done"} == {0: 3e6, 1: 3e6, 2: 3e6}
+    assert not [x for x in e if x["ev"] == "error"], e
+    assert sent[0]["pace"] == 1e6 and sent[1]["pace"] == 1e6 and sent[2]["pace"] is None
+    assert 1.8 < took[0] < 4.0, took            # paced: ~2.4 s
+    assert took[2] < 0.5, took                  # not limited: loopback speed
+    assert 1.2 < took[1] < 0.8 * took[0], took  # 1 MB/s for 1.2 s, then 20 MB/s
+    assert seen["during"] == 1_000_000
+    # per flow: its rate at the start, (b: the new rate), unpaced when done
+    assert calls == [1e6, None, 1e6, 2e7, None, None, None], calls
+    # the pool's sockets unpaced again (~0U written; the kernel reads back ~0UL)
+    assert all(seen[k] in (A.PACE_UNLIMITED, 2**64 - 1) for k in range(3)), seen

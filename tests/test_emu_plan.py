@@ -87,7 +87,13 @@ def test_scaled_thresholds():
     assert P.scaled_mode_settings("fair", p) == {}
     cfg = EmuConfig(rate_mbps=2.0, settings={"fair_prio": "3"})
     assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3",
-                                             "ecn_threshold_bytes": str(P.ECN_FRAMES * 1514)}
+                                             "ecn_threshold_bytes": str(P.ECN_FRAMES * 1514),
+                                             "meter_headroom": repr(P.METER_HEADROOM),
+                                             "rate_audit": "1"}
+    # paced senders only in the metered modes, and only with pacing on
+    assert "meter_headroom" not in mode_settings(EmuConfig(rate_mbps=2.0, pacing=False), "sebf", p)
+    assert "meter_headroom" not in mode_settings(cfg, "sincronia", p)
+    assert "meter_headroom" not in mode_settings(cfg, "dclas", p)
     off = EmuConfig(ecn_frames=0)
     assert mode_settings(off, "fair", p)["ecn_threshold_bytes"] == "0"
     cfg = EmuConfig(settings={"audit_s": "5"})

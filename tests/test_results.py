@@ -113,3 +113,17 @@ def test_emu_summary_renders_the_regime(tmp_path):
     assert "| 10 / 1,000 (1.0%) | 3 / 480 (0.6%) | 3 | 12,345 | 25% | - |" in out
     s = R.summarize_emu(dict(cmp, table={"baseline": "fair", "rows": {"fair": row, "sebf": row}}), str(p), "r")
     assert "| closed loop: 1,234 reads of the switches' flow counters; 2 coflows unmetered |" in R.render_emu(s)
+    # issue 27: the enforcement each mode used, its paced flows and the meters' RED drops
+    enf = json.loads(json.dumps(cmp))
+    enf["reports"]["sebf"].update(enforcement="meters", pacing={"flows": 40, "paced": 38},
+                                  regime={"meter_red_drops": 1234})
+    enf["reports"]["fair"]["regime"]["spurious_retrans_segs"] = 4
+    enf["reports"]["sebf"]["controller"]["rate_audit"] = {"flows": 9, "achieved_over_set": 0.97,
+                                                          "median": 0.99, "within_10pct": 0.8}
+    enf["reports"]["fair"]["enforcement"] = "one FIFO class"
+    s = R.summarize_emu(dict(enf, table={"baseline": "fair", "rows": {"fair": row, "sebf": row}}), str(p), "r")
+    out = R.render_emu(s)
+    assert "| 25% | one FIFO class | - |" in out and "| 10 / 1,000 (1.0%), 4 D-SACKed |" in out
+    assert ("| meters; 38 of 40 flows paced; achieved / set rate 0.97 (median flow 0.99, 80% within "
+            "10%); closed loop: 1,234 reads of the switches' flow counters; "
+            "2 coflows unmetered | 1,234 |") in out

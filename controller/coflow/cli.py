@@ -378,13 +378,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--sim-only", action="store_true", help="skip the emulation")
     p.add_argument("--topo", default="fattree:4", help="emulation: topology (fattree:K, leafspine:L,S,H, bigswitch:H, file)")
-    p.add_argument("--modes", default=None, help="emulation: modes in order (default fair,dclas,fifo-lm,sebf,hug)")
+    p.add_argument("--modes", default=None, help="emulation: modes in order (default fair,dclas,fifo-lm,sebf,hug,sincronia)")
     p.add_argument("--coflows", type=int, default=None, help="emulation: the first N coflows")
     p.add_argument("--rate-mbps", type=float, default=None, help="emulation: link rate, Mb/s")
     p.add_argument("--time-scale", type=float, default=None, help="emulation: arrival time factor")
     p.add_argument("--timeout", type=float, default=None, help="emulation: per-mode timeout, s")
     p.add_argument("--connections", choices=("per-flow", "pool"), default=None,
                    help="emulation: one TCP connection per flow, or pooled connections per host pair")
+    p.add_argument("--pacing", choices=("on", "off"), default=None,
+                   help="emulation: senders paced at the metered modes' rates (default on)")
     p.set_defaults(fn=cmd_run)
 
     # Subcommands of the other parts (topologies, coflow API, controller, emulation) live beside

@@ -111,12 +111,18 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
     # rate modes: the controller's meter pool and closed loop (rounds that read flow_bytes)
     meters = {m: (r.get("controller") or {}).get("meters") for m, r in cmp["reports"].items()
               if isinstance((r.get("controller") or {}).get("meters"), dict)}
+    # how each mode's schedule reached the packets (queues, meters, paced senders)
+    enforcement = {m: r["enforcement"] for m, r in cmp["reports"].items() if r.get("enforcement")}
+    pacing = {m: r["pacing"] for m, r in cmp["reports"].items() if r.get("pacing")}
+    audit = {m: (r.get("controller") or {}).get("rate_audit") for m, r in cmp["reports"].items()
+             if isinstance((r.get("controller") or {}).get("rate_audit"), dict)}
     cfg = cmp["config"]
     return {"schema": SCHEMA, "kind": "emu", "command": command, "topology": cmp.get("topology"),
             "plan": cmp["plan"], "rate_mbps": cfg.get("rate_mbps"),
             "baseline": cmp["table"]["baseline"], "rows": _rows(cmp["table"]),
             "sim_rows": _rows(cmp["sim_table"]) if "sim_table" in cmp else None,
-            "tcp": tcp, "regime": regime, "meters": meters, "run": run_info(source_path)}
+            "tcp": tcp, "regime": regime, "meters": meters, "enforcement": enforcement,
+            "pacing": pacing, "rate_audit": audit, "run": run_info(source_path)}
 
 
 SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "median_ms", "p99_ms",
@@ -187,8 +193,8 @@ def render_emu(s: dict) -> str:
            f"{s['baseline']}'s CCT / the mode's; `sim`: the fluid simulator on the same scaled flows.", "",
            "| mode | avg CCT (s) | avg | p95 | SN avg | LN avg | LW avg | sim avg | sim p95 | "
            "retransmitted / sent segments | SYN retransmissions / connections | TCP timeouts | "
-           "ECN marks | time before first byte, median share of CCT | rate control |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+           "ECN marks | time before first byte, median share of CCT | enforcement | meter RED drops |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     sim = s.get("sim_rows") or {}
     for name, r in s["rows"].items():
         sr = sim.get(name, {})
@@ -202,16 +208,27 @@ def render_emu(s: dict) -> str:
         share = g.get("before_first_byte_share") or {}
         bfb = share.get("median")
         seg = (f"{retx:,} / {sent:,} ({100 * retx / sent:.1f}%)" if retx is not None and sent else "-")
+        if g.get("spurious_retrans_segs") is not None and seg != "-":   # received twice: no loss
+            seg += f", {g['spurious_retrans_segs']:,} D-SACKed"
         m = (s.get("meters") or {}).get(name)
-        rc = "-" if not m else (
-            (f"closed loop: {m.get('progress_reads', 0):,} reads of the switches' flow counters"
-             if m.get("closed_loop") else "open loop")
-            + (f"; {m['unmetered_coflows']} coflows unmetered" if m.get("unmetered_coflows") else ""))
+        parts = [(s.get("enforcement") or {}).get(name)]
+        pc = (s.get("pacing") or {}).get(name)
+        if pc and pc.get("flows"):
+            parts.append(f"{pc.get('paced', 0):,} of {pc['flows']:,} flows paced")
+        au = (s.get("rate_audit") or {}).get(name)
+        if au and au.get("flows"):
+            parts.append(f"achieved / set rate {au['achieved_over_set']:.2f} (median flow "
+                         f"{au['median']:.2f}, {au['within_10pct']:.0%} within 10%)")
+        if m:
+            parts.append((f"closed loop: {m.get('progress_reads', 0):,} reads of the switches' flow counters"
+                          if m.get("closed_loop") else "open loop")
+                         + (f"; {m['unmetered_coflows']} coflows unmetered" if m.get("unmetered_coflows") else ""))
+        rc = "; ".join(x for x in parts if x) or "-"
         synr = (f"{syn:,} / {conns:,} ({100 * syn / conns:.1f}%)" if syn is not None and conns else "-")
         out.append(f"| {name} | {_f(r['avg_cct_s'])} | {_f(r['avg'])} | {_f(r['p95'])} | {_f(r.get('SN_avg'))} | "
                    f"{_f(r.get('LN_avg'))} | {_f(r.get('LW_avg'))} | {_f(sr.get('avg'))} | {_f(sr.get('p95'))} | "
                    f"{seg} | {synr} | {_f(t.get('TCPTimeouts'), '{:,}')} | {_f(g.get('ecn_marked'), '{:,}')} | "
-                   f"{_f(bfb, '{:.0%}')} | {rc} |")
+                   f"{_f(bfb, '{:.0%}')} | {rc} | {_f(g.get('meter_red_drops'), '{:,}')} |")
     return "\n".join(out) + "\n"
 
 

@@ -14,7 +14,9 @@ the shape of :meth:`coflow.api.registry.CoflowRecord.to_dict`.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+import logging
+import threading
+from typing import Callable, Iterable, Mapping
 
 import grpc
 
@@ -22,6 +24,7 @@ from . import proto
 from .server import DEFAULT_ADDRESS, unix_address
 
 pb2, pb2_grpc = proto.load()
+log = logging.getLogger(__name__)
 
 
 class CoflowApiError(Exception):
@@ -50,6 +53,35 @@ def coflow_to_dict(c) -> dict:
         "total_bytes": c.total_bytes if c.HasField("total_bytes") else None,
         "sent_bytes": c.sent_bytes,
     }
+
+
+def rate_update_to_dict(m) -> dict:
+    return {"coflow_id": m.coflow_id,
+            "flows": [{"flow_id": f.flow_id, "src": f.src, "dst": f.dst,
+                       "rate_bytes_per_s": f.rate_bytes_per_s, "limited": f.limited}
+                      for f in m.flows],
+            "priority": m.priority if m.HasField("priority") else None,
+            "epoch": m.epoch, "controller": m.controller, "done": m.done, "at": m.at}
+
+
+class RateStream:
+    """An open WatchRates call: iterate for the updates (dicts of
+    :func:`rate_update_to_dict`'s shape); :meth:`cancel` ends it from any thread. A failed or
+    broken stream raises :class:`CoflowApiError` from the iteration (``UNAVAILABLE`` when the
+    server went away, ``CANCELLED`` after :meth:`cancel`)."""
+
+    def __init__(self, call):
+        self._call = call
+
+    def __iter__(self):
+        try:
+            for m in self._call:
+                yield rate_update_to_dict(m)
+        except grpc.RpcError as e:
+            raise CoflowApiError(e.code().name, e.details() or "") from None
+
+    def cancel(self) -> None:
+        self._call.cancel()
 
 
 def _flow_msgs(flows) -> list:
@@ -140,3 +172,69 @@ class CoflowClient:
 
     def list(self) -> list[dict]:
         return [coflow_to_dict(c) for c in self._rpc("List", pb2.ListRequest()).coflows]
+
+    def watch_rates(self, cid: str | None = None, src: str | None = None) -> RateStream:
+        """The rates of coflow ``cid`` (or of every coflow; with ``src``, only the flows that
+        host sends) as the controller changes them. No deadline: the stream lasts until the
+        coflow is unregistered, the server goes away or :meth:`RateStream.cancel`."""
+        return RateStream(self._stub.WatchRates(
+            pb2.WatchRatesRequest(coflow_id=str(cid) if cid else "", src=src or "")))
+
+
+class RateWatcher:
+    """Follows a controller's rates for a host, across controller restarts: a thread keeps one
+    WatchRates stream open (``src`` = the host), calls ``on_update(update)`` for each update
+    (the first of every stream has ``coflow_id`` "" and names the controller: what the caller
+    knew from an earlier stream is stale) and, when the stream breaks, ``on_error(error)`` and
+    opens a new one after a backoff (0.1 s doubling to 1 s). :meth:`stop` ends it."""
+
+    def __init__(self, address: str, src: str | None, on_update: Callable[[dict], None],
+                 on_error: Callable[[Exception], None] | None = None):
+        self.address, self.src = address, src
+        self.on_update, self.on_error = on_update, on_error
+        self.streams = 0                         # streams opened
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._stream: RateStream | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="rate-watcher")
+
+    def start(self) -> "RateWatcher":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        backoff = 0.1
+        with CoflowClient(self.address) as c:
+            while not self._stop.is_set():
+                with self._lock:
+                    if self._stop.is_set():
+                        break
+                    self._stream = c.watch_rates(src=self.src)
+                    self.streams += 1
+                try:
+                    for u in self._stream:
+                        backoff = 0.1
+                        try:
+                            self.on_update(u)
+                        except Exception:  # noqa: BLE001 - one bad update must not end the watch
+                            log.exception("RateWatcher: on_update failed")
+                    err: Exception = CoflowApiError("UNAVAILABLE", "stream ended")
+                except CoflowApiError as e:
+                    err = e
+                if self._stop.is_set():
+                    break
+                if self.on_error is not None:
+                    try:
+                        self.on_error(err)
+                    except Exception:  # noqa: BLE001 - the watcher must go on
+                        log.exception("RateWatcher: on_error failed")
+                self._stop.wait(backoff)
+                backoff = min(1.0, backoff * 2)
+
+    def stop(self, timeout: float = 2.0) -> None:
+        with self._lock:
+            self._stop.set()
+            if self._stream is not None:
+                self._stream.cancel()
+        if self._thread.is_alive():
+            self._thread.join(timeout)

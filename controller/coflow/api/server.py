@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
+import time
 from concurrent import futures
 
 import grpc
 
 from . import proto
-from .registry import ApiError, CoflowRecord, CoflowRegistry, FlowSpec
+from .rates import CoflowRates, RateBoard
+from .registry import ApiError, CoflowRecord, CoflowRegistry, FlowSpec, parse_cid
 
 log = logging.getLogger(__name__)
 pb2, pb2_grpc = proto.load()
@@ -41,9 +44,26 @@ def _flows(msgs) -> list[FlowSpec]:
     return [FlowSpec(m.src, m.dst, m.size_bytes if m.HasField("size_bytes") else None) for m in msgs]
 
 
+#: seconds between a rate stream's checks that its client is still there and its coflows
+#: still registered, when no rate changes
+WATCH_POLL_S = 0.25
+
+
+def rates_to_pb(cr: CoflowRates, epoch: int, controller: str, at: float, done: bool = False):
+    m = pb2.RateUpdate(coflow_id=cr.cid, epoch=epoch, controller=controller, at=at, done=done)
+    for f in cr.flows:
+        m.flows.add(flow_id=f.flow_id, src=f.src, dst=f.dst, rate_bytes_per_s=f.rate_Bps,
+                    limited=f.limited)
+    if cr.priority is not None:
+        m.priority = cr.priority
+    return m
+
+
 class CoflowServicer(pb2_grpc.CoflowServiceServicer):
-    def __init__(self, registry: CoflowRegistry, after_register=None):
+    def __init__(self, registry: CoflowRegistry, after_register=None, rates: RateBoard | None = None):
         self.registry = registry
+        # the controller's rates (WatchRates); None: no controller, or a mode that sets none
+        self.rates = rates
         # called with the new record before Register answers: the controller waits there
         # until the coflow's slot is on the switches (Controller.wait_installed)
         self.after_register = after_register
@@ -89,21 +109,78 @@ class CoflowServicer(pb2_grpc.CoflowServiceServicer):
         version, recs = self.registry.snapshot()
         return pb2.ListReply(coflows=[record_to_pb(r) for r in recs], version=version)
 
+    def WatchRates(self, request, context):
+        """Stream the rates of one coflow, or of every coflow (only the flows ``src`` sends,
+        when given), as the controller changes them (see coflow.proto)."""
+        board = self.rates
+        if board is None:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED,
+                          "WatchRates: this server has no scheduled mode: no rates to stream")
+        one = None
+        try:
+            if request.coflow_id:
+                one = str(self.registry.get(parse_cid(request.coflow_id, "coflow_id")).cid)
+            if request.src and request.src not in self.registry.hosts:
+                raise ApiError("INVALID_ARGUMENT", "src", f"unknown host {request.src!r}")
+        except ApiError as e:
+            context.abort(getattr(grpc.StatusCode, e.code), e.details)
+        src = request.src or None
+        gone = threading.Event()
+        context.add_callback(gone.set)       # the client went away, or the server stops
+        board._enter()
+        try:
+            epoch, at, rates = board.snapshot()
+            yield pb2.RateUpdate(coflow_id="", epoch=epoch, controller=board.instance, at=at)
+            sent: dict = {}                  # cid -> CoflowRates as last sent
+            while not gone.is_set() and not board.closed:
+                mine = board.host_view(src, rates) if src is not None else None
+                for cid in ([one] if one else list(rates)):
+                    cr = rates.get(cid)
+                    if cr is None:
+                        continue
+                    if mine is not None:     # only this host's flows
+                        cr = mine.get(cid)
+                        if cr is None:
+                            if cid not in sent:
+                                continue     # nothing of this host's, never was
+                            cr = CoflowRates(cid, (), rates[cid].priority)
+                    if sent.get(cid) != cr:
+                        sent[cid] = cr
+                        yield rates_to_pb(cr, epoch, board.instance, at)
+                # coflows no longer registered: a last message each (a single coflow's stream ends)
+                for cid in [c for c in sent if c not in rates and c not in self.registry]:
+                    del sent[cid]
+                    yield rates_to_pb(CoflowRates(cid, ()), epoch, board.instance, time.time(),
+                                      done=True)
+                    if cid == one:
+                        return
+                if one and one not in self.registry:   # gone before its rates (or still listed)
+                    yield rates_to_pb(CoflowRates(one, ()), epoch, board.instance, time.time(),
+                                      done=True)
+                    return
+                epoch, at, rates = board.wait(epoch, WATCH_POLL_S)
+        finally:
+            board._leave()
+
 
 def unix_address(path: str) -> str:
     return path if path.startswith("unix:") else "unix:" + os.path.abspath(path)
 
 
 def serve(registry: CoflowRegistry, address: str | None = DEFAULT_ADDRESS, extra_addresses=(),
-          max_workers: int = 8, after_register=None) -> grpc.Server:
+          max_workers: int = 8, after_register=None, rates: RateBoard | None = None,
+          max_streams: int = 64) -> grpc.Server:
     """Start the service on ``address`` (``host:port``; port 0 picks a free one) and every
     ``extra_addresses`` entry (``unix:/path`` or ``host:port``). Returns the started server; its
     attribute ``coflow_addresses`` lists the bound addresses with real port numbers.
     Raises ``OSError`` when an address cannot be bound. ``after_register(record)`` runs before
-    Register answers (the controller's :meth:`~coflow.ctl.daemon.Controller.wait_installed`)."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="coflow-api"),
+    Register answers (the controller's :meth:`~coflow.ctl.daemon.Controller.wait_installed`).
+    ``rates``: the controller's :class:`~coflow.api.rates.RateBoard`, streamed by WatchRates;
+    each open stream holds a worker thread, so the pool has ``max_streams`` more of them."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers + (max_streams if rates else 0),
+                                                    thread_name_prefix="coflow-api"),
                          options=[("grpc.so_reuseport", 0)])
-    pb2_grpc.add_CoflowServiceServicer_to_server(CoflowServicer(registry, after_register), server)
+    pb2_grpc.add_CoflowServiceServicer_to_server(CoflowServicer(registry, after_register, rates), server)
     bound = []
     addrs = ([address] if address else []) + [unix_address(a) if a.startswith("unix:") or "/" in a else a
                                               for a in extra_addresses]

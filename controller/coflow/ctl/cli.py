@@ -91,7 +91,8 @@ def cmd_run(args) -> int:
             extra = (f"unix:{args.api_unix}" if not args.api_unix.startswith("unix:")
                      else args.api_unix,) if args.api_unix else ()
             server = serve(registry, address=args.api, extra_addresses=extra,
-                           after_register=lambda rec: ctl.wait_installed(rec.cid))
+                           after_register=lambda rec: ctl.wait_installed(rec.cid),
+                           rates=ctl.rate_board)
         print(json.dumps({"controller": "running", "mode": args.mode, "switches": addrs,
                           "api": getattr(server, "coflow_addresses", None),
                           "metrics": ctl.metrics_addr}), flush=True)

@@ -22,6 +22,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from .. import topology as topo_mod
 from ..sched.base import INF, params_dict
 from . import model as M
@@ -31,7 +33,7 @@ from .coord import DclasCoordinator
 
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
-from .rates import FlowProgress, plan as rate_plan
+from .rates import FlowProgress, RateAudit, plan as rate_plan, rate_snapshot
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from .aio import RoundIO, call_timeout
 from . import wire
@@ -138,8 +140,14 @@ class Controller:
         self._view_cache: dict = {}
         self._meter_ctx = TR.MeterContext(topology, self.target.metered_slots,
                                           fcs_bytes=self.target.fcs_bytes)
+        # the rates the coflow API's WatchRates streams (scheduled modes; serve(rates=...))
+        from ..api.rates import RateBoard
+        self.rate_board = RateBoard() if self.policy.rate else None
         # rate modes' closed loop: bytes sent per flow from the edges' flow_bytes counters
         self.progress = FlowProgress(self.target.fcs_bytes)
+        # metered modes, rate_audit=1: achieved vs set rate per flow (issue 27)
+        self.audit = RateAudit() if (self.ctl.rate_audit and self.policy.meters) else None
+        self._audit_size: dict = {}   # (cid, src, dst) -> the flow's size (the audited pairs)
         self._progress_used = 0   # progress.version the last allocation used
         self.progress_reads = 0
         # desired state per switch, kept incrementally (components + keys changed since each
@@ -274,6 +282,8 @@ class Controller:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        if self.rate_board is not None:
+            self.rate_board.close()      # open rate streams end
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
@@ -308,27 +318,50 @@ class Controller:
         return bool(up) and all(s == SwitchAgent.MASTER for s in up)
 
     def wait_installed(self, cid, timeout: float = 0.5) -> bool:
-        """Block until coflow ``cid``'s slot entry is on every edge switch this controller is
-        primary for (so its first packets are classed as a registered coflow's), at most
-        ``timeout`` s. False on timeout, or at once when no slot could be assigned (the slot
-        table is full: the coflow is served as unregistered). The API's Register calls it
-        before answering."""
+        """Block until coflow ``cid``'s slot entry, and in the scheduled modes its queue class
+        (the ``coflow_override`` entry of the priority the scheduler's order gives it), are on
+        every edge switch this controller is primary for, so that its first packets are
+        classed as a registered coflow's and served in its place in the order, at most
+        ``timeout`` s. The round that assigns the slot computes the order and writes both in
+        one Write, so this costs no extra round. False on timeout, or at once when no slot
+        could be assigned (the slot table is full: the coflow is served as unregistered). The
+        API's Register calls it before answering."""
         key = (cid.external, cid.internal) if hasattr(cid, "external") else tuple(cid)
-        entry = ("table", M.T_SLOT, (("external_id", key[0]), ("internal_id", key[1])), 0)
+        entry = TR.slot_key(key)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._stop.is_set():
             with self._mu:     # a consistent view: _refresh_coflows runs under it
                 has_slot = key in self.slots.slot
                 no_slot = (not has_slot and not self._registry_dirty
                            and any((r.cid.external, r.cid.internal) == key for r in self._records))
+                want = [(entry, None)]
+                if has_slot and self.policy.rate:
+                    pr = None if self._rates_stale else self._prio.get(key)
+                    if self._rates_stale:
+                        want.append((None, None))      # its order is not computed yet
+                    elif pr is not None:
+                        e = TR.override_entity(key, pr)
+                        want.append((e.key, e))
             if no_slot:
                 return False   # the round saw it and gave it no slot: the table is full
-            if has_slot and all(a.actual is not None and entry in a.actual.entities
-                                for a in (self.agents[e] for e in self.edges)
+            if has_slot and all(self._holds(a, want) for a in (self.agents[e] for e in self.edges)
                                 if a.state == SwitchAgent.MASTER):
                 return True
             time.sleep(0.002)
         return False
+
+    @staticmethod
+    def _holds(agent, want) -> bool:
+        """The switch's cached state holds every (key, entity) of ``want`` (entity None: any
+        entity under the key; key None: never)."""
+        act = agent.actual
+        if act is None:
+            return False
+        ents = act.entities
+        for k, e in want:
+            if k is None or k not in ents or (e is not None and ents[k] != e):
+                return False
+        return True
 
     # events --------------------------------------------------------------------------------
     def _on_registry(self, event: str, rec) -> None:
@@ -415,6 +448,8 @@ class Controller:
         for cid in [c for c in self._gone if c in live or c not in self.slots.slot]:
             del self._gone[cid]
         self.progress.forget_except(live)
+        if self.audit is not None:
+            self.audit.forget_except(live)
         new = set()
         for cid in sorted(live):
             if cid not in self.slots.slot:
@@ -627,11 +662,15 @@ class Controller:
             for resp in got:
                 wire.parse_counters_fast(resp, counts)
         have = actual.entities
+        t_got = time.time()
         with self._mu:
             for i, cid, a, b, e in entries:
                 c = counts.get(i)
                 if c is not None and have.get(e.key) == e:
                     self.progress.observe(cid, a, b, (sw, i), c[0], c[1])
+                    if self.audit is not None:
+                        self.audit.observe((cid, a, b), t_got, self.progress.pair_sent(cid, a, b),
+                                           self._audit_size.get((cid, a, b)))
 
     def _compute_rates(self, now: float | None = None, timings: dict | None = None) -> None:
         """The core's Allocation on the registered coflows -> priorities and meters, handed to
@@ -646,11 +685,41 @@ class Controller:
         self._rates_stale = False
         self._next_event = p.next_event
         ctx = self._meter_ctx
-        u = ctx.update(p.cids, p.cf, p.src, p.dst, p.rates, self.slots.slot, self.ctl)
+        metering = self.policy.meters
+        # a mode without rate control ("queues") keeps the flow_meter entries (they count each
+        # flow's bytes for the closed loop) but writes no MeterConfig: every packet is GREEN
+        u = ctx.update(p.cids, p.cf, p.src, p.dst, p.rates if metering else np.zeros(p.rates.size),
+                       self.slots.slot, self.ctl)
+        if not metering:
+            u = TR.MeterUpdate([x for x in u.sets if x[0][0] != "meters"],
+                               [x for x in u.patches if x[0][0] != "meters"])
         # no priority without enforcement: a coflow the pool could not meter gets no override
         # (it stays in the fair class) and is counted
         self._prio = {c: pr for c, pr in p.prio.items() if c not in ctx.unmetered} \
             if ctx.unmetered else p.prio
+        if self.rate_board is not None:
+            # built only when a stream reads it: the plan, records and priorities of this round
+            # are not mutated later (each round makes new ones)
+            unm = frozenset(ctx.unmetered) if metering else None
+            floor = self.ctl.min_rate_frac * self.ctl.link_payload_Bps   # the meters' floor
+            recs, prio = self._records, self._prio
+            self.rate_board.publish(
+                lambda: rate_snapshot(p, recs, (lambda c: c not in unm) if metering else (lambda c: False),
+                                      floor, prio), time.time() if now is None else now)
+        if self.audit is not None:
+            floor = self.ctl.min_rate_frac * self.ctl.link_payload_Bps
+            size = {}
+            for rec in self._records:
+                c = (rec.cid.external, rec.cid.internal)
+                for f in rec.flows:
+                    size[(c, self.host_port[f.src], self.host_port[f.dst])] = f.size_bytes
+            rates = {}
+            for k, a, b, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), p.rates.tolist()):
+                c = p.cids[k]
+                if c not in ctx.unmetered:
+                    rates[(c, a, b)] = max(r, floor)
+            self._audit_size = size
+            self.audit.set_rates(rates, time.time() if now is None else now)
         self.metrics.unmetered_coflows.set(len(ctx.unmetered))
         self.metrics.unmetered_flows.set(ctx.unmetered_flows)
         self.metrics.meters_in_use.set(ctx.pool.in_use())
@@ -827,7 +896,8 @@ class Controller:
                     "switches": {n: a.status() for n, a in self.agents.items()},
                     "coflows": coflows, "metrics_addr": self.metrics_addr,
                     "dataplane": self.telemetry.status(),
-                    "meters": self._meter_status() if self.policy.rate else None}
+                    "meters": self._meter_status() if self.policy.rate else None,
+                    "rate_audit": self.audit.summary() if self.audit is not None else None}
 
     def _meter_status(self) -> dict:
         ctx = self._meter_ctx

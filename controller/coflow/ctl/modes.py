@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..dataplane.constants import MODES, NUM_PRIOS, RATE_MODES, SCHEDULER_OF
+from ..dataplane.constants import ENFORCEMENT, MODES, NUM_PRIOS, RATE_MODES, SCHEDULER_OF
 from ..params import MB, DclasParams
 from ..sched.base import Scheduler, make_scheduler
 
@@ -35,6 +35,12 @@ class ModePolicy:
     def rate(self) -> bool:
         """Rounds on the scheduler's events: rates into meters, order into overrides."""
         return self.name in RATE_MODES
+
+    @property
+    def meters(self) -> bool:
+        """A rate mode whose rates the meters enforce (``ENFORCEMENT``); the others' meters
+        only count (no MeterConfig is written)."""
+        return ENFORCEMENT.get(self.name) == "meters"
 
     @property
     def dclas(self) -> bool:

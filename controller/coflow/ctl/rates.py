@@ -1,4 +1,4 @@
-"""Rate modes (Varys SEBF+MADD, HUG, Utopia, Fai): registered coflows -> the core's View ->
+"""Scheduled modes (Varys SEBF+MADD, HUG, Utopia, Fai, Sincronia): registered coflows -> the core's View ->
 Allocation -> per-flow rates and per-coflow priorities (pure; the daemon pushes them).
 
 The View is the simulator's fabric model over the topology's hosts: one big switch whose port
@@ -11,9 +11,11 @@ sent from the registry (Update) and, closing the loop, from the data plane: ``me
 (Varys's starvation clock (T, δ), Utopia's virtual time) is a dict the caller keeps between
 rounds, exactly as the simulator does.
 
-Priorities: SEBF's order (smallest Γ first) and Utopia's virtual-finish order map to BMv2
-priorities 7, 6, ..., saturating at 1; Fai's queues map through ``hw_priority``; HUG has no
-order (every coflow at ``fair_prio``, isolation comes from the meters).
+Priorities come from what the scheduler says in its Allocation (:func:`priorities`), never from
+the mode's name: a service order (SEBF's smallest Γ first, Utopia's virtual finish, Sincronia's
+BSSI) maps to BMv2 priorities 7, 6, ..., saturating at 1; queues (Fai's) map through
+``hw_priority``; neither (HUG) leaves every coflow at ``fair_prio``, isolation coming from the
+meters.
 """
 from __future__ import annotations
 
@@ -147,20 +149,18 @@ def build_view(records, host_port: dict, link_Bps: float, now: float, memory: di
     return v, (cf_arr, src, dst), cids
 
 
-def priorities(mode: str, sched: Scheduler, v: View, alloc: Allocation, cids: list) -> dict:
+def priorities(alloc: Allocation, cids: list) -> dict:
+    """cid -> BMv2 priority from what the scheduler said in its Allocation, whatever the
+    scheduler: its queues (``alloc.queue``, 1 = highest) through ``hw_priority``, else its
+    service order (``alloc.order``) through :func:`~coflow.ctl.translate.order_priorities`
+    (7, 6, ..., saturating at 1); neither (HUG) = no override (``fair_prio``)."""
     if not cids:
         return {}
-    if mode == "sebf":
-        order = sched.order(v)
-        return order_priorities(cids[k] for k in order.tolist())
-    if mode == "utopia":
-        vf = v.memory.get("VF", {})
-        key = np.array([vf.get(int(i), INF) for i in v.cf_id.tolist()])
-        order = np.lexsort((v.cf_id, v.cf_arrival, key))
-        return order_priorities(cids[k] for k in order.tolist())
-    if mode == "fai" and alloc.queue is not None:
-        return {c: hw_priority(min(int(q), 8)) for c, q in zip(cids, alloc.queue.tolist())}
-    return {}  # hug: no order
+    if alloc.queue is not None:
+        return {c: hw_priority(min(max(int(q), 1), 8)) for c, q in zip(cids, alloc.queue.tolist())}
+    if alloc.order is not None:
+        return order_priorities(cids[k] for k in alloc.order.tolist())
+    return {}
 
 
 def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float, now: float,
@@ -179,10 +179,38 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
         return RatePlan([], cf, src, dst, np.zeros(0), hosts, {}, INF, None, v)
     alloc = sched.allocate(v)
     t2 = time.perf_counter()
-    prio = priorities(mode, sched, v, alloc, cids)
+    prio = priorities(alloc, cids)
     if timings is not None:
         timings.update(view=t1 - t0, allocate=t2 - t1, priorities=time.perf_counter() - t2)
     return RatePlan(cids, cf, src, dst, alloc.rates, hosts, prio, alloc.next_event, alloc, v)
+
+
+def rate_snapshot(p: RatePlan, records, limited, floor_Bps: float = 0.0,
+                  prio: dict | None = None) -> dict:
+    """What the coflow API's WatchRates streams (:class:`coflow.api.rates.CoflowRates` per
+    registered coflow, keyed by its id string): each active flow of the plan under its flow
+    id, at the rate its sender should pace at (payload bytes/s: the scheduler's rate, at least
+    the meters' floor ``floor_Bps``), ``limited`` where ``limited(cid)`` says a meter holds the
+    coflow to its rates; the coflow's class from ``prio`` (default: the plan's). A registered coflow
+    with no active flow is listed without flows."""
+    from ..api.rates import CoflowRates, FlowRate
+    by_cid: dict = {}
+    h = p.hosts
+    for k, a, b, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), p.rates.tolist()):
+        by_cid.setdefault(p.cids[k], []).append((h[a], h[b], r))
+    out: dict = {}
+    for rec in records:
+        c = (rec.cid.external, rec.cid.internal)
+        flows = by_cid.get(c)
+        fr: tuple = ()
+        if flows:
+            lim = bool(limited(c))
+            fid = {(f.src, f.dst): i for i, f in enumerate(rec.flows)}
+            fr = tuple(sorted((FlowRate(fid[(a, b)], a, b, max(float(r), floor_Bps), lim)
+                               for a, b, r in flows if (a, b) in fid), key=lambda x: x.flow_id))
+        key = str(rec.cid)
+        out[key] = CoflowRates(key, fr, (p.prio if prio is None else prio).get(c))
+    return out
 
 
 #: Bytes the switches' counters never take a flow's measured progress past its size minus this
@@ -245,6 +273,11 @@ class FlowProgress:
         self._ver[cid] = self._ver.get(cid, 0) + 1
         return True
 
+    def pair_sent(self, cid, src: int, dst: int) -> int:
+        """Payload bytes of one pair (0 before its first reading)."""
+        st = self._pairs.get(cid, {}).get((src, dst))
+        return 0 if st is None else st[0] + st[1]
+
     def sent(self, cid) -> dict:
         """(src, dst) -> payload bytes of a coflow's pairs."""
         return {p: st[0] + st[1] for p, st in self._pairs.get(cid, {}).items()}
@@ -297,3 +330,60 @@ class FlowProgress:
             out[c] = got
             self._out[c] = (ver, rec.flows, got)
         return out
+
+
+class RateAudit:
+    """How closely each metered flow's sender kept to the rate the controller set (issue 27):
+    per (coflow, src, dst) pair, the payload its sender edge passed (``flow_bytes``) against
+    the integral of the rate the controller gave it (the paced rate: :func:`rate_snapshot`'s),
+    over the intervals between two readings in which the flow was sending: it had sent before
+    the interval and still had more than two segments left after it (a flow's last segments,
+    its start and a flow waiting for its connection are not a rate). A paced sender's ratio is
+    about 1; an unpaced one, held by its meter, sits below it (losses, backoff)."""
+
+    def __init__(self):
+        self._st: dict = {}   # key -> [t_rate, rate, expected_pending, bytes, t_read, exp, got]
+        self._gone: list = []  # the states of coflows no longer registered
+
+    def set_rates(self, rates: dict, now: float) -> None:
+        """``rates``: key -> payload bytes/s from ``now`` on (pairs not listed: no rate)."""
+        st = self._st
+        for k, v in st.items():
+            v[2] += v[1] * max(0.0, now - v[0])
+            v[0], v[1] = now, float(rates.get(k, 0.0))
+        for k, r in rates.items():
+            if k not in st:
+                st[k] = [now, float(r), 0.0, None, now, 0.0, 0.0]
+
+    def observe(self, key, t: float, payload: int, size: int | None) -> None:
+        v = self._st.get(key)
+        if v is None:
+            return
+        exp = v[2] + v[1] * max(0.0, t - v[0])
+        v[0], v[2] = t, 0.0
+        prev = v[3]
+        if prev is not None and prev > 0 and (size is None or payload < size - 2 * TCP_MSS_BYTES):
+            v[5] += exp
+            v[6] += max(0, payload - prev)
+        v[3], v[4] = payload, t
+
+    def forget_except(self, live) -> None:
+        """Keep the pairs of coflows in ``live``; the others' figures go to the totals."""
+        for k in [k for k in self._st if k[0] not in live]:
+            self._gone.append(self._st.pop(k))
+
+    def flows(self, min_expected: float = 4 * TCP_MSS_BYTES) -> list:
+        """(achieved, expected) payload bytes per pair seen, live or gone, that had at least
+        ``min_expected`` bytes of rate."""
+        return [(v[6], v[5]) for v in list(self._st.values()) + self._gone if v[5] >= min_expected]
+
+    def summary(self, min_expected: float = 4 * TCP_MSS_BYTES) -> dict:
+        fl = self.flows(min_expected)
+        if not fl:
+            return {"flows": 0}
+        r = np.array([g / e for g, e in fl])
+        got, exp = sum(g for g, _ in fl), sum(e for _, e in fl)
+        return {"flows": len(fl), "achieved_over_set": got / exp,
+                "median": float(np.median(r)), "p10": float(np.percentile(r, 10)),
+                "p90": float(np.percentile(r, 90)),
+                "within_10pct": float(np.mean(np.abs(r - 1) <= 0.10))}

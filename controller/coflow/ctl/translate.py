@@ -79,6 +79,14 @@ class CtlSettings:
       port buffer); what passes beyond the committed burst and within the peak one is YELLOW,
       and an ECN-capable YELLOW packet is marked CE (flow_meter.p4), so that TCP slows to its
       rate on a mark before the meter drops. 1 = one burst, nothing YELLOW.
+    - ``meter_headroom``: a meter passes its flow's rate times 1 + this (the frame rate of the
+      rate a sender is told to pace at, ``WatchRates``, plus headroom): a sender paced at its
+      rate never meets the meter's limit, one that does not pace is held to just above it
+      (marked CE in the YELLOW band, then dropped). 0 = exactly the rate. With headroom and a
+      YELLOW band the peak burst also holds the 10 segments Linux sends unpaced.
+    - ``rate_audit``: 1 = compare, at every reading of the closed loop, what each metered
+      flow's sender edge passed with the rate the flow was given (``rates.RateAudit``,
+      ``rate_audit`` in the status); 0 = off.
     - ``ecn_threshold_bytes``: every switch port marks ECN-capable packets CE while its queue
       holds more than this many bytes (``ecn_port``: a virtual queue draining at
       ``link_mbps`` on BMv2, :func:`ecn_entities`); 0 = no marking.
@@ -110,6 +118,8 @@ class CtlSettings:
     round_aio: int = 1
     push: int = 1
     tofino_shape_mbps: float = 0.0   # Tofino: shape every port to this rate (0: port speed)
+    meter_headroom: float = 0.0
+    rate_audit: int = 0
 
     @property
     def link_Bps(self) -> float:
@@ -159,6 +169,9 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
                          f"hold 2 frames ({2 * MAX_FRAME} B), got {s.port_buffer_bytes}")
     if not (math.isfinite(s.meter_peak_bursts) and s.meter_peak_bursts >= 1):
         raise ValueError(f"setting meter_peak_bursts: must be >= 1, got {s.meter_peak_bursts}")
+    if not (math.isfinite(s.meter_headroom) and 0 <= s.meter_headroom <= 10):
+        raise ValueError(f"setting meter_headroom: must be in 0..10 (a fraction of the rate), "
+                         f"got {s.meter_headroom}")
     if not 0 <= s.ecn_threshold_bytes <= ECN_MAX_THRESHOLD_BYTES:
         raise ValueError(f"setting ecn_threshold_bytes: must be in 0..{ECN_MAX_THRESHOLD_BYTES} "
                          f"(0 = no marking), got {s.ecn_threshold_bytes}")
@@ -333,6 +346,11 @@ def slot_entity(cid, slot: int) -> M.TableEntry:
     return M.TableEntry(M.T_SLOT, cid_key(*cid), M.A_SET_SLOT, M.params(slot=slot))
 
 
+def slot_key(cid) -> tuple:
+    """The key of a coflow's ``coflow_slot`` entry (whatever its slot)."""
+    return ("table", M.T_SLOT, cid_key(*cid), 0)
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def override_entity(cid, prio: int) -> M.TableEntry:
     """The ``coflow_override`` entry (cached: the same cid and priority give the same object)."""
@@ -386,16 +404,24 @@ def meter_config(index: int, rate_Bps: float, s: CtlSettings, fcs_bytes: int = 0
     Thrift CLI would want bytes per microsecond), floored at ``min_rate_frac`` of the link;
     burst = :func:`burst_bytes` (rate x RTT, clamped to [2 frames, a share of the port
     buffer]); pburst = ``meter_peak_bursts`` bursts, at most the port buffer (YELLOW between
-    the two: marked CE when ECN-capable)."""
+    the two: marked CE when ECN-capable); rates times 1 + ``meter_headroom`` (room above a
+    paced sender's rate)."""
     floor = s.min_rate_frac * s.link_Bps
-    rate = max(frame_rate(rate_Bps, fcs_bytes), floor, 1.0)
+    rate = max(frame_rate(rate_Bps, fcs_bytes), floor, 1.0) * (1.0 + s.meter_headroom)
     cir = int(math.ceil(rate - 1e-6))  # (no 1-byte/s step from float noise)
     burst = burst_bytes(cir, s, fcs_bytes)
     peak = max(burst, min(int(burst * s.meter_peak_bursts), s.port_buffer_bytes))
+    if s.meter_headroom > 0 and s.meter_peak_bursts > 1:
+        # paced senders: a connection's first PACING_FREE_SEGMENTS go out unpaced (Linux), so
+        # the peak holds them (marked CE at worst, never RED)
+        peak = max(peak, min(PACING_FREE_SEGMENTS * MAX_FRAME_BYTES, s.port_buffer_bytes))
     return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, peak)
 
 
 EMPTY: dict = {}  # a shared empty component (never mutated)
+#: Linux TCP does not pace a connection's first 10 data segments (tcp_update_skb_after_send,
+#: as sch_fq): a paced sender's meter must let them pass
+PACING_FREE_SEGMENTS = 10
 
 
 class MeterPool:

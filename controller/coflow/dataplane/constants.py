@@ -153,7 +153,15 @@ class DropReason(enum.IntEnum):
 assert len(DropReason) <= DROP_REASONS
 
 # Controller modes -> the P4 mode each runs and the scheduler that computes it -----------------
-RATE_MODES = ("sebf", "hug", "utopia", "fai")
+#: the scheduled modes: the controller runs the scheduler core on the registered coflows at its
+#: events and the data plane runs MODE_RATE. What the core's Allocation becomes on the switches:
+#: "meters" = its rates in meters at the sender edges (plus its order or queues, if it says one,
+#: as overrides); "queues" = its order as overrides only, no rate control (Sincronia's
+#: deployment; the meters are left unconfigured, all GREEN, and only count each flow's bytes
+#: for the closed loop).
+ENFORCEMENT = {"sebf": "meters", "hug": "meters", "utopia": "meters", "fai": "meters",
+               "sincronia": "queues"}
+RATE_MODES = tuple(ENFORCEMENT)
 MODES = ("fair", "dclas", "fifo-lm") + RATE_MODES
 MODE_CODE = {"fair": MODE_FAIR, "dclas": MODE_DCLAS, "fifo-lm": MODE_FIFO_LM,
              **{m: MODE_RATE for m in RATE_MODES}}

@@ -18,6 +18,14 @@ driver -> agent (stdin)::
                                      open c idle connections to dst:port for later flows (the
                                      shuffle services of Hadoop and Spark keep theirs open), and
                                      answer {"ev": "warm", "dst": ..., "count": opened}
+    {"op": "watch", "api": "unix:/run/api.sock"}
+                                     follow the controller's rates for this host's flows
+                                     (the coflow API's WatchRates stream, across controller
+                                     restarts) and pace every flow's socket at its rate
+                                     (SO_MAX_PACING_RATE: Linux TCP paces internally below its
+                                     congestion window, no qdisc needed); "api": "" stops
+                                     (sockets unpaced again). Answered by {"ev": "watching",
+                                     "controller": id} whenever a stream (re)starts
     {"op": "ping", "seq": s}         answered by {"ev": "pong", "seq": s}
     {"op": "mark"}                   answered by {"ev": "mark", "tcp": {...}}: the host's TCP
                                      counters since the previous mark or reset, which restart
@@ -36,8 +44,9 @@ agent -> driver (stdout)::
                                      receiver side: all n payload bytes of the flow arrived at T
                                      (time.time(); every namespace shares the clock)
     {"ev": "sent", "run": R, "coflow": k, "flow": i, "t_start": T0, "t_conn": Tc, "t_end": T1,
-     "tag": "option"}                sender side: started at T0, connected at Tc, the receiver
-                                     closed (every byte acknowledged) at T1
+     "tag": "option", "pace": r}     sender side: started at T0, connected at Tc, the receiver
+                                     closed (every byte acknowledged) at T1; paced at r payload
+                                     bytes/s when it started (null: not paced)
     {"ev": "error", "where": "stdin:3" | "conn ip:port" | "send k.i", "field": f, "message": m}
 
 A malformed line is answered with one ``error`` event naming the line and field; the agent
@@ -72,13 +81,33 @@ _ZEROS = bytes(CHUNK)
 MAX_BYTES = 1 << 40
 MAX_WARM = 64            # idle connections one warm command may open
 ACK = b"\x06"           # the receiver's answer once a flow's last byte arrived
+#: socket option (asm-generic/socket.h): the most bytes/s TCP's pacing lets a socket send;
+#: Python's socket module does not name it
+SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)
+PACE_UNLIMITED = 0xFFFFFFFF     # ~0U: no limit
+#: seconds a flow waits for its rate from the controller's stream before it starts unpaced
+#: (Register returns once the coflow's state is installed, and the controller publishes the
+#: rates before writing them: the stream is normally ahead of the driver's send)
+PACE_WAIT_S = 0.3
+
+
+def set_pacing(sock: socket.socket, rate_Bps: float | None) -> None:
+    """Pace ``sock`` at ``rate_Bps`` payload bytes/s (None: no limit). TCP's own pacing (since
+    Linux 4.13, without the fq qdisc) spaces the socket's segments at this rate whatever its
+    congestion window; it does not pace a connection's first 10 segments."""
+    v = PACE_UNLIMITED if rate_Bps is None else max(1, min(int(rate_Bps), PACE_UNLIMITED - 1))
+    sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, struct.pack("=I", v))   # an unsigned int
 
 
 #: Kernel TCP counters (the namespace's /proc/net/netstat TcpExt and /proc/net/snmp Tcp) that
 #: say where a flow's time went: a SYN or SYN-ACK retransmitted costs the initial RTO (1 s), a
 #: full accept queue drops SYNs, a timeout stalls a flow for an RTO.
+#: TCPDSACKRecvSegs: retransmitted segments the receiver already had (D-SACK), i.e. sent again
+#: without a loss (a timeout of a flow that waited, not dropped); TCPSpuriousRTOs: timeouts
+#: F-RTO found spurious.
 TCP_COUNTERS = ("TCPSynRetrans", "ListenOverflows", "ListenDrops", "TCPTimeouts", "TCPLossProbes",
-                "TCPFastRetrans", "RetransSegs", "OutSegs", "ActiveOpens", "PassiveOpens")
+                "TCPFastRetrans", "RetransSegs", "OutSegs", "ActiveOpens", "PassiveOpens",
+                "TCPDSACKRecvSegs", "TCPSpuriousRTOs")
 
 
 def tcp_counters(root: str = "/proc/net") -> dict[str, int]:
@@ -164,11 +193,18 @@ def parse_command(line: str) -> dict:
             raise MessageError("dst", f"not an IPv4 address: {dst!r}") from None
         return {"op": "warm", "dst": dst, "port": _int(msg, "port", 1, 65535),
                 "count": _int(msg, "count", 1, MAX_WARM)}
+    if op == "watch":
+        api = msg.get("api")
+        if not isinstance(api, str):
+            raise MessageError("api", f"not a string: {api!r}")
+        if api and not api.startswith("unix:") and ":" not in api:
+            raise MessageError("api", f"not an API address ('unix:/path' or 'host:port', '' = stop): {api!r}")
+        return {"op": "watch", "api": api}
     if op == "ping":
         return {"op": "ping", "seq": _int(msg, "seq")}
     if op in ("quit", "reset", "mark"):
         return {"op": op}
-    raise MessageError("op", f"unknown operation {op!r} (send, warm, ping, mark, reset, quit)")
+    raise MessageError("op", f"unknown operation {op!r} (send, warm, watch, ping, mark, reset, quit)")
 
 
 def parse_header(data: bytes) -> tuple[int, int, int, int]:
@@ -195,6 +231,13 @@ class Agent:
         self.pooled: dict[tuple[str, int], int] = {}  # (dst, port) -> live pooled connections
         self.waiting: dict[tuple[str, int], collections.deque] = {}  # flows waiting for one
         self.server = None
+        # pacing at the controller's rates (op "watch")
+        self.watcher = None                  # coflow.api.client.RateWatcher
+        self.controller: str | None = None   # the controller whose rates we hold
+        self.rates: dict[tuple[str, int], float | None] = {}   # (cid, flow) -> B/s (None: unlimited)
+        self.pacing: dict[tuple[str, int], socket.socket] = {}  # flows in progress, paced
+        self.rate_waiters: dict[tuple[str, int], list] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def emit(self, **ev) -> None:
         self.out.write(json.dumps(ev, separators=(",", ":")) + "\n")
@@ -306,6 +349,10 @@ class Agent:
                 if reuse:
                     self.pooled[key] = self.pooled.get(key, 0) + 1
             t_conn = time.time()
+            pace = None
+            if self.watcher is not None:
+                pkey = (cmd["cid"], cmd["flow"])
+                pace = await self._pace(writer.get_extra_info("socket"), pkey)
             writer.write(HEADER.pack(MAGIC, cmd["run"], cmd["coflow"], cmd["flow"], cmd["bytes"]))
             left = cmd["bytes"]
             while left > 0:
@@ -317,9 +364,11 @@ class Agent:
             if reuse:
                 if await reader.readexactly(len(ACK)) != ACK:
                     raise ValueError("bad ack")
+                self._unpace(cmd, conn)
                 self._release(key, conn)     # to a waiting flow, or back in the pool
                 conn = None
             else:
+                self.pacing.pop((cmd["cid"], cmd["flow"]), None)
                 writer.write_eof()
                 try:
                     await reader.read()      # the ack, then the receiver's close
@@ -328,19 +377,98 @@ class Agent:
                 writer.close()
                 conn = None
             self.emit(ev="sent", run=cmd["run"], coflow=cmd["coflow"], flow=cmd["flow"],
-                      t_start=t0, t_conn=t_conn, t_end=time.time(), tag=how)
+                      t_start=t0, t_conn=t_conn, t_end=time.time(), tag=how, pace=pace)
         except asyncio.CancelledError:
+            self.pacing.pop((cmd["cid"], cmd["flow"]), None)
             if conn is not None:
                 conn[1].transport.abort()
                 if reuse:
                     self._lost(key)
             raise
         except (OSError, RuntimeError, ValueError, asyncio.IncompleteReadError) as e:
+            self.pacing.pop((cmd["cid"], cmd["flow"]), None)
             if conn is not None:
                 conn[1].transport.abort()
                 if reuse:
                     self._lost(key)
             self.emit(ev="error", where=where, field="socket", message=f"{cmd['dst']}:{cmd['port']}: {e}")
+
+    # pacing ---------------------------------------------------------------------------------------
+    async def _pace(self, sock, key) -> float | None:
+        """Pace a flow's socket at its rate (waiting up to PACE_WAIT_S for the controller's
+        stream to name it); returns the rate (None: unpaced)."""
+        if key not in self.rates:
+            fut = asyncio.get_running_loop().create_future()
+            self.rate_waiters.setdefault(key, []).append(fut)
+            try:
+                await asyncio.wait_for(fut, PACE_WAIT_S)
+            except asyncio.TimeoutError:
+                pass
+        rate = self.rates.get(key)
+        self.pacing[key] = sock
+        try:
+            set_pacing(sock, rate)
+        except OSError as e:
+            self.emit(ev="error", where=f"send {key[0]}/{key[1]}", field="pacing", message=str(e))
+            return None
+        return rate
+
+    def _unpace(self, cmd, conn) -> None:
+        """A paced flow is done: its pooled connection goes back unpaced."""
+        if self.pacing.pop((cmd["cid"], cmd["flow"]), None) is not None:
+            try:
+                set_pacing(conn[1].get_extra_info("socket"), None)
+            except OSError:
+                pass
+
+    def _on_rates(self, u: dict) -> None:
+        """One update of the controller's stream (in the event loop)."""
+        if not u["coflow_id"]:                 # a (re)started stream: a full snapshot follows
+            if u["controller"] != self.controller:
+                self.controller = u["controller"]
+                self.rates.clear()
+            self.emit(ev="watching", controller=u["controller"])
+            return
+        cid = u["coflow_id"]
+        for k in [k for k in self.rates if k[0] == cid]:
+            del self.rates[k]
+        if not u["done"]:
+            for f in u["flows"]:
+                self.rates[(cid, f["flow_id"])] = f["rate_bytes_per_s"] if f["limited"] else None
+        for key, sock in list(self.pacing.items()):
+            if key[0] == cid:
+                try:
+                    set_pacing(sock, self.rates.get(key))
+                except OSError:
+                    self.pacing.pop(key, None)   # the connection went away
+        for key in [k for k in self.rate_waiters if k[0] == cid and k in self.rates]:
+            for fut in self.rate_waiters.pop(key):
+                if not fut.done():
+                    fut.set_result(None)
+
+    def watch(self, api: str) -> None:
+        """Follow the controller's rates at ``api`` ("" = stop; sockets unpaced)."""
+        if self.watcher is not None:
+            self.watcher.stop()
+            self.watcher = None
+        for sock in self.pacing.values():
+            try:
+                set_pacing(sock, None)
+            except OSError:
+                pass
+        self.pacing.clear()
+        self.rates.clear()
+        self.controller = None
+        if not api:
+            return
+        from ..api.client import RateWatcher
+        loop = self.loop
+
+        def err(e):
+            loop.call_soon_threadsafe(lambda: self.emit(ev="error", where="rates", field="stream",
+                                                        message=str(e)))
+        self.watcher = RateWatcher(api, self.host, lambda u: loop.call_soon_threadsafe(self._on_rates, u),
+                                   err).start()
 
     def _release(self, key, conn) -> None:
         """A pooled connection is free: the oldest flow waiting for the pair takes it, else it
@@ -395,6 +523,7 @@ class Agent:
         lsock.bind((self.listen_ip, self.port))
         lsock.listen(1024)
         self.server = await asyncio.start_server(self._serve, sock=lsock)
+        self.loop = asyncio.get_running_loop()
         tcp_base = tcp_counters()
         self.emit(ev="ready", host=self.host, port=self.port)
         loop = asyncio.get_running_loop()
@@ -432,9 +561,13 @@ class Agent:
                 tcp_base = now
             elif cmd["op"] == "warm":
                 self._spawn(self.warm(cmd))
+            elif cmd["op"] == "watch":
+                self.watch(cmd["api"])
             else:
                 self._spawn(self.send(cmd))
         self.close_idle()
+        if self.watcher is not None:
+            self.watcher.stop()
         self.server.close()
         for t in list(self.tasks):
             t.cancel()

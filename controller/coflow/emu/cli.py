@@ -49,6 +49,10 @@ def _common(p) -> None:
                    help="with a pool, a flow that finds its host pair's connections busy waits "
                         "for one (default: bounded connections per host pair, as shuffle "
                         "services bound their fetches) or opens another")
+    p.add_argument("--pacing", choices=("on", "off"), default="on",
+                   help="in the metered modes (sebf, hug, ...), the agents pace every flow at the "
+                        "rate the controller streams (WatchRates, SO_MAX_PACING_RATE) and the "
+                        "meters get headroom above it (default on); off: the meters alone police")
     p.add_argument("--tcp", action="append", default=[], metavar="SYSCTL=VALUE",
                    help="a net.ipv4 TCP sysctl of every host, over the defaults (coflow.emu.switch."
                         "TCP_SYSCTLS), e.g. tcp_rto_max_ms=8000, tcp_rto_min_us=1000000 (repeatable)")
@@ -81,7 +85,8 @@ def config_from_args(args):
                      keep_run_dir=getattr(args, "keep", False),
                      connections=getattr(args, "connections", "per-flow"),
                      pool_per_pair=getattr(args, "pool_per_pair", POOL_PER_PAIR),
-                     pool_overflow=getattr(args, "pool_overflow", "wait"))
+                     pool_overflow=getattr(args, "pool_overflow", "wait"),
+                     pacing=getattr(args, "pacing", "on") == "on")
 
 
 def preflight() -> str | None:
@@ -133,7 +138,7 @@ def build_run_namespace(args):
     ns.no_sim, ns.switch_log, ns.keep = False, "off", False
     for src, dst in (("trace", "trace"), ("topo", "topo"), ("modes", "modes"), ("coflows", "coflows"),
                      ("rate_mbps", "rate_mbps"), ("time_scale", "time_scale"), ("timeout", "timeout"),
-                     ("connections", "connections")):
+                     ("connections", "connections"), ("pacing", "pacing")):
         v = getattr(args, src, None)
         if v is not None:
             setattr(ns, dst, v)

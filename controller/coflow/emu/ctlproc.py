@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ctl.start()
         server = serve(registry, address=None, extra_addresses=(f"unix:{args.api_unix}",),
-                       after_register=lambda rec: ctl.wait_installed(rec.cid))
+                       after_register=lambda rec: ctl.wait_installed(rec.cid), rates=ctl.rate_board)
         print(json.dumps({"ev": "ready", "api": f"unix:{args.api_unix}"}), flush=True)
         threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
         stop.wait()

@@ -8,7 +8,7 @@ and reads JSON events from its stdout; a reader thread per agent feeds one queue
 inside the hosts' network namespaces (``host.popen``); the driver runs in the root namespace
 and reaches the API over its unix socket (the filesystem is shared), as a job master would.
 
-Registration: for clairvoyant modes (sebf, hug, utopia, fai) every flow is registered with its
+Registration: for clairvoyant modes (sebf, hug, utopia, fai, sincronia) every flow is registered with its
 size; for the others (fair, dclas, fifo-lm) without. The coflow's arrival is its scheduled time
 ``t0 + arrival_s``: a driver running late is charged to the coflow's CCT.
 """
@@ -30,7 +30,7 @@ import numpy as np
 from .plan import FlowRecord, Plan
 
 AGENT_PORT = 5001
-CLAIRVOYANT_MODES = ("sebf", "hug", "utopia", "fai", "varys-deadline")
+CLAIRVOYANT_MODES = ("sebf", "hug", "utopia", "fai", "sincronia", "varys-deadline")
 
 
 class EventError(ValueError):
@@ -47,7 +47,7 @@ def parse_event(line: str, where: str = "agent") -> dict:
         raise EventError(f"{where}: ev: missing event name")
     need = {"done": ("run", "coflow", "flow", "bytes", "t"), "sent": ("run", "coflow", "flow"),
             "ready": ("port",), "pong": ("seq",), "reset": ("cancelled",), "warm": ("count",),
-            "mark": (),
+            "mark": (), "watching": ("controller",),
             "error": ("where", "field", "message")}
     if ev["ev"] not in need:
         raise EventError(f"{where}: ev: unknown event {ev['ev']!r}")
@@ -55,7 +55,7 @@ def parse_event(line: str, where: str = "agent") -> dict:
         if k not in ev:
             raise EventError(f"{where}: {k}: missing in {ev['ev']!r} event")
         v = ev[k]
-        if k in ("where", "field", "message"):
+        if k in ("where", "field", "message", "controller"):
             if not isinstance(v, str):
                 raise EventError(f"{where}: {k}: not a string")
         elif k == "t":
@@ -185,6 +185,27 @@ class AgentPool:
             self.errors.append(f"warm-up: {want - answers} of {want} host pairs did not answer in {timeout:.0f} s")
         return opened
 
+    def watch(self, api: str, timeout: float = 15.0) -> int:
+        """Every agent follows the controller's rates at ``api`` and paces its flows (""
+        stops); returns how many said their stream started (with ``api``)."""
+        self.broadcast({"op": "watch", "api": api})
+        if not api:
+            return 0
+        seen, deadline = set(), time.monotonic() + timeout
+        while len(seen) < len(self.procs) and time.monotonic() < deadline:
+            try:
+                name, ev = self.events.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if ev.get("ev") == "watching":
+                seen.add(name)
+            elif ev.get("ev") == "error":
+                self.errors.append(f"{name}: {ev['where']}: {ev['field']}: {ev['message']}")
+        if len(seen) < len(self.procs):
+            self.errors.append(f"watch: {len(self.procs) - len(seen)} agents did not start their "
+                               f"rate stream in {timeout:.0f} s")
+        return len(seen)
+
     def reset(self, timeout: float = 5.0) -> dict:
         """Abort every flow in progress on every agent; returns the TCP counters of all hosts
         since the previous reset or mark, summed, and the number of connections cancelled."""
@@ -248,6 +269,7 @@ class ModeResult:
     outstanding: list = field(default_factory=list)       # at the end: flows without a report
     dispatched_at: dict = field(default_factory=dict)     # coflow index -> time its sends went out
     sender_times: dict = field(default_factory=dict)      # (coflow, flow) -> (t_start, t_conn, t_end)
+    paced: dict = field(default_factory=dict)             # (coflow, flow) -> rate it was paced at (None: none)
     # a dynamic plan (waves, DAGs): per trace coflow, its start and completion (s after t0), and
     # per unit its release (coflow.dynamics.Releaser); None for plain plans
     start: Any = None
@@ -279,6 +301,8 @@ class ModeResult:
 
 def _record_sent(res: ModeResult, name: str, ev: dict) -> None:
     res.sent.add((ev["coflow"], ev["flow"]))
+    if "pace" in ev:
+        res.paced[(ev["coflow"], ev["flow"])] = ev["pace"] if isinstance(ev["pace"], (int, float)) else None
     try:
         res.sender_times[(ev["coflow"], ev["flow"])] = (
             float(ev["t_start"]), float(ev.get("t_conn", ev["t_start"])), float(ev["t_end"]))

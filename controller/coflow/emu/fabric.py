@@ -43,7 +43,7 @@ class TmPlan:
 
 def tm_for_mode(mode: str, weighted_dclas: bool = False) -> TmPlan:
     """fair: everything in one class; dclas: 8 strict queues (Aalo's weights when
-    ``weighted_dclas``); fifo-lm and the rate modes (sebf, hug, utopia, fai): 8 strict queues
+    ``weighted_dclas``); fifo-lm and the scheduled modes (sebf, hug, utopia, fai, sincronia): 8 strict queues
     (FIFO-LM's ranks and the rate modes' overrides are priorities; the meters set the rates)."""
     if mode == "fair":
         return TmPlan(tm.STRICT, 1)

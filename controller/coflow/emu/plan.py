@@ -62,8 +62,12 @@ ECN_FRAMES = 20
 #: ECN-marked instead of dropped (``meter_peak_bursts``, flow_meter.p4), so that a TCP flow
 #: above its rate slows down on a mark before the meter drops (only with ``ecn_frames`` > 0).
 METER_PEAK_BURSTS = 4
+#: With paced senders (``--pacing``, the default), a metered mode's meters pass this much more
+#: than the rate the senders pace at (``meter_headroom``): a cooperating sender never meets the
+#: meter, one that does not pace is held to just above its rate.
+METER_HEADROOM = 0.1
 #: the modes ``coflow emu run`` and ``make run`` emulate by default, in order
-DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug")
+DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "sincronia")
 
 #: TCP payload per MTU-sized Ethernet frame with the 8-byte CoflowId option: MSS 1460 - 8.
 PAYLOAD_PER_FRAME = 1452

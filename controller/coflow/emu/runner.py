@@ -38,7 +38,7 @@ from .plan import DEFAULT_MODES  # noqa: E402,F401 (re-exported)
 from ..dataplane.constants import MODES as EMU_MODES  # noqa: E402 (every controller mode runs here)
 #: the simulator's scheduler for each emulated mode (strict queues in the emulated TM)
 SIM_OF = {"fair": "fair", "dclas": "dclas-strict", "fifo-lm": "fifo-lm", "sebf": "sebf",
-          "hug": "hug", "utopia": "utopia", "fai": "fai"}
+          "hug": "hug", "utopia": "utopia", "fai": "fai", "sincronia": "sincronia"}
 
 
 def default_trace() -> str:
@@ -84,6 +84,8 @@ class EmuConfig:
     pool_overflow: str = "wait"
     # net.ipv4 TCP sysctls of every host over coflow.emu.switch.TCP_SYSCTLS (--tcp)
     tcp_sysctls: dict[str, str] = field(default_factory=dict)
+    # metered modes: senders paced at the controller's rates (WatchRates), meters with headroom
+    pacing: bool = True
 
     def validate(self) -> None:
         bad = [m for m in self.modes if m not in EMU_MODES]
@@ -172,7 +174,7 @@ def meter_burst_settings(t, rate_mbps: float, queue_budget: int) -> dict[str, st
 def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> dict[str, str]:
     """``fabric_topo``: the fabric's topology, for the rate modes' meter bursts
     (:func:`meter_burst_settings`)."""
-    from ..dataplane.constants import MAX_FRAME_BYTES, RATE_MODES
+    from ..dataplane.constants import ENFORCEMENT, MAX_FRAME_BYTES, RATE_MODES
     s = P.scaled_mode_settings(mode, plan)
     s["link_mbps"] = repr(cfg.rate_mbps)
     s["ecn_threshold_bytes"] = str(cfg.ecn_frames * MAX_FRAME_BYTES)
@@ -180,10 +182,36 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
         s.update(meter_burst_settings(fabric_topo, cfg.rate_mbps, cfg.queue_budget))
         if cfg.ecn_frames > 0:
             s["meter_peak_bursts"] = str(P.METER_PEAK_BURSTS)
+    if paced(cfg, mode):
+        s["meter_headroom"] = repr(P.METER_HEADROOM)
+    if ENFORCEMENT.get(mode) == "meters":
+        s["rate_audit"] = "1"      # achieved vs set rate per flow, from flow_bytes
     s.update(CTL_DEFAULTS)
     s.update(cfg.settings)
     s.update(cfg.per_mode.get(mode, {}))
     return s
+
+
+def paced(cfg: EmuConfig, mode: str) -> bool:
+    """Whether the agents pace this mode's flows at the controller's rates (metered modes)."""
+    from ..dataplane.constants import ENFORCEMENT
+    return cfg.pacing and ENFORCEMENT.get(mode) == "meters"
+
+
+def enforcement(cfg: EmuConfig, mode: str) -> str:
+    """How a mode's schedule reaches the packets, in a few words (reports, README's table)."""
+    from ..dataplane.constants import ENFORCEMENT
+    from ..sched import REGISTRY
+    if mode == "fair":
+        return "one FIFO class"
+    if mode in ("dclas", "fifo-lm"):
+        return "8 strict queues (" + ("bytes-sent demotion" if mode == "dclas" else "FIFO groups") \
+            + ", coordinated)"
+    if ENFORCEMENT.get(mode) == "queues":
+        return "order in 8 strict queues, no rate control"
+    ordered = REGISTRY[SIM_OF.get(mode, mode)].name != "hug"
+    return ("order in 8 strict queues + " if ordered else "") + "meters at the sender edges" \
+        + (f" (+{P.METER_HEADROOM:.0%}), senders paced at the rates" if paced(cfg, mode) else " (policing)")
 
 
 # --- the simulator beside the emulation -----------------------------------------------------------
@@ -373,6 +401,10 @@ class Experiment:
                  f"({warm_tcp.get('TCPSynRetrans', 0)} SYN retransmissions in the warm-up)")
         else:
             warm_tcp = None
+        pacing = paced(cfg, mode)
+        if pacing:                         # every sender follows the controller's rates
+            watching = self.agents.watch(f"unix:{sock}")
+            _say(f"    {mode}: {watching}/{len(self.agents.procs)} agents pace at the controller's rates")
         try:
             _say(f"[{i + 1}/{len(cfg.modes)}] {mode}: {len(plan.coflows)} coflows, TM {tmp.discipline} x{tmp.queues}"
                  f" (limit {tmc.limit_pkts} frames), timeout {timeout:.0f} s")
@@ -383,6 +415,8 @@ class Experiment:
                         add_flows=client.add_flows, update=client.update)
         finally:
             client.close()
+            if pacing:
+                self.agents.watch("")
             tcp = self.agents.reset()
             try:
                 bmv2_q = fab.queue_stats(p4info)
@@ -414,8 +448,10 @@ class Experiment:
                           controller=_brief(ctl_status), mode_wall_s=time.monotonic() - t_mode,
                           stages=stage_summary(timeline), tcp=tcp, bmv2_queues=bmv2_q, links=links,
                           flows=timeline,
-                          regime=regime_summary(tcp, timeline, ccts, plan, warm_tcp, ecn),
-                          tcp_warmup=warm_tcp)
+                          regime=regime_summary(tcp, timeline, ccts, plan, warm_tcp, ecn,
+                                                _brief(ctl_status)),
+                          tcp_warmup=warm_tcp, enforcement=enforcement(cfg, mode),
+                          pacing=pacing_summary(res.paced, len(res.sender_times)) if pacing else None)
         s, g = rep["summary"], rep["regime"]
         _say(f"    {mode}: {s['completed']}/{s['coflows']} coflows, avg CCT "
              f"{(s['avg_cct_s'] or float('nan')):.3f} s, p95 {(s['p95_cct_s'] or float('nan')):.3f} s, "
@@ -503,8 +539,17 @@ def format_emu_vs_sim(rows: dict) -> str:
     return "\n".join(out)
 
 
+def pacing_summary(paced: dict, flows: int) -> dict:
+    """Flows whose sender paced at a controller rate (``paced``: (coflow, flow) -> the rate it
+    started at, None when no rate came in time) among the ``flows`` that finished sending."""
+    rates = [r for r in paced.values() if r is not None]
+    return {"flows": flows, "paced": len(rates), "no_rate_in_time": len(paced) - len(rates),
+            "median_rate_Bps": float(np.median(rates)) if rates else None}
+
+
 def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
-                   warmup: dict | None = None, ecn_marked: int | None = None) -> dict:
+                   warmup: dict | None = None, ecn_marked: int | None = None,
+                   controller: dict | None = None) -> dict:
     """How much of a mode's time is TCP's loss recovery rather than scheduling: retransmitted
     segments over segments sent, SYN retransmissions per connection opened, RTO timeouts, and
     per coflow the share of its CCT spent before its first byte arrived (arrival -> the first of
@@ -512,7 +557,8 @@ def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
     initial RTO). With pooled connections (``warmup``: the hosts' counters over the warm-up,
     before the mode's clock) the connections and SYN retransmissions count those of the
     warm-up too (``warmup_connections``, ``warmup_syn_retrans`` apart); the segments are the
-    mode's. ``ecn_marked``: frames the switches marked CE (the pipeline's counter)."""
+    mode's. ``ecn_marked``: frames the switches marked CE (the pipeline's counter);
+    ``controller`` (its brief status): the meters' RED drops (``meter_red_drops``)."""
     def ratio(a, b):
         return a / b if a is not None and b else None
     first: dict = {}
@@ -533,6 +579,9 @@ def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
             "syn_retrans_per_connection": ratio(syn, conns),
             "warmup_connections": w.get("ActiveOpens"), "warmup_syn_retrans": w.get("TCPSynRetrans"),
             "timeouts": tcp.get("TCPTimeouts"), "ecn_marked": ecn_marked,
+            "meter_red_drops": (((controller or {}).get("dataplane") or {}).get("drops") or {}).get("METER_RED"),
+            # retransmissions of segments the receiver already had (D-SACK): no loss behind them
+            "spurious_retrans_segs": tcp.get("TCPDSACKRecvSegs"), "spurious_rtos": tcp.get("TCPSpuriousRTOs"),
             "before_first_byte_share": ({"median": float(np.median(sh)), "mean": float(sh.mean()),
                                          "p95": float(np.percentile(sh, 95))} if sh.size else None)}
 
@@ -548,8 +597,11 @@ def format_regime(g: dict) -> str:
             f"{pct(g.get('syn_retrans_per_connection'))} SYN retransmissions per connection "
             f"({g.get('connections', '-')} opened), "
             f"{g.get('timeouts') if g.get('timeouts') is not None else '-'} timeouts, "
-            f"{g.get('ecn_marked') if g.get('ecn_marked') is not None else '-'} ECN marks; "
-            f"time before a coflow's first byte: median {pct(b.get('median'))} of its CCT")
+            f"{g.get('ecn_marked') if g.get('ecn_marked') is not None else '-'} ECN marks"
+            + (f", {g['meter_red_drops']} meter RED drops" if g.get("meter_red_drops") is not None else "")
+            + (f", {g['spurious_retrans_segs']} retransmitted segments the receiver had (D-SACK)"
+               if g.get("spurious_retrans_segs") is not None else "")
+            + f"; time before a coflow's first byte: median {pct(b.get('median'))} of its CCT")
 
 
 #: flows of at most this many bytes are "small" in :func:`stage_summary` (a few segments)
@@ -594,6 +646,8 @@ def _brief(status) -> dict | None:
     if isinstance(status.get("meters"), dict):
         # rate modes: the meter pool and the closed loop (rounds that read flow_bytes)
         out["meters"] = status["meters"]
+    if isinstance(status.get("rate_audit"), dict):
+        out["rate_audit"] = status["rate_audit"]     # achieved vs set rate (metered modes)
     dp = status.get("dataplane")
     if isinstance(dp, dict) and dp:
         # the pipeline's own drop counters, summed over the switches (ctl.observe.Telemetry)

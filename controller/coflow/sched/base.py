@@ -85,6 +85,10 @@ class View:
 class Allocation:
     rates: np.ndarray  # bytes/s per active flow
     queue: np.ndarray | None = None  # 1-based queue per active coflow (1 = highest priority)
+    #: the scheduler's service order: active coflow positions, first served first (ordered
+    #: schedulers say it here, so every driver maps it onto priority queues the same way:
+    #: the controller's rate modes via ``ctl.rates.priorities``); None = no order
+    order: np.ndarray | None = None
     next_event: float = INF  # absolute time at which the scheduler wants to be called again
     admitted: np.ndarray | None = None  # per coflow, for admission-controlled schedulers
 

@@ -177,7 +177,7 @@ class Utopia(Scheduler):
         rates, rem = utopia_min_alloc(v, order)
         if self.params.backfill:
             ordered_waterfill(v, order, rem, weights=v.remaining, rates=rates)
-        return Allocation(rates)
+        return Allocation(rates, order=order)
 
 
 def psp_guarantee(v: View) -> np.ndarray:

@@ -46,7 +46,8 @@ class _Ordered(Scheduler):
         return np.lexsort((v.cf_id, v.cf_arrival, self.key(v)))
 
     def allocate(self, v: View) -> Allocation:
-        return Allocation(madd_backfill(v, self.order(v), self.params.backfill))
+        order = self.order(v)
+        return Allocation(madd_backfill(v, order, self.params.backfill), order=order)
 
 
 @register("fifo")
@@ -103,8 +104,9 @@ class Sebf(_Ordered):
 
     def allocate(self, v: View) -> Allocation:
         p = self.params
+        order = self.order(v)
         if not p.starvation or p.T <= 0:
-            return Allocation(madd_backfill(v, self.order(v), p.backfill))
+            return Allocation(madd_backfill(v, order, p.backfill), order=order)
         m = v.memory
         last = m.setdefault("last_served", {})  # coflow id -> last time it had a positive rate
         m.setdefault("period_start", v.now)
@@ -132,15 +134,15 @@ class Sebf(_Ordered):
                 rates[sel] = v.remaining[sel] / g
                 rem -= D / g
                 np.maximum(rem, 0, out=rem)
-            ordered_waterfill(v, self.order(v), rem, weights=v.remaining, rates=rates)
+            ordered_waterfill(v, order, rem, weights=v.remaining, rates=rates)
             nxt = delta_until
         else:
-            rates = madd_backfill(v, self.order(v), p.backfill)
+            rates = madd_backfill(v, order, p.backfill)
             nxt = m["period_start"] + p.T
         served = coflow_rates(v, rates) > 0
         for k in np.flatnonzero(served).tolist():
             last[ids[k]] = v.now
-        return Allocation(rates, next_event=nxt)
+        return Allocation(rates, next_event=nxt, order=order)
 
 
 @register("varys-deadline")
@@ -198,7 +200,7 @@ class VarysDeadline(Scheduler):
             rem2 = v.caps.copy() - np.concatenate([np.bincount(v.src, rates, v.ports), np.bincount(v.dst, rates, v.ports)])
             np.maximum(rem2, 0, out=rem2)
             ordered_waterfill(v, order, rem2, weights=v.remaining, rates=rates)
-        return Allocation(rates, admitted=admitted)
+        return Allocation(rates, admitted=admitted, order=order)
 
 
 def bssi_order(D: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
@@ -245,10 +247,10 @@ class Sincronia(Scheduler):
             rank = np.empty(v.ncoflows, dtype=np.int64)
             rank[order] = np.arange(v.ncoflows)
             forder = np.lexsort((v.remaining, rank[v.cf]))
-            return Allocation(greedy(v, forder, v.caps.copy()))
+            return Allocation(greedy(v, forder, v.caps.copy()), order=order)
         if self.params.rates != "madd":
             raise ValueError("sincronia: rates must be 'madd' or 'greedy'")
-        return Allocation(madd_backfill(v, order))
+        return Allocation(madd_backfill(v, order), order=order)
 
 
 @register("virtual-cluster")
