@@ -1,8 +1,10 @@
 """``coflow api ...``: serve the coflow API standalone, and talk to it.
 
     coflow api serve --topo topologies/fattree-k4.json [--db reg.sqlite] [--address 127.0.0.1:50051]
-                     [--unix /tmp/coflow-api.sock] [--admit-gbps 1]
+                     [--unix /tmp/coflow-api.sock] [--admit-gbps 1] [--lease-s 30]
     coflow api register --flow h0:h1:1000 --flow h2:h1 [--parent 7.0 | --external 7] [--deadline 2.5]
+                        [--lease-s 600] [--request-id KEY]
+    coflow api keepalive 7.0 [7.1 ...]
     coflow api add-flows 7.0 --flow h3:h1:500
     coflow api update 7.0 --size 1=2000 --sent 0=1000
     coflow api unregister 7.0
@@ -20,6 +22,8 @@ import sys
 import threading
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+#: the servers' default lease for a Register that asks for none (seconds)
+DEFAULT_LEASE_S = 30.0
 
 
 class _ArgError(ValueError):
@@ -54,7 +58,7 @@ def _parse_counts(items, opt: str) -> dict[int, int]:
 
 def _client(args):
     from .client import CoflowClient
-    return CoflowClient(args.address, timeout=args.timeout)
+    return CoflowClient(args.address, timeout=args.timeout, keepalive=False)
 
 
 def _run(args, fn) -> int:
@@ -72,7 +76,15 @@ def _run(args, fn) -> int:
 def cmd_register(args) -> int:
     flows = [_parse_flow(f) for f in args.flow]
     return _run(args, lambda c: c.register_coflow(flows, parent=args.parent, deadline_s=args.deadline,
-                                                  external=args.external))
+                                                  external=args.external, request_id=args.request_id,
+                                                  lease_s=args.lease_s))
+
+
+def cmd_keepalive(args) -> int:
+    def go(c):
+        renewed, gone = c.keep_alive(args.coflow_id)
+        return {"renewed": renewed, "not_found": gone}
+    return _run(args, go)
 
 
 def cmd_add_flows(args) -> int:
@@ -115,12 +127,20 @@ def build_registry(args):
             raise _ArgError("--admit-gbps must be > 0")
         from .admission import varys_admission
         admit = varys_admission(hosts, args.admit_gbps * 1e9 / 8)
-    return CoflowRegistry(hosts, db_path=args.db, max_flows_per_coflow=args.max_flows, admit=admit)
+    lease = getattr(args, "lease_s", None)
+    if lease is not None and not 0 <= lease <= 86400:
+        raise _ArgError("--lease-s must be in [0, 86400] (0: coflows that ask for none never expire)")
+    return CoflowRegistry(hosts, db_path=args.db, max_flows_per_coflow=args.max_flows, admit=admit,
+                          default_lease_s=lease or None)
 
 
 def cmd_serve(args) -> int:
-    from .server import serve
-    reg = build_registry(args)
+    from .server import serve, start_reaper
+    try:
+        reg = build_registry(args)
+    except (_ArgError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         server = serve(reg, args.address or None, [f"unix:{args.unix}"] if args.unix else ())
     except (OSError, ValueError) as e:
@@ -132,10 +152,12 @@ def cmd_serve(args) -> int:
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
+    reaper = start_reaper(reg)
     try:
         while not done.wait(0.5):
             pass
     finally:
+        reaper.set()
         server.stop(grace=1.0).wait()
         reg.close()
     return 0
@@ -161,6 +183,9 @@ def add_commands(sub) -> None:
     p.add_argument("--max-flows", type=int, default=10000, help="flows per coflow (default 10000)")
     p.add_argument("--admit-gbps", type=float,
                    help="Varys deadline admission with this host link rate (Gbit/s); off by default")
+    p.add_argument("--lease-s", type=float, default=DEFAULT_LEASE_S,
+                   help=f"lease of a coflow whose Register asks for none (default {DEFAULT_LEASE_S:g}; "
+                        "0 = such coflows never expire)")
     p.set_defaults(fn=cmd_serve)
 
     p = client_parser("register", "register a coflow; prints it as JSON")
@@ -168,7 +193,14 @@ def add_commands(sub) -> None:
     p.add_argument("--parent", help="parent CoflowId (the new coflow is the job's next stage)")
     p.add_argument("--external", type=int, help="a new stage of this known job id")
     p.add_argument("--deadline", type=float, help="deadline in seconds (Varys admission)")
+    p.add_argument("--lease-s", type=float, help="the coflow's lease (default: the server's); renew "
+                                                 "it with `coflow api keepalive`")
+    p.add_argument("--request-id", help="idempotency key (default: a fresh one; retries reuse it)")
     p.set_defaults(fn=cmd_register)
+
+    p = client_parser("keepalive", "renew coflows' leases")
+    p.add_argument("coflow_id", nargs="+")
+    p.set_defaults(fn=cmd_keepalive)
 
     p = client_parser("add-flows", "add flows to a coflow")
     p.add_argument("coflow_id")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from concurrent import futures
 
 import grpc
@@ -34,6 +35,10 @@ def record_to_pb(rec: CoflowRecord):
         c.deadline_s = rec.deadline_s
     if rec.clairvoyant:
         c.total_bytes = rec.total_bytes
+    if rec.lease_s is not None:
+        c.lease_s = rec.lease_s
+    if rec.owner:
+        c.owner = rec.owner
     return c
 
 
@@ -67,20 +72,36 @@ class CoflowServicer(pb2_grpc.CoflowServiceServicer):
             context.abort(grpc.StatusCode.INTERNAL, f"registry: {type(e).__name__}: {e}")
         return pb2.CoflowReply(coflow=record_to_pb(rec), version=self.registry.version)
 
+    def _owner(self, context):
+        """The calling application's identity (None: the API runs without identities)."""
+        return None
+
     def Register(self, request, context):
         return self._call(context, self._register, _flows(request.flows), parent=request.parent or None,
                           deadline_s=request.deadline_s if request.HasField("deadline_s") else None,
-                          external=request.external if request.HasField("external") else None)
+                          external=request.external if request.HasField("external") else None,
+                          request_id=request.request_id or None,
+                          lease_s=request.lease_s if request.HasField("lease_s") else None,
+                          owner=self._owner(context))
 
     def AddFlows(self, request, context):
-        return self._call(context, self.registry.add_flows, request.coflow_id, _flows(request.flows))
+        return self._call(context, self.registry.add_flows, request.coflow_id, _flows(request.flows),
+                          owner=self._owner(context))
 
     def Update(self, request, context):
         return self._call(context, self.registry.update, request.coflow_id, sizes=dict(request.sizes),
-                          sent=dict(request.sent_bytes))
+                          sent=dict(request.sent_bytes), owner=self._owner(context))
 
     def Unregister(self, request, context):
-        return self._call(context, self.registry.unregister, request.coflow_id)
+        return self._call(context, self.registry.unregister, request.coflow_id, owner=self._owner(context))
+
+    def KeepAlive(self, request, context):
+        try:
+            renewed, missing = self.registry.keep_alive(list(request.coflow_ids), owner=self._owner(context))
+        except ApiError as e:
+            context.abort(getattr(grpc.StatusCode, e.code), e.details)
+        return pb2.KeepAliveReply(renewed=[str(r.cid) for r in renewed], not_found=missing,
+                                  version=self.registry.version)
 
     def Status(self, request, context):
         return self._call(context, self.registry.get, request.coflow_id)
@@ -92,6 +113,23 @@ class CoflowServicer(pb2_grpc.CoflowServiceServicer):
 
 def unix_address(path: str) -> str:
     return path if path.startswith("unix:") else "unix:" + os.path.abspath(path)
+
+
+def start_reaper(registry: CoflowRegistry, interval_s: float = 0.25) -> threading.Event:
+    """A thread that expires leases every ``interval_s`` (``coflow api serve``; the controller
+    does it in its loop instead). Set the returned event to stop it."""
+    stop = threading.Event()
+
+    def run():
+        while not stop.wait(interval_s):
+            try:
+                registry.expire()
+            except Exception:  # noqa: BLE001 - a closed or failing database: try again later
+                log.exception("coflow API: lease expiry failed")
+                if registry._db is None and registry.db_path is not None:
+                    return
+    threading.Thread(target=run, daemon=True, name="coflow-lease-reaper").start()
+    return stop
 
 
 def serve(registry: CoflowRegistry, address: str | None = DEFAULT_ADDRESS, extra_addresses=(),

@@ -5,6 +5,7 @@
                    [--p4info build/coflow.p4info.txt --json build/coflow.json]
                    [--target tofino [--tofino-server bf_switchd|stratum] [--tofino-build build/tofino]]
                    [--api 127.0.0.1:50051] [--api-unix /tmp/coflow-api.sock] [--db reg.sqlite]
+                   [--lease-s 30]
                    [--metrics 127.0.0.1:9100] [--status-file F] [--election-id 10] [--delta-ms 10]
     coflow ctl status --address 127.0.0.1:9100      (or --file F)
 
@@ -63,7 +64,10 @@ def cmd_run(args) -> int:
     registry = None
     from ..api.registry import CoflowRegistry
     try:
-        registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db, shared=args.db_shared)
+        if not 0 <= args.lease_s <= 86400:
+            raise ValueError("--lease-s must be in [0, 86400] (0: coflows that ask for none never expire)")
+        registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db, shared=args.db_shared,
+                                  default_lease_s=args.lease_s or None)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -167,6 +171,9 @@ def add_commands(sub) -> None:
     p.add_argument("--api", help="serve the coflow API on HOST:PORT")
     p.add_argument("--api-unix", help="also serve it on this unix socket path")
     p.add_argument("--db", help="registry SQLite file (a restarted controller reloads it)")
+    p.add_argument("--lease-s", type=float, default=30.0,
+                   help="lease of a coflow whose Register asks for none: unregistered when neither "
+                        "KeepAlive nor its traffic renews it (default 30; 0 = never expires)")
     p.add_argument("--db-shared", action="store_true",
                    help="share --db with the other controllers of these switches: the primary "
                         "takes changes, backups follow it and continue its coflows on takeover")

@@ -146,6 +146,11 @@ class Controller:
         self._http: StatusServer | None = None
         self._last_status_write = 0.0
         self._last_audit = time.monotonic()
+        # leases (coflow.api.registry): expired each round; renewed by traffic seen in counters
+        self.leases_expired = 0
+        self.leases_renewed_by_traffic = 0
+        self._traffic_seen: dict = {}
+        self._last_renew = 0.0
 
     # lifecycle ----------------------------------------------------------------------------
     def start(self, loop: bool = True) -> "Controller":
@@ -423,9 +428,41 @@ class Controller:
         with self._round_lock:
             return self._round()
 
+    def _expire_leases(self) -> int:
+        """Unregister the coflows whose lease ran out (the registry does it, only while this
+        controller leads it); their slots go with the normal unregister path."""
+        expire = getattr(self.registry, "expire", None)
+        gone = expire() if expire is not None else []
+        if gone:
+            self.leases_expired += len(gone)
+            self.metrics.leases_expired.inc(len(gone))
+        return len(gone)
+
+    def _renew_by_traffic(self) -> None:
+        """A coflow whose bytes grew in the counters since the last look (at most once a
+        second) is alive: its lease is renewed (D-CLAS / FIFO-LM: global coflow_bytes; rate
+        modes: the meters' flow_bytes)."""
+        now = time.monotonic()
+        if now - self._last_renew < 1.0 or not hasattr(self.registry, "renew"):
+            return
+        self._last_renew = now
+        with self._mu:
+            if self.policy.coordinated:
+                cur = dict(self._sizes)
+            elif self.policy.rate:
+                cur = {c: sum(self.progress.sent(c).values()) for c in self.progress.cids()}
+            else:
+                return
+        seen = self._traffic_seen
+        grown = [c for c, b in cur.items() if b > seen.get(c, 0)]
+        self._traffic_seen = cur
+        if grown:
+            self.leases_renewed_by_traffic += self.registry.renew(grown)
+
     def _round(self) -> dict:
         t0 = time.perf_counter()
         c0 = time.process_time()
+        self._expire_leases()
         with self._mu:
             if self._registry_dirty or (self._gone and min(self._gone.values()) + SLOT_LINGER_S
                                         <= time.monotonic()):
@@ -436,6 +473,7 @@ class Controller:
             t_read = self._read_progress()
         else:
             t_read = 0.0
+        self._renew_by_traffic()
         t1 = time.perf_counter()
         with self._mu:
             if self.policy.coordinated:
@@ -687,7 +725,8 @@ class Controller:
             for r in self._records:
                 c = (r.cid.external, r.cid.internal)
                 slot = self.slots.slot.get(c)
-                coflows.append({"cid": str(r.cid), "slot": slot,
+                coflows.append({"cid": str(r.cid), "slot": slot, "lease_s": getattr(r, "lease_s", None),
+                                "owner": getattr(r, "owner", None),
                                 "global_bytes": self._sizes.get(c), "queue": self._queues.get(c),
                                 "override_prio": self._prio.get(c) if self.policy.rate
                                 else {e: o[c] for e, o in self._overrides.items() if c in o}})
@@ -710,6 +749,10 @@ class Controller:
                     "switches": {n: a.status() for n, a in self.agents.items()},
                     "coflows": coflows, "metrics_addr": self.metrics_addr,
                     "dataplane": self.telemetry.status(),
+                    "leases": {"default_lease_s": getattr(self.registry, "default_lease_s", None),
+                               "expired": self.leases_expired,
+                               "renewed_by_traffic": self.leases_renewed_by_traffic,
+                               "register_retries_answered": getattr(self.registry, "replayed_total", 0)},
                     "meters": self._meter_status() if self.policy.rate else None}
 
     def _meter_status(self) -> dict:

@@ -73,6 +73,10 @@ class Metrics:
         self.unmetered_flows = Gauge("coflow_ctl_unmetered_flows", "Flows (host pairs) of the "
                                      "unmetered coflows", registry=r)
 
+        # leases (coflow.api.registry): coflows unregistered because nobody renewed them
+        self.leases_expired = Counter("coflow_ctl_leases_expired", "Coflows unregistered because "
+                                      "their lease ran out (their slots freed)", registry=r)
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 

@@ -244,6 +244,10 @@ class FlowProgress:
         self._ver[cid] = self._ver.get(cid, 0) + 1
         return True
 
+    def cids(self) -> list:
+        """The coflows with readings."""
+        return list(self._pairs)
+
     def sent(self, cid) -> dict:
         """(src, dst) -> payload bytes of a coflow's pairs."""
         return {p: st[0] + st[1] for p, st in self._pairs.get(cid, {}).items()}
