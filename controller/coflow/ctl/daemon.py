@@ -31,7 +31,7 @@ from .coord import DclasCoordinator
 
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
-from .rates import FlowProgress, plan as rate_plan
+from .rates import FlowProgress, overrun, plan as rate_plan, without_sizes
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from . import wire
 
@@ -151,6 +151,10 @@ class Controller:
         self.leases_renewed_by_traffic = 0
         self._traffic_seen: dict = {}
         self._last_renew = 0.0
+        # declared sizes are claims (rate modes): coflows whose bytes broke them, for good
+        self.distrusted: dict = {}      # cid -> {"at", "pair", "measured_bytes", "declared_bytes"}
+        self._claim_seen: dict = {}     # cid -> progress.changes(cid) at its last check
+        self._desized: dict = {}        # cid -> (record, the record without sizes)
 
     # lifecycle ----------------------------------------------------------------------------
     def start(self, loop: bool = True) -> "Controller":
@@ -388,6 +392,9 @@ class Controller:
         for cid in [c for c in self._gone if c in live or c not in self.slots.slot]:
             del self._gone[cid]
         self.progress.forget_except(live)
+        for d in (self.distrusted, self._claim_seen, self._desized):
+            for c in [c for c in d if c not in live]:
+                del d[c]
         new = set()
         for cid in sorted(live):
             if cid not in self.slots.slot:
@@ -573,8 +580,10 @@ class Controller:
         """The core's Allocation on the registered coflows -> priorities and meters, handed to
         the desired-state book (``timings``: seconds per phase, for the benchmark)."""
         self._progress_used = self.progress.version
-        measured = self.progress.measured(self._records, self.host_port) if self.progress.version else None
-        p = rate_plan(self.mode, self.sched, self._records, self.host_port,
+        self._check_claims()
+        records = self._claimed_records()
+        measured = self.progress.measured(records, self.host_port) if self.progress.version else None
+        p = rate_plan(self.mode, self.sched, records, self.host_port,
                       self.ctl.link_payload_Bps, time.time() if now is None else now,
                       self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache, timings,
                       measured)
@@ -600,6 +609,59 @@ class Controller:
             self._queues = {c: int(q) for c, q in zip(p.cids, p.alloc.queue.tolist())}
         else:
             self._queues = {c: 8 - pr for c, pr in p.prio.items()}
+
+    def _check_claims(self) -> None:
+        """Declared sizes are claims: a coflow whose counted bytes on a host pair pass what
+        its flows there declare by more than the margin (``claim_margin_frac`` x declared +
+        ``claim_margin_bytes``) is no longer trusted, for the rest of its life: its flows are
+        handed to the core without sizes, as flows of unknown size (ordered last by the
+        clairvoyant schedulers; p4src/README.md, "What a host can gain by lying"). Counted in
+        ``coflow_ctl_sizes_distrusted_total``, listed under ``claims`` in the status. Only
+        coflows whose readings changed since their last check are looked at."""
+        s = self.ctl
+        if s.claim_margin_bytes < 0:
+            return
+        by = None
+        for c in self.progress.cids():
+            if c in self.distrusted:
+                continue
+            v = self.progress.changes(c)
+            if self._claim_seen.get(c) == v:
+                continue
+            self._claim_seen[c] = v
+            if by is None:
+                by = {(r.cid.external, r.cid.internal): r for r in self._records}
+            rec = by.get(c)
+            if rec is None:
+                continue
+            bad = overrun(rec, self.progress.sent(c), self.host_port, s.claim_margin_frac,
+                          s.claim_margin_bytes)
+            if bad is None:
+                continue
+            (a, b), got, declared = bad
+            names = self._meter_ctx.names
+            self.distrusted[c] = {"at": time.time(), "pair": [names[a], names[b]],
+                                  "measured_bytes": int(got), "declared_bytes": int(declared)}
+            self.metrics.sizes_distrusted.inc()
+            log.warning("coflow %d.%d: %d bytes counted on %s->%s, %d declared: its sizes are "
+                        "no longer trusted (ordered as unknown sizes)", c[0], c[1], got,
+                        names[a], names[b], declared)
+
+    def _claimed_records(self) -> list:
+        """The registry's records as the core sees them: a distrusted coflow without sizes."""
+        if not self.distrusted:
+            return self._records
+        out = []
+        for r in self._records:
+            c = (r.cid.external, r.cid.internal)
+            if c not in self.distrusted:
+                out.append(r)
+                continue
+            cached = self._desized.get(c)
+            if cached is None or cached[0] is not r:
+                cached = self._desized[c] = (r, without_sizes(r))
+            out.append(cached[1])
+        return out
 
     # desired state ------------------------------------------------------------------------
     def _fifo_base(self) -> int:
@@ -739,6 +801,7 @@ class Controller:
                         meters={f"{sw}/{i}": [self._meter_ctx.names[a], self._meter_ctx.names[b]]
                                 for a, b, sw, i in mflows},
                         bytes_sent_measured=sum(sent.values()),
+                        sizes_trusted=c not in self.distrusted,
                         meter_red_drops=self.telemetry.red_drops_of(
                             [(sw, i) for _, _, sw, i in mflows]))
             return {"mode": self.mode, "election_id": self.election_id,
@@ -753,7 +816,11 @@ class Controller:
                                "expired": self.leases_expired,
                                "renewed_by_traffic": self.leases_renewed_by_traffic,
                                "register_retries_answered": getattr(self.registry, "replayed_total", 0)},
-                    "meters": self._meter_status() if self.policy.rate else None}
+                    "meters": self._meter_status() if self.policy.rate else None,
+                    "claims": {"margin_frac": self.ctl.claim_margin_frac,
+                               "margin_bytes": self.ctl.claim_margin_bytes,
+                               "distrusted": {f"{c[0]}.{c[1]}": v for c, v in self.distrusted.items()}}
+                    if self.policy.rate else None}
 
     def _meter_status(self) -> dict:
         ctx = self._meter_ctx
