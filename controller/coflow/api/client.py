@@ -97,13 +97,29 @@ RETRY_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, g
 
 class CoflowClient:
     def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 10.0, retry_s: float = 10.0,
-                 keepalive: bool = True, channel: "grpc.Channel | None" = None):
+                 keepalive: bool = True, channel: "grpc.Channel | None" = None,
+                 token: str | None = None, ca: bytes | str | None = None,
+                 server_name: str | None = None):
+        """``token``: the application's token (coflow.api.auth), sent with every call;
+        ``ca``: the CA certificate (PEM bytes, or a file path) to check the server's TLS
+        certificate against (TLS on when given); ``server_name``: the name the certificate must
+        carry when it differs from the address's host."""
         if address.startswith("unix:") or address.startswith("/"):
             address = unix_address(address)
         self.address = address
         self.timeout = timeout
         self.retry_s = retry_s
-        self._channel = channel if channel is not None else grpc.insecure_channel(address)
+        self._md = (("authorization", f"Bearer {token}"),) if token else None
+        if channel is None:
+            if ca is not None:
+                if isinstance(ca, str):
+                    with open(ca, "rb") as f:
+                        ca = f.read()
+                opts = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+                channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(ca), options=opts)
+            else:
+                channel = grpc.insecure_channel(address)
+        self._channel = channel
         self._stub = pb2_grpc.CoflowServiceStub(self._channel)
         #: registry version after the last call
         self.version: int | None = None
@@ -129,7 +145,7 @@ class CoflowClient:
 
     def _rpc(self, method: str, request):
         try:
-            reply = getattr(self._stub, method)(request, timeout=self.timeout)
+            reply = getattr(self._stub, method)(request, timeout=self.timeout, metadata=self._md)
         except grpc.RpcError as e:
             raise CoflowApiError(e.code().name, e.details() or "") from None
         self.version = reply.version
@@ -153,7 +169,8 @@ class CoflowClient:
         delay, attempt = 0.05, 0
         while True:
             try:
-                reply = self._stub.Register(req, timeout=self.timeout, wait_for_ready=attempt > 0)
+                reply = self._stub.Register(req, timeout=self.timeout, wait_for_ready=attempt > 0,
+                                            metadata=self._md)
                 break
             except grpc.RpcError as e:
                 if e.code() not in RETRY_CODES or time.monotonic() + delay > end:

@@ -181,7 +181,8 @@ class CoflowRegistry:
                  admit: AdmitFn | None = None, clock: Callable[[], float] = time.time,
                  shared: bool = False, leader: Callable[[], bool] | None = None,
                  default_lease_s: float | None = None,
-                 lease_clock: Callable[[], float] = time.monotonic):
+                 lease_clock: Callable[[], float] = time.monotonic,
+                 quota: Callable[[str], tuple] | None = None):
         self.hosts = frozenset(hosts)
         if not self.hosts:
             raise ValueError("CoflowRegistry: the host set is empty")
@@ -199,6 +200,8 @@ class CoflowRegistry:
             default_lease_s = self._check_lease(default_lease_s, "default_lease_s", ValueError)
         self.default_lease_s = default_lease_s
         self.lease_clock = lease_clock
+        # owner -> (max coflows, max flows) or None each (coflow.api.auth.Identities.quota)
+        self.quota = quota
         self._expires: dict[CoflowId, float] = {}          # lease end (lease_clock) per leased coflow
         self._requests: dict[tuple[str, str], tuple[CoflowId, str]] = {}   # (owner, request id) -> (cid, fingerprint)
         self._fingerprints: dict[CoflowId, str] = {}
@@ -349,6 +352,7 @@ class CoflowRegistry:
                                parent=par, sent_bytes={}, admitted=True, lease_s=lease, owner=owner,
                                request_id=request_id)
             fingerprint = fp if request_id is not None else ""
+            self._check_quota(owner, 1, len(specs))
             if deadline is not None:
                 self._admission(rec)
             new_ext = max(self._next_external, cid.external + 1) if job is None else self._next_external
@@ -376,6 +380,7 @@ class CoflowRegistry:
                 for i, f in enumerate(specs):
                     if f.size_bytes is None:
                         raise _invalid(f"flows[{i}].size_bytes", f"required: coflow {cid} has a deadline")
+            self._check_quota(old.owner, 0, len(specs))
             rec = _copy(old)
             first = len(rec.flows)
             rec.flows.extend(specs)
@@ -573,6 +578,22 @@ class CoflowRegistry:
                            "this controller is a backup: the primary controller serves changes")
         if self.shared:
             self._catch_up()     # a backup that just took over writes on the latest state
+
+    def _check_quota(self, owner: str | None, coflows: int, flows: int):
+        """RESOURCE_EXHAUSTED when ``owner`` would hold more coflows or flows than its quota."""
+        if owner is None or self.quota is None:
+            return
+        max_c, max_f = self.quota(owner)
+        if max_c is None and max_f is None:
+            return
+        mine = [r for r in self._recs.values() if r.owner == owner]
+        if max_c is not None and len(mine) + coflows > max_c:
+            raise ApiError("RESOURCE_EXHAUSTED", "quota",
+                           f"application {owner} holds {len(mine)} coflows, its quota is {max_c}")
+        n = sum(len(r.flows) for r in mine)
+        if max_f is not None and n + flows > max_f:
+            raise ApiError("RESOURCE_EXHAUSTED", "quota",
+                           f"application {owner} would hold {n + flows} flows, its quota is {max_f}")
 
     def _owned(self, cid: CoflowId, owner: str | None, fieldname: str = "coflow_id") -> CoflowRecord:
         """The record, when ``owner`` (None: no identities) may change it."""

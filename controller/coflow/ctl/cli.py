@@ -5,7 +5,8 @@
                    [--p4info build/coflow.p4info.txt --json build/coflow.json]
                    [--target tofino [--tofino-server bf_switchd|stratum] [--tofino-build build/tofino]]
                    [--api 127.0.0.1:50051] [--api-unix /tmp/coflow-api.sock] [--db reg.sqlite]
-                   [--lease-s 30]
+                   [--lease-s 30] [--api-apps apps.json --api-tls-cert C --api-tls-key K]
+                   [--p4rt-ca ca.crt [--p4rt-cert c.crt --p4rt-key c.key] [--p4rt-server-name N]]
                    [--metrics 127.0.0.1:9100] [--status-file F] [--election-id 10] [--delta-ms 10]
     coflow ctl status --address 127.0.0.1:9100      (or --file F)
 
@@ -66,8 +67,13 @@ def cmd_run(args) -> int:
     try:
         if not 0 <= args.lease_s <= 86400:
             raise ValueError("--lease-s must be in [0, 86400] (0: coflows that ask for none never expire)")
+        from ..api.cli import load_identities, load_tls
+        identities = load_identities(args.api_apps)
+        api_tls = load_tls(args.api_tls_cert, args.api_tls_key, "--api-tls")
+        p4rt_tls = _p4rt_tls(args)
         registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db, shared=args.db_shared,
-                                  default_lease_s=args.lease_s or None)
+                                  default_lease_s=args.lease_s or None,
+                                  quota=identities.quota if identities is not None else None)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -76,7 +82,7 @@ def cmd_run(args) -> int:
                          settings=settings, election_id=args.election_id,
                          delta_s=args.delta_ms / 1e3, metrics_addr=args.metrics,
                          status_file=args.status_file, start_timeout=args.start_timeout,
-                         target=args.target)
+                         target=args.target, p4rt_tls=p4rt_tls)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         registry.close()
@@ -92,12 +98,14 @@ def cmd_run(args) -> int:
             extra = (f"unix:{args.api_unix}" if not args.api_unix.startswith("unix:")
                      else args.api_unix,) if args.api_unix else ()
             server = serve(registry, address=args.api, extra_addresses=extra,
-                           after_register=lambda rec: ctl.wait_installed(rec.cid))
+                           after_register=lambda rec: ctl.wait_installed(rec.cid),
+                           tls=api_tls, identities=identities)
+            ctl.set_health(server.coflow_health, server.coflow_service)
         print(json.dumps({"controller": "running", "mode": args.mode, "switches": addrs,
                           "api": getattr(server, "coflow_addresses", None),
                           "metrics": ctl.metrics_addr}), flush=True)
         done.wait()
-    except RuntimeError as exc:
+    except (RuntimeError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
@@ -106,6 +114,17 @@ def cmd_run(args) -> int:
         ctl.stop()
         registry.close()
     return 0
+
+
+def _p4rt_tls(args):
+    """``--p4rt-ca`` [``--p4rt-cert`` ``--p4rt-key``] [``--p4rt-server-name``] -> the switches'
+    channel TLS (coflow.dataplane.p4rt.ChannelTls), or None (plaintext)."""
+    if not args.p4rt_ca:
+        if args.p4rt_cert or args.p4rt_key or args.p4rt_server_name:
+            raise ValueError("--p4rt-cert / --p4rt-key / --p4rt-server-name need --p4rt-ca")
+        return None
+    from ..dataplane.p4rt import ChannelTls
+    return ChannelTls.from_files(args.p4rt_ca, args.p4rt_cert, args.p4rt_key, args.p4rt_server_name)
 
 
 def _tofino_pipeline(args) -> None:
@@ -170,6 +189,14 @@ def add_commands(sub) -> None:
     p.add_argument("--tofino-build", default=None, help="make p4-tofino's output (build/tofino)")
     p.add_argument("--api", help="serve the coflow API on HOST:PORT")
     p.add_argument("--api-unix", help="also serve it on this unix socket path")
+    p.add_argument("--api-apps", help="applications and token hashes (coflow-apps/1): calls need a "
+                                      "token, an app changes only its coflows, within its quota")
+    p.add_argument("--api-tls-cert", help="serve the API's TCP address over TLS with this chain (PEM)")
+    p.add_argument("--api-tls-key", help="... and this key (PEM)")
+    p.add_argument("--p4rt-ca", help="P4Runtime channels over TLS: the switches' CA (PEM)")
+    p.add_argument("--p4rt-cert", help="client certificate for switches that ask for one (mutual TLS)")
+    p.add_argument("--p4rt-key", help="... and its key")
+    p.add_argument("--p4rt-server-name", help="name the switches' certificates carry, if not their address")
     p.add_argument("--db", help="registry SQLite file (a restarted controller reloads it)")
     p.add_argument("--lease-s", type=float, default=30.0,
                    help="lease of a coflow whose Register asks for none: unregistered when neither "

@@ -52,10 +52,12 @@ class Controller:
                  registry=None, settings: dict | None = None, election_id: int = 10,
                  delta_s: float = 0.01, metrics_addr: str | None = None,
                  status_file: str | None = None, start_timeout: float = 30.0,
-                 target: str = "bmv2"):
+                 target: str = "bmv2", p4rt_tls=None):
         """``target``: ``bmv2`` or ``tofino`` (coflow.tofino.target): slot counts, D-CLAS key
         units and heavy_bytes units of the P4 program ``p4info`` describes; ``bmv2_json`` is
-        then the device config to push (for Tofino built by coflow.tofino.device_config)."""
+        then the device config to push (for Tofino built by coflow.tofino.device_config).
+        ``p4rt_tls``: :class:`coflow.dataplane.p4rt.ChannelTls` for every switch's channel
+        (None: plaintext, the emulation's and the local default)."""
         self.target = TR.get_target(target)
         if mode not in TR.MODES:
             raise ValueError(f"unknown mode {mode!r}; modes: {', '.join(TR.MODES)}")
@@ -103,7 +105,7 @@ class Controller:
         self.agents = {
             s.name: SwitchAgent(s.name, switch_addrs[s.name], s.device_id, election_id, self.codec,
                                 self.p4info_path, self.bmv2_json_path, self.cookie,
-                                on_change=self._switch_event)
+                                on_change=self._switch_event, tls=p4rt_tls)
             for s in topology.switches}
         # model (guarded by _mu)
         self._mu = threading.RLock()
@@ -151,6 +153,7 @@ class Controller:
         self.leases_renewed_by_traffic = 0
         self._traffic_seen: dict = {}
         self._last_renew = 0.0
+        self._health = None             # (grpc health servicer, service name, last status)
         # declared sizes are claims (rate modes): coflows whose bytes broke them, for good
         self.distrusted: dict = {}      # cid -> {"at", "pair", "measured_bytes", "declared_bytes"}
         self._claim_seen: dict = {}     # cid -> progress.changes(cid) at its last check
@@ -767,7 +770,27 @@ class Controller:
         return c
 
     # status -------------------------------------------------------------------------------
+    def set_health(self, servicer, service: str) -> None:
+        """The API's gRPC health service follows this controller's role: SERVING while it is
+        primary, NOT_SERVING as a backup (its API refuses changes), so a health-checking load
+        balancer sends applications to the primary."""
+        self._health = [servicer, service, None]
+        self._publish_health()
+
+    def _publish_health(self) -> None:
+        h = self._health
+        if h is None:
+            return
+        from grpc_health.v1 import health_pb2
+        st = health_pb2.HealthCheckResponse.SERVING if self.is_primary() \
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        if st != h[2]:
+            h[2] = st
+            for name in ("", h[1]):
+                h[0].set(name, st)
+
     def _publish(self) -> None:
+        self._publish_health()
         with self._mu:
             counts: dict = {}
             for q in self._queues.values():

@@ -41,7 +41,8 @@ class SwitchAgent:
 
     def __init__(self, name: str, address: str, device_id: int, election_id: int,
                  codec: Codec, p4info_path: str, bmv2_json_path: str, cookie: int,
-                 on_change=None, connect_timeout: float = 1.0):
+                 on_change=None, connect_timeout: float = 1.0, tls=None):
+        self.tls = tls      # coflow.dataplane.p4rt.ChannelTls (None: plaintext)
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -131,7 +132,7 @@ class SwitchAgent:
                 if c is not None:
                     c.close()
                 c = P4RuntimeClient(self.address, self.device_id, self.election_id,
-                                    self.codec.h)
+                                    self.codec.h, tls=self.tls)
                 self.client = c
                 c.connect(timeout=self.connect_timeout, require_master=False, on_event=self._event)
                 self.generation += 1
