@@ -60,6 +60,7 @@ NEEDS: tuple[Need, ...] = (
     Need("iproute2", "namespaces, veths and the emulated traffic manager", programs=("ip", "tc")),
     Need("procps", "per-namespace TCP settings", programs=("sysctl",)),
     Need("python3-thrift", "BMv2's simple_switch_CLI", module="thrift"),
+    Need("etcd-server", "HA across machines (coflow ctl run --etcd) and its tests", programs=("etcd",)),
 )
 
 

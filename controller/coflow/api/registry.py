@@ -794,7 +794,10 @@ class CoflowRegistry:
             raise
         finally:
             db.execute("COMMIT")
-        old_recs = old[0]
+        return self._queue_diff(old[0])
+
+    def _queue_diff(self, old_recs: dict) -> int:
+        """(Lock held.) Queue the events that turn ``old_recs`` into the current records."""
         events = []
         for cid, rec in self._recs.items():           # registration order
             was = old_recs.get(cid)
