@@ -340,9 +340,10 @@ class LocalCluster:
 
     def __init__(self, n: int = 3, client_port: int = 23790, peer_port: int = 23800,
                  data_dir: str | None = None, extra_client_hosts: tuple = (), token: str | None = None):
-        self.binary = shutil.which("etcd")
-        if not self.binary:
+        binary = shutil.which("etcd")
+        if not binary:
             raise RuntimeError("etcd not found (Debian package etcd-server; coflow.sysdeps installs it)")
+        self.binary: str = binary
         self.n = n
         self.client_port, self.peer_port = client_port, peer_port
         self.dir = data_dir or tempfile.mkdtemp(prefix="coflow-etcd-")
