@@ -7,6 +7,8 @@
                    [--api 127.0.0.1:50051] [--api-unix /tmp/coflow-api.sock] [--db reg.sqlite]
                    [--lease-s 30] [--api-apps apps.json --api-tls-cert C --api-tls-key K]
                    [--p4rt-ca ca.crt [--p4rt-cert c.crt --p4rt-key c.key] [--p4rt-server-name N]]
+                   [--etcd 127.0.0.1:2379,127.0.0.2:2379,127.0.0.3:2379 [--etcd-prefix /coflow/default]
+                    [--etcd-ttl 1] [--ha-name NAME]]
                    [--metrics 127.0.0.1:9100] [--status-file F] [--election-id 10] [--delta-ms 10]
     coflow ctl status --address 127.0.0.1:9100      (or --file F)
 
@@ -62,7 +64,7 @@ def cmd_run(args) -> int:
     except (_ArgError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    registry = None
+    registry: "CoflowRegistry | None" = None
     from ..api.registry import CoflowRegistry
     try:
         if not 0 <= args.lease_s <= 86400:
@@ -71,9 +73,27 @@ def cmd_run(args) -> int:
         identities = load_identities(args.api_apps)
         api_tls = load_tls(args.api_tls_cert, args.api_tls_key, "--api-tls")
         p4rt_tls = _p4rt_tls(args)
-        registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db, shared=args.db_shared,
-                                  default_lease_s=args.lease_s or None,
-                                  quota=identities.quota if identities is not None else None)
+        quota = identities.quota if identities is not None else None
+        election = etcd = None
+        if args.etcd:
+            if args.db or args.db_shared:
+                raise ValueError("--etcd holds the registry: without --db / --db-shared")
+            from ..api.etcd import Election, Etcd, EtcdError
+            from ..api.etcd_registry import EtcdCoflowRegistry
+            etcd = Etcd(args.etcd)
+            name = args.ha_name or f"{os.uname().nodename}-{os.getpid()}"
+            try:
+                election = Election(etcd, args.etcd_prefix, name, ttl=args.etcd_ttl)
+                registry = EtcdCoflowRegistry([h.name for h in t.hosts], etcd, args.etcd_prefix,
+                                              election=election, default_lease_s=args.lease_s or None,
+                                              quota=quota)
+                election.start()
+            except EtcdError as exc:
+                etcd.close()
+                raise ValueError(f"--etcd {args.etcd}: {exc}") from None
+        else:
+            registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db, shared=args.db_shared,
+                                      default_lease_s=args.lease_s or None, quota=quota)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -82,9 +102,11 @@ def cmd_run(args) -> int:
                          settings=settings, election_id=args.election_id,
                          delta_s=args.delta_ms / 1e3, metrics_addr=args.metrics,
                          status_file=args.status_file, start_timeout=args.start_timeout,
-                         target=args.target, p4rt_tls=p4rt_tls)
+                         target=args.target, p4rt_tls=p4rt_tls, election=election)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if election is not None:
+            election.stop()
         registry.close()
         return 2
     done = threading.Event()
@@ -103,7 +125,9 @@ def cmd_run(args) -> int:
             ctl.set_health(server.coflow_health, server.coflow_service)
         print(json.dumps({"controller": "running", "mode": args.mode, "switches": addrs,
                           "api": getattr(server, "coflow_addresses", None),
-                          "metrics": ctl.metrics_addr}), flush=True)
+                          "metrics": ctl.metrics_addr,
+                          "etcd": {"prefix": args.etcd_prefix, "name": election.name,
+                                   "primary": election.is_leader()} if election else None}), flush=True)
         done.wait()
     except (RuntimeError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -112,7 +136,11 @@ def cmd_run(args) -> int:
         if server is not None:
             server.stop(grace=0.5)
         ctl.stop()
+        if election is not None:
+            election.stop()         # revokes its lease: a backup takes over at once
         registry.close()
+        if etcd is not None:
+            etcd.close()
     return 0
 
 
@@ -201,6 +229,15 @@ def add_commands(sub) -> None:
     p.add_argument("--lease-s", type=float, default=30.0,
                    help="lease of a coflow whose Register asks for none: unregistered when neither "
                         "KeepAlive nor its traffic renews it (default 30; 0 = never expires)")
+    p.add_argument("--etcd", metavar="HOST:PORT,...",
+                   help="HA across machines: the registry and the primary's election in this etcd "
+                        "cluster (every member's client address); not with --db")
+    p.add_argument("--etcd-prefix", default="/coflow/default",
+                   help="the key prefix of this fabric's controllers in etcd")
+    p.add_argument("--etcd-ttl", type=int, default=1,
+                   help="seconds of the primary's lease: a backup takes over this long after the "
+                        "primary died (default 1; etcd grants it with heartbeats <= 50 ms)")
+    p.add_argument("--ha-name", help="this controller's name in the election (default host-pid)")
     p.add_argument("--db-shared", action="store_true",
                    help="share --db with the other controllers of these switches: the primary "
                         "takes changes, backups follow it and continue its coflows on takeover")

@@ -52,12 +52,15 @@ class Controller:
                  registry=None, settings: dict | None = None, election_id: int = 10,
                  delta_s: float = 0.01, metrics_addr: str | None = None,
                  status_file: str | None = None, start_timeout: float = 30.0,
-                 target: str = "bmv2", p4rt_tls=None):
+                 target: str = "bmv2", p4rt_tls=None, election=None):
         """``target``: ``bmv2`` or ``tofino`` (coflow.tofino.target): slot counts, D-CLAS key
         units and heavy_bytes units of the P4 program ``p4info`` describes; ``bmv2_json`` is
         then the device config to push (for Tofino built by coflow.tofino.device_config).
         ``p4rt_tls``: :class:`coflow.dataplane.p4rt.ChannelTls` for every switch's channel
-        (None: plaintext, the emulation's and the local default)."""
+        (None: plaintext, the emulation's and the local default). ``election``:
+        :class:`coflow.api.etcd.Election` (HA across machines): this controller writes to the
+        switches and takes registry changes only while it holds the election, and its
+        P4Runtime election id is derived from it (``election_id`` is then ignored)."""
         self.target = TR.get_target(target)
         if mode not in TR.MODES:
             raise ValueError(f"unknown mode {mode!r}; modes: {', '.join(TR.MODES)}")
@@ -77,6 +80,15 @@ class Controller:
         self.dclas_entities = TR.dclas_entities(self.dclas_params, self.target)  # validates K <= 8
         self.heavy_bytes = self.policy.heavy_bytes if self.policy.heavy_bytes is not None else TR.NO_HEAVY
         self.delta_s = delta_s
+        self.election = election
+        self.ha: dict = {"takeovers": 0, "became_primary_at": None, "first_round_at": None,
+                         "takeover_s": None}
+        self._ha_pending: float | None = None
+        if election is not None:
+            election.on_change = self._on_election
+            election_id = election.election_id()
+            if election.leader:
+                self._ha_pending = election.became_leader_at or time.time()
         self.election_id = election_id
         self.codec = Codec.from_file(self.p4info_path)
         self.cookie = pipeline_cookie(self.p4info_path, self.bmv2_json_path)
@@ -282,10 +294,26 @@ class Controller:
         return False
 
     def is_primary(self) -> bool:
-        """Primary for every switch that is up (and up somewhere): what a shared registry asks
-        before it takes a change (a backup controller only follows)."""
+        """Primary for every switch that is up (and up somewhere), and holder of the etcd
+        election when there is one: what a shared registry asks before it takes a change (a
+        backup controller only follows)."""
+        if self.election is not None and not self.election.is_leader():
+            return False
         up = [a.state for a in self.agents.values() if a.state != SwitchAgent.DOWN]
         return bool(up) and all(s == SwitchAgent.MASTER for s in up)
+
+    def _on_election(self, leader: bool) -> None:
+        """The etcd election changed hands: take the new P4Runtime election id (above every
+        earlier primary's when we lead) and re-arbitrate on every switch."""
+        eid = self.election.election_id()
+        self.election_id = eid
+        if leader:
+            self.ha["takeovers"] += 1
+            self.ha["became_primary_at"] = self.election.became_leader_at or time.time()
+            self._ha_pending = self.ha["became_primary_at"]
+        for a in getattr(self, "agents", {}).values():
+            a.rearbitrate(eid)
+        self._wake.set()
 
     def wait_installed(self, cid, timeout: float = 0.5) -> bool:
         """Block until coflow ``cid``'s slot entry is on every edge switch this controller is
@@ -499,6 +527,11 @@ class Controller:
         t2 = time.perf_counter()
         written, errors = self._write(desired)
         t3 = time.perf_counter()
+        if self._ha_pending is not None and errors == 0 and self.is_primary():
+            # the first round written as the new primary: the takeover is complete
+            self.ha["first_round_at"] = time.time()
+            self.ha["takeover_s"] = self.ha["first_round_at"] - self._ha_pending
+            self._ha_pending = None
         m = self._metric
         if self.policy.coordinated or t_read:
             m("round_seconds", "read").observe(t_read)
@@ -728,6 +761,8 @@ class Controller:
         together; a switch whose cache must be read back first syncs in a pool thread. Every
         ``audit_s`` each switch is read back in a pool thread (:meth:`SwitchAgent.refresh`),
         not inside the round; the round after it diffs everything against what was read."""
+        if self.election is not None and not self.election.is_leader():
+            return 0, 0       # a backup (or a primary cut off from etcd) writes nothing
         audit = self.ctl.audit_s > 0 and time.monotonic() - self._last_audit >= self.ctl.audit_s
         if audit:
             self._last_audit = time.monotonic()
@@ -827,7 +862,9 @@ class Controller:
                         sizes_trusted=c not in self.distrusted,
                         meter_red_drops=self.telemetry.red_drops_of(
                             [(sw, i) for _, _, sw, i in mflows]))
-            return {"mode": self.mode, "election_id": self.election_id,
+            ha = dict(self.ha, etcd=self.election is not None,
+                      primary=self.election.is_leader() if self.election is not None else None)
+            return {"mode": self.mode, "election_id": self.election_id, "ha": ha,
                     "scheduler": {"name": self.sched.name, "params": params_dict(self.sched)},
                     "settings": self.ctl.__dict__, "delta_s": self.delta_s,
                     "topology": self.topo.name, "rounds": self.rounds,

@@ -88,6 +88,20 @@ class SwitchAgent:
                 self.client = None
             self.state = self.DOWN
 
+    def rearbitrate(self, election_id: int) -> None:
+        """Take ``election_id`` (HA: derived from the etcd election) for this and later
+        connections, and send it to the switch now when connected (a higher id than the
+        primary's makes this controller primary: the keeper then brings the switch up)."""
+        with self.lock:
+            self.election_id = election_id
+            c = self.client
+            if c is not None and c.connected:
+                try:
+                    c.arbitrate(election_id)
+                except Exception as exc:  # noqa: BLE001 - the keeper reconnects with the new id
+                    log.info("%s: re-arbitration failed: %s", self.name, exc)
+        self._wake.set()
+
     def _event(self, client, kind, detail) -> None:
         """From the client's stream thread."""
         if client is not self.client:

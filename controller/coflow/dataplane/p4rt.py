@@ -294,6 +294,17 @@ class P4RuntimeClient:
             raise P4RuntimeError(f"not master: {resp}")
         return self.is_master
 
+    def arbitrate(self, election_id: int) -> None:
+        """Send a new arbitration update on the open stream with ``election_id`` (a controller
+        whose HA election changed its id); the answer arrives as a ``"mastership"`` event."""
+        pb, _ = _pb()
+        self.election_id = election_id
+        req = pb.StreamMessageRequest()
+        req.arbitration.device_id = self.device_id
+        req.arbitration.election_id.high = election_id >> 64
+        req.arbitration.election_id.low = election_id & ((1 << 64) - 1)
+        self._requests.put(req)
+
     def connect_reader(self, timeout: float = 10.0) -> None:
         """A channel for Read RPCs only: no stream, no arbitration, so it does not disturb the
         switch's primary controller (P4Runtime allows any client to read)."""
