@@ -497,9 +497,21 @@ class Controller:
         if grown:
             self.leases_renewed_by_traffic += self.registry.renew(grown)
 
+    def _sync_election_id(self) -> None:
+        """Every agent on the election's current id (an election that changed hands while the
+        agents were being created would otherwise leave them on the old one)."""
+        eid = self.election.election_id()
+        if eid != self.election_id or any(a.election_id != eid for a in self.agents.values()):
+            self.election_id = eid
+            for a in self.agents.values():
+                if a.election_id != eid:
+                    a.rearbitrate(eid)
+
     def _round(self) -> dict:
         t0 = time.perf_counter()
         c0 = time.process_time()
+        if self.election is not None:
+            self._sync_election_id()
         self._expire_leases()
         with self._mu:
             if self._registry_dirty or (self._gone and min(self._gone.values()) + SLOT_LINGER_S
