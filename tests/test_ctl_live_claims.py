@@ -104,7 +104,7 @@ def test_a_liar_cannot_hold_an_honest_coflow_back(fabric):
         count = 10_000_000 // MSS + 1
         out = {}
         blast = threading.Thread(target=lambda: out.update(r=f.exec(
-            sys.executable, "-c", BLAST, "h0-eth0", frame, str(count), "0", timeout=120)))
+            sys.executable, "-c", BLAST, "h0-eth0", frame, str(count), "0.0005", timeout=120)))
         t_start = time.monotonic()
         blast.start()
         t_cross = t_top = None
