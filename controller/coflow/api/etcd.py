@@ -396,6 +396,21 @@ class LocalCluster:
             c.close()
         return self
 
+    def leader(self) -> int | None:
+        """The index of the member that leads the raft group now (None: none answers)."""
+        pb, pbg, _ = _rpc()
+        for k in sorted(self.procs):
+            ch = grpc.insecure_channel(f"{self.host(k)}:{self.client_port}")
+            try:
+                r = pbg.MaintenanceStub(ch).Status(pb.StatusRequest(), timeout=1)
+                if r.leader == r.header.member_id:
+                    return k
+            except grpc.RpcError:
+                continue
+            finally:
+                ch.close()
+        return None
+
     def kill(self, k: int) -> None:
         p = self.procs.pop(k, None)
         if p is not None and p.poll() is None:
