@@ -312,6 +312,8 @@ def test_crash_mid_registration_no_duplicates_no_orphans(tmp_path):
         left = {str(r.cid) for r in reg2.list()}
         assert left == set(acked.values())
         assert reg2.expired_total == len(orphans)
+        print(f"acked {len(acked)}, dead clients' requests {len(dead)}, orphans {len(orphans)} "
+              f"(expired one lease later), retries answered {reg2.replayed_total}")
     finally:
         server2.stop(None).wait()
         reg2.close()
