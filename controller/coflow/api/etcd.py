@@ -347,6 +347,7 @@ class LocalCluster:
         self.n = n
         self.client_port, self.peer_port = client_port, peer_port
         self.dir = data_dir or tempfile.mkdtemp(prefix="coflow-etcd-")
+        os.makedirs(self.dir, exist_ok=True)
         self.extra = tuple(extra_client_hosts)
         self.token = token or f"coflow-{os.getpid()}-{client_port}"
         self.procs: dict = {}
