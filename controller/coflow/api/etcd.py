@@ -288,7 +288,10 @@ class Election:
         if changed:
             log.info("etcd election %s: %s", self.key.decode(), "primary" if leader else "backup")
             if self.on_change is not None:
-                self.on_change(leader)
+                try:
+                    self.on_change(leader)
+                except Exception:  # noqa: BLE001 - the election must keep its lease alive
+                    log.exception("etcd election: on_change failed")
 
     def _campaign(self) -> None:
         e = self.etcd

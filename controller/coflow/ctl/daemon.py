@@ -313,7 +313,9 @@ class Controller:
             self._ha_pending = self.ha["became_primary_at"]
         for a in getattr(self, "agents", {}).values():
             a.rearbitrate(eid)
-        self._wake.set()
+        wake = getattr(self, "_wake", None)   # (None: called while __init__ still runs; the
+        if wake is not None:                  # first round's _sync_election_id catches up)
+            wake.set()
 
     def wait_installed(self, cid, timeout: float = 0.5) -> bool:
         """Block until coflow ``cid``'s slot entry is on every edge switch this controller is
