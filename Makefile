@@ -11,7 +11,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 EXTRAS ?= test,p4,ctl,lint,sweep
 
-.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale clean help results results-emu readme \
+.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-failover clean help results results-emu readme \
 	shell shell-venv
 
 all: help
@@ -110,6 +110,13 @@ bench-scale: $(VENV)/.installed
 	$(COFLOW) results save --kind scale out/bench/bench_scale.json -o results/ctl-scale.json \
 	  --command "make bench-scale$(if $(SCALE_ARGS), SCALE_ARGS=\"$(SCALE_ARGS)\")"
 	$(COFLOW) results readme --readme controller/README.md
+
+# controller failover across "machines" on etcd (issue 30): two controllers in namespaces, a
+# 3-member etcd on loopback, kills of the primary and of one etcd member; ends with
+# "failover: takeover X s, acked N, lost M" (needs root, etcd-server, `make p4`)
+bench-failover: $(VENV)/.installed sysdeps
+	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
+	$(PY) bench/bench_failover.py --out out/bench/failover.json $(FAILOVER_ARGS)
 
 # README.md's results tables are rendered from results/*.json (small summaries of runs; see
 # controller/coflow/results.py). `make results` reruns the simulator comparisons (bundled trace,

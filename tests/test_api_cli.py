@@ -133,11 +133,19 @@ def test_serve_process(tmp_path):
     ([], "give --topo FILE (or --hosts h0,h1,...)"),
     (["--hosts", "h0,h1", "--unix", "/nonexistent-coflow-dir/api.sock"], "does not exist"),
     (["--hosts", "h0,h1", "--admit-gbps", "-1"], "--admit-gbps must be > 0"),
+    (["--hosts", "h0,h1", "--lease-s", "-1"], "--lease-s must be in [0, 86400]"),
+    (["--hosts", "h0,h1", "--apps", "{missing}"], "cannot read the apps file"),
+    (["--hosts", "h0,h1", "--apps", "{junk}"], "not JSON"),
+    (["--hosts", "h0,h1", "--tls-cert", "{junk}"], "--tls-cert and --tls-key go together"),
+    (["--hosts", "h0,h1", "--tls-cert", "{missing}", "--tls-key", "{missing}"], "--tls-cert"),
+    (["--hosts", "h0,h1", "--apps", "{apps}", "--address", "0.0.0.0:0"], "in clear"),
 ])
 def test_serve_errors(tmp_path, capsys, argv, msg):
     junk = tmp_path / "junk.db"
     junk.write_bytes(b"\x00garbage" * 100)
-    argv = [a.format(junk=junk, missing=tmp_path / "missing.json") for a in argv]
+    apps = tmp_path / "apps.json"
+    apps.write_text(json.dumps({"format": "coflow-apps/1", "apps": [{"name": "a", "token_sha256": "0" * 64}]}))
+    argv = [a.format(junk=junk, missing=tmp_path / "missing.json", apps=apps) for a in argv]
     rc, out, err = run(capsys, "api", "serve", "--address", "127.0.0.1:0", *argv)
     assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1 and msg in err, err
 
@@ -226,3 +234,26 @@ def test_cache_key_follows_the_proto(tmp_path, monkeypatch):
     alt.write_text(proto.PROTO.read_text() + "\n// changed\n")
     monkeypatch.setattr(proto, "PROTO", alt)
     assert proto.cache_key() != k
+
+
+def test_tokens_over_the_cli(tmp_path, capsys):
+    """new-token prints a token and its apps entry; a server with it answers the CLI's calls
+    with the token and refuses them without (one line, exit 2)."""
+    rc, out, _ = run(capsys, "api", "new-token", "spark")
+    d = json.loads(out)
+    assert rc == 0 and d["app"]["name"] == "spark" and len(d["app"]["token_sha256"]) == 64
+    from coflow.api.auth import Identities
+    ids = Identities.parse({"format": "coflow-apps/1", "apps": [d["app"]]})
+    reg = CoflowRegistry(HOSTS)
+    s = serve(reg, "127.0.0.1:0", identities=ids)
+    addr = s.coflow_addresses[0]
+    try:
+        rc, out, err = run(capsys, "api", "register", "--address", addr, "--flow", "h0:h1:5",
+                           "--token", d["token"], "--lease-s", "60", "--request-id", "k1")
+        assert rc == 0 and json.loads(out)["owner"] == "spark" and json.loads(out)["lease_s"] == 60
+        rc, out, err = run(capsys, "api", "keepalive", "--address", addr, "--token", d["token"], "1.0", "7.0")
+        assert rc == 0 and json.loads(out) == {"renewed": ["1.0"], "not_found": ["7.0"]}
+        rc, out, err = run(capsys, "api", "list", "--address", addr)
+        assert rc == 2 and err.startswith("error: UNAUTHENTICATED: authorization: ") and err.count("\n") == 1
+    finally:
+        s.stop(None)

@@ -87,7 +87,8 @@ def test_deadline_admission_over_grpc(api):
 
 def _raw(stub, method, **kw):
     req = {"Register": pb2.RegisterRequest, "AddFlows": pb2.AddFlowsRequest, "Update": pb2.UpdateRequest,
-           "Unregister": pb2.CoflowRequest, "Status": pb2.CoflowRequest}[method](**kw)
+           "Unregister": pb2.CoflowRequest, "Status": pb2.CoflowRequest,
+           "KeepAlive": pb2.KeepAliveRequest}[method](**kw)
     return getattr(stub, method)(req, timeout=5)
 
 
@@ -133,6 +134,16 @@ MALFORMED = [
     ("update unknown coflow", "Update", dict(coflow_id="9.9", sizes={0: 1}), "NOT_FOUND", "coflow_id"),
     ("unregister unknown", "Unregister", dict(coflow_id="2.0"), "NOT_FOUND", "coflow_id"),
     ("status unknown", "Status", dict(coflow_id="3.1"), "NOT_FOUND", "coflow_id"),
+    # leases and request ids (issue 30)
+    ("negative lease", "Register", dict(flows=[F(src="h0", dst="h1")], lease_s=-1.0), "INVALID_ARGUMENT", "lease_s"),
+    ("zero lease", "Register", dict(flows=[F(src="h0", dst="h1")], lease_s=0.0), "INVALID_ARGUMENT", "lease_s"),
+    ("nan lease", "Register", dict(flows=[F(src="h0", dst="h1")], lease_s=float("nan")), "INVALID_ARGUMENT", "lease_s"),
+    ("request id too long", "Register", dict(flows=[F(src="h0", dst="h1")], request_id="r" * 129),
+     "INVALID_ARGUMENT", "request_id"),
+    ("request id not printable", "Register", dict(flows=[F(src="h0", dst="h1")], request_id="a\nb"),
+     "INVALID_ARGUMENT", "request_id"),
+    ("keepalive malformed id", "KeepAlive", dict(coflow_ids=["1.0", "x"]), "INVALID_ARGUMENT", "coflow_ids[1]"),
+    ("keepalive nothing", "KeepAlive", dict(coflow_ids=[]), "INVALID_ARGUMENT", "coflow_ids"),
 ]
 
 

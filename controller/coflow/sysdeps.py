@@ -5,7 +5,10 @@
 when something is missing:
 
 - as root on a machine with ``apt-get``, by default, it installs the missing Debian packages
-  (``--no-install-recommends``; one line saying so, apt's own output in a log file);
+  (``--no-install-recommends``; one line saying so, apt's own output in a log file); when
+  another package manager holds dpkg's lock (unattended upgrades on a fresh cloud machine), apt
+  waits for it up to :data:`LOCK_WAIT_S` (``-o DPkg::Lock::Timeout``, ``COFLOW_APT_LOCK_WAIT_S``
+  to change it) and one more line says that it is waiting and for whom;
 - otherwise, or with ``COFLOW_SYSTEM_INSTALL=0``, it prints one line naming what is missing,
   and the tests that need it skip with that reason (``tests/conftest.py``).
 
@@ -29,6 +32,11 @@ from dataclasses import dataclass
 
 #: ``COFLOW_SYSTEM_INSTALL=0`` turns the apt step off (default on: root + apt-get installs).
 INSTALL_VAR = "COFLOW_SYSTEM_INSTALL"
+#: How long apt waits for dpkg's lock held by another package manager (seconds).
+LOCK_WAIT_S = 600
+LOCK_WAIT_VAR = "COFLOW_APT_LOCK_WAIT_S"
+#: The locks apt and dpkg take (fcntl write locks); the frontend lock is apt's, taken first.
+DPKG_LOCKS = ("/var/lib/dpkg/lock-frontend", "/var/lib/dpkg/lock")
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,7 @@ NEEDS: tuple[Need, ...] = (
     Need("iproute2", "namespaces, veths and the emulated traffic manager", programs=("ip", "tc")),
     Need("procps", "per-namespace TCP settings", programs=("sysctl",)),
     Need("python3-thrift", "BMv2's simple_switch_CLI", module="thrift"),
+    Need("etcd-server", "HA across machines (coflow ctl run --etcd) and its tests", programs=("etcd",)),
 )
 
 
@@ -93,20 +102,74 @@ def can_install() -> str | None:
     return None
 
 
-def _apt(args: list[str], log) -> int:
+def lock_wait_s() -> int:
+    """The lock wait: ``$COFLOW_APT_LOCK_WAIT_S`` when it is a whole number >= 0, else the default."""
+    v = os.environ.get(LOCK_WAIT_VAR, "")
+    return int(v) if v.isdigit() else LOCK_WAIT_S
+
+
+def apt_command(args: list[str], lock_wait: int) -> list[str]:
+    """The apt-get command line: it waits up to ``lock_wait`` s for dpkg's lock instead of
+    failing at once with "Could not get lock" (apt >= 1.9.11: ``DPkg::Lock::Timeout``)."""
+    return ["apt-get", "-o", f"DPkg::Lock::Timeout={int(lock_wait)}", *args]
+
+
+def lock_holder(paths: tuple[str, ...] = DPKG_LOCKS) -> tuple[str, int] | None:
+    """(lock file, pid) of a process holding one of dpkg's locks, or None. Asks with F_GETLK,
+    which takes nothing: a lock that is free stays free."""
+    import fcntl
+    import struct
+    fmt = "hhqqi4x"                    # struct flock on Linux x86-64 / arm64
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            req = struct.pack(fmt, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+            l_type, _, _, _, pid = struct.unpack(fmt, fcntl.fcntl(fd, fcntl.F_GETLK, req))
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        if l_type != fcntl.F_UNLCK:
+            return path, pid
+    return None
+
+
+def waiting_line(holder: tuple[str, int], lock_wait: int) -> str:
+    path, pid = holder
+    return (f"sysdeps: waiting up to {lock_wait} s for the package manager's lock ({path} held by "
+            f"pid {pid}, {_comm(pid)}; {LOCK_WAIT_VAR} to change)")
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() or "?"
+    except OSError:
+        return "?"
+
+
+def _apt(args: list[str], log, lock_wait: int) -> int:
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    return subprocess.run(["apt-get", *args], stdout=log, stderr=subprocess.STDOUT,
+    return subprocess.run(apt_command(args, lock_wait), stdout=log, stderr=subprocess.STDOUT,
                           stdin=subprocess.DEVNULL, env=env).returncode
 
 
-def install(packages: list[str], log_path: str) -> bool:
-    """``apt-get install`` the packages (``apt-get update`` once and retry if that fails)."""
+def install(packages: list[str], log_path: str, out=sys.stderr) -> bool:
+    """``apt-get install`` the packages (``apt-get update`` once and retry if that fails),
+    waiting for dpkg's lock (one line when another process holds it)."""
     os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+    wait = lock_wait_s()
+    holder = lock_holder()
+    if holder is not None:
+        print(waiting_line(holder, wait), file=out, flush=True)
     with open(log_path, "ab") as log:
         cmd = ["install", "-y", "-q", "--no-install-recommends", *packages]
-        if _apt(cmd, log) == 0:
+        if _apt(cmd, log, wait) == 0:
             return True
-        return _apt(["update", "-q"], log) == 0 and _apt(cmd, log) == 0
+        return _apt(["update", "-q"], log, wait) == 0 and _apt(cmd, log, wait) == 0
 
 
 def ensure(log_path: str, out=sys.stderr) -> list[Need]:
@@ -119,7 +182,7 @@ def ensure(log_path: str, out=sys.stderr) -> list[Need]:
     if why_not is None:
         print(f"sysdeps: installing Debian packages {names} (first use; {INSTALL_VAR}=0 to skip; "
               f"log {log_path})", file=out, flush=True)
-        ok = install([n.package for n in miss], log_path)
+        ok = install([n.package for n in miss], log_path, out)
         importlib.invalidate_caches()
         miss = missing(tuple(miss))
         if not miss:

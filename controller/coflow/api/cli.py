@@ -1,25 +1,33 @@
 """``coflow api ...``: serve the coflow API standalone, and talk to it.
 
     coflow api serve --topo topologies/fattree-k4.json [--db reg.sqlite] [--address 127.0.0.1:50051]
-                     [--unix /tmp/coflow-api.sock] [--admit-gbps 1]
+                     [--unix /tmp/coflow-api.sock] [--admit-gbps 1] [--lease-s 30]
+                     [--apps apps.json] [--tls-cert api.crt --tls-key api.key]
+    coflow api new-token NAME
     coflow api register --flow h0:h1:1000 --flow h2:h1 [--parent 7.0 | --external 7] [--deadline 2.5]
+                        [--lease-s 600] [--request-id KEY]
+    coflow api keepalive 7.0 [7.1 ...]
     coflow api add-flows 7.0 --flow h3:h1:500
     coflow api update 7.0 --size 1=2000 --sent 0=1000
     coflow api unregister 7.0
     coflow api status 7.0
     coflow api list
 
-Client commands print JSON on stdout and exit 0; a failed call prints one line
+Client commands take ``--token`` (or ``$COFLOW_API_TOKEN``) and ``--ca`` (TLS) for a server with
+identities (coflow.api.auth). Client commands print JSON on stdout and exit 0; a failed call prints one line
 ``error: CODE: field: problem`` on stderr and exits 2.
 """
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+#: the servers' default lease for a Register that asks for none (seconds)
+DEFAULT_LEASE_S = 30.0
 
 
 class _ArgError(ValueError):
@@ -54,7 +62,9 @@ def _parse_counts(items, opt: str) -> dict[int, int]:
 
 def _client(args):
     from .client import CoflowClient
-    return CoflowClient(args.address, timeout=args.timeout)
+    return CoflowClient(args.address, timeout=args.timeout, keepalive=False,
+                        token=args.token or os.environ.get("COFLOW_API_TOKEN") or None,
+                        ca=args.ca, server_name=args.server_name)
 
 
 def _run(args, fn) -> int:
@@ -65,6 +75,9 @@ def _run(args, fn) -> int:
     except CoflowApiError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"error: --ca {args.ca}: {e.strerror}", file=sys.stderr)
+        return 2
     print(json.dumps(out, indent=1))
     return 0
 
@@ -72,7 +85,15 @@ def _run(args, fn) -> int:
 def cmd_register(args) -> int:
     flows = [_parse_flow(f) for f in args.flow]
     return _run(args, lambda c: c.register_coflow(flows, parent=args.parent, deadline_s=args.deadline,
-                                                  external=args.external))
+                                                  external=args.external, request_id=args.request_id,
+                                                  lease_s=args.lease_s))
+
+
+def cmd_keepalive(args) -> int:
+    def go(c):
+        renewed, gone = c.keep_alive(args.coflow_id)
+        return {"renewed": renewed, "not_found": gone}
+    return _run(args, go)
 
 
 def cmd_add_flows(args) -> int:
@@ -97,6 +118,37 @@ def cmd_list(args) -> int:
     return _run(args, lambda c: c.list())
 
 
+def load_identities(path):
+    """``--apps FILE`` -> coflow.api.auth.Identities (None without one); one-line errors."""
+    if not path:
+        return None
+    from .auth import Identities
+    return Identities.load(path)
+
+
+def load_tls(cert, key, opt: str = "--tls"):
+    """``--tls-cert`` / ``--tls-key`` -> (chain PEM, key PEM) for serve(), or None."""
+    if not cert and not key:
+        return None
+    if not (cert and key):
+        raise _ArgError(f"{opt}-cert and {opt}-key go together")
+    out = []
+    for path, o in ((cert, f"{opt}-cert"), (key, f"{opt}-key")):
+        try:
+            with open(path, "rb") as f:
+                out.append(f.read())
+        except OSError as e:
+            raise _ArgError(f"{o} {path}: {e.strerror}") from None
+    return out[0], out[1]
+
+
+def cmd_new_token(args) -> int:
+    from .auth import new_token
+    tok, h = new_token()
+    print(json.dumps({"token": tok, "app": {"name": args.name, "token_sha256": h}}))
+    return 0
+
+
 def build_registry(args):
     """The registry ``coflow api serve`` (and the controller's CLI) builds from --topo/--hosts,
     --db, --max-flows and --admit-gbps."""
@@ -115,14 +167,27 @@ def build_registry(args):
             raise _ArgError("--admit-gbps must be > 0")
         from .admission import varys_admission
         admit = varys_admission(hosts, args.admit_gbps * 1e9 / 8)
-    return CoflowRegistry(hosts, db_path=args.db, max_flows_per_coflow=args.max_flows, admit=admit)
+    ids = load_identities(getattr(args, "apps", None))
+    quota = ids.quota if ids is not None else None
+    lease = getattr(args, "lease_s", None)
+    if lease is not None and not 0 <= lease <= 86400:
+        raise _ArgError("--lease-s must be in [0, 86400] (0: coflows that ask for none never expire)")
+    return CoflowRegistry(hosts, db_path=args.db, max_flows_per_coflow=args.max_flows, admit=admit,
+                          default_lease_s=lease or None, quota=quota)
 
 
 def cmd_serve(args) -> int:
-    from .server import serve
-    reg = build_registry(args)
+    from .server import serve, start_reaper
     try:
-        server = serve(reg, args.address or None, [f"unix:{args.unix}"] if args.unix else ())
+        reg = build_registry(args)
+        ids = load_identities(args.apps)
+        tls = load_tls(args.tls_cert, args.tls_key)
+    except (_ArgError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        server = serve(reg, args.address or None, [f"unix:{args.unix}"] if args.unix else (),
+                       tls=tls, identities=ids)
     except (OSError, ValueError) as e:
         reg.close()
         print(f"error: {e}", file=sys.stderr)
@@ -132,10 +197,12 @@ def cmd_serve(args) -> int:
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
+    reaper = start_reaper(reg)
     try:
         while not done.wait(0.5):
             pass
     finally:
+        reaper.set()
         server.stop(grace=1.0).wait()
         reg.close()
     return 0
@@ -150,6 +217,9 @@ def add_commands(sub) -> None:
         p.add_argument("--address", default=DEFAULT_ADDRESS,
                        help=f"server address: host:port or unix:/path (default {DEFAULT_ADDRESS})")
         p.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
+        p.add_argument("--token", help="the application's token (default $COFLOW_API_TOKEN)")
+        p.add_argument("--ca", help="CA certificate (PEM) to check the server's TLS certificate; TLS on")
+        p.add_argument("--server-name", help="name the server's certificate carries, if not the address's")
         return p
 
     p = s.add_parser("serve", help="serve the API standalone (without the controller)")
@@ -161,14 +231,32 @@ def add_commands(sub) -> None:
     p.add_argument("--max-flows", type=int, default=10000, help="flows per coflow (default 10000)")
     p.add_argument("--admit-gbps", type=float,
                    help="Varys deadline admission with this host link rate (Gbit/s); off by default")
+    p.add_argument("--lease-s", type=float, default=DEFAULT_LEASE_S,
+                   help=f"lease of a coflow whose Register asks for none (default {DEFAULT_LEASE_S:g}; "
+                        "0 = such coflows never expire)")
+    p.add_argument("--apps", help="applications and their token hashes (coflow-apps/1 JSON): every "
+                                  "call must then carry a token; see coflow.api.auth")
+    p.add_argument("--tls-cert", help="serve TLS on TCP addresses with this certificate chain (PEM)")
+    p.add_argument("--tls-key", help="... and this private key (PEM)")
     p.set_defaults(fn=cmd_serve)
+
+    p = s.add_parser("new-token", help="a fresh application token and its apps-file entry (JSON)")
+    p.add_argument("name")
+    p.set_defaults(fn=cmd_new_token)
 
     p = client_parser("register", "register a coflow; prints it as JSON")
     p.add_argument("--flow", action="append", required=True, metavar="SRC:DST[:SIZE]")
     p.add_argument("--parent", help="parent CoflowId (the new coflow is the job's next stage)")
     p.add_argument("--external", type=int, help="a new stage of this known job id")
     p.add_argument("--deadline", type=float, help="deadline in seconds (Varys admission)")
+    p.add_argument("--lease-s", type=float, help="the coflow's lease (default: the server's); renew "
+                                                 "it with `coflow api keepalive`")
+    p.add_argument("--request-id", help="idempotency key (default: a fresh one; retries reuse it)")
     p.set_defaults(fn=cmd_register)
+
+    p = client_parser("keepalive", "renew coflows' leases")
+    p.add_argument("coflow_id", nargs="+")
+    p.set_defaults(fn=cmd_keepalive)
 
     p = client_parser("add-flows", "add flows to a coflow")
     p.add_argument("coflow_id")

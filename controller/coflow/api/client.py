@@ -8,6 +8,12 @@
         print(c.status(cid))
         c.unregister(cid)
 
+Register is idempotent: the client gives every Register a fresh request id and retries it,
+with the same id, when the server was unavailable (a restarting controller) or the answer was
+lost, up to ``retry_s``; the server returns the coflow the first attempt registered. With
+``keepalive=True`` (the default) a background thread renews the leases of the coflows this
+client registered and has not unregistered, every third of their lease (``KeepAlive``).
+
 Every method raises :class:`CoflowApiError` (``code``: the gRPC status name, ``details``: the
 server's one-line ``"<field>: <problem>"``) when the call fails; coflows are returned as dicts of
 the shape of :meth:`coflow.api.registry.CoflowRecord.to_dict`.
@@ -16,6 +22,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import uuid
 from typing import Callable, Iterable, Mapping
 
 import grpc
@@ -52,6 +60,8 @@ def coflow_to_dict(c) -> dict:
         "clairvoyant": c.clairvoyant,
         "total_bytes": c.total_bytes if c.HasField("total_bytes") else None,
         "sent_bytes": c.sent_bytes,
+        "lease_s": c.lease_s if c.HasField("lease_s") else None,
+        "owner": c.owner or None,
     }
 
 
@@ -111,18 +121,51 @@ def _counts(m, name: str) -> dict:
         raise CoflowApiError("INVALID_ARGUMENT", f"{name}: {e}") from None
 
 
+#: status codes after which a Register with a request id is retried (the server may or may not
+#: have registered it; the id makes the retry safe)
+RETRY_CODES = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED)
+
+
 class CoflowClient:
-    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 10.0):
+    def __init__(self, address: str = DEFAULT_ADDRESS, timeout: float = 10.0, retry_s: float = 10.0,
+                 keepalive: bool = True, channel: "grpc.Channel | None" = None,
+                 token: str | None = None, ca: bytes | str | None = None,
+                 server_name: str | None = None):
+        """``token``: the application's token (coflow.api.auth), sent with every call;
+        ``ca``: the CA certificate (PEM bytes, or a file path) to check the server's TLS
+        certificate against (TLS on when given); ``server_name``: the name the certificate must
+        carry when it differs from the address's host."""
         if address.startswith("unix:") or address.startswith("/"):
             address = unix_address(address)
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address)
+        self.retry_s = retry_s
+        self._md = (("authorization", f"Bearer {token}"),) if token else None
+        if channel is None:
+            if ca is not None:
+                if isinstance(ca, str):
+                    with open(ca, "rb") as f:
+                        ca = f.read()
+                opts = [("grpc.ssl_target_name_override", server_name)] if server_name else []
+                channel = grpc.secure_channel(address, grpc.ssl_channel_credentials(ca), options=opts)
+            else:
+                channel = grpc.insecure_channel(address)
+        self._channel = channel
         self._stub = pb2_grpc.CoflowServiceStub(self._channel)
         #: registry version after the last call
         self.version: int | None = None
+        #: Register attempts retried (same request id)
+        self.retries = 0
+        self._keepalive = keepalive
+        self._held: dict[str, float] = {}      # coflow id -> its lease (s), for the keep-alive thread
+        self._held_lock = threading.Lock()
+        self._ka_stop = threading.Event()
+        self._ka_thread: threading.Thread | None = None
 
     def close(self):
+        self._ka_stop.set()
+        if self._ka_thread is not None:
+            self._ka_thread.join(timeout=2)
         self._channel.close()
 
     def __enter__(self):
@@ -133,26 +176,87 @@ class CoflowClient:
 
     def _rpc(self, method: str, request):
         try:
-            reply = getattr(self._stub, method)(request, timeout=self.timeout)
+            reply = getattr(self._stub, method)(request, timeout=self.timeout, metadata=self._md)
         except grpc.RpcError as e:
             raise CoflowApiError(e.code().name, e.details() or "") from None
         self.version = reply.version
         return reply
 
     def register_coflow(self, flows, parent: str | None = None, deadline_s: float | None = None,
-                        external: int | None = None) -> dict:
-        """Register; returns the whole coflow (``["coflow_id"]`` is its id)."""
-        req = pb2.RegisterRequest(flows=_flow_msgs(flows), parent=parent or "")
+                        external: int | None = None, request_id: str | None = None,
+                        lease_s: float | None = None) -> dict:
+        """Register; returns the whole coflow (``["coflow_id"]`` is its id). ``request_id``:
+        the idempotency key (a fresh one when None); retried with it on UNAVAILABLE /
+        DEADLINE_EXCEEDED / CANCELLED for up to ``retry_s``."""
+        req = pb2.RegisterRequest(flows=_flow_msgs(flows), parent=parent or "",
+                                  request_id=request_id or uuid.uuid4().hex)
         if deadline_s is not None:
             req.deadline_s = deadline_s
         if external is not None:
             req.external = external
-        return coflow_to_dict(self._rpc("Register", req).coflow)
+        if lease_s is not None:
+            req.lease_s = lease_s
+        end = time.monotonic() + self.retry_s
+        delay, attempt = 0.05, 0
+        while True:
+            try:
+                reply = self._stub.Register(req, timeout=self.timeout, wait_for_ready=attempt > 0,
+                                            metadata=self._md)
+                break
+            except grpc.RpcError as e:
+                if e.code() not in RETRY_CODES or time.monotonic() + delay > end:
+                    raise CoflowApiError(e.code().name, e.details() or "") from None
+                self.retries += 1
+                attempt += 1
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        self.version = reply.version
+        d = coflow_to_dict(reply.coflow)
+        if d["lease_s"] is not None:
+            self._hold(d["coflow_id"], d["lease_s"])
+        return d
 
     def register(self, flows: Iterable, parent: str | None = None, deadline_s: float | None = None,
-                 external: int | None = None) -> str:
+                 external: int | None = None, request_id: str | None = None,
+                 lease_s: float | None = None) -> str:
         """``flows``: ``(src, dst)`` / ``(src, dst, size_bytes or None)`` tuples or dicts. Returns the CoflowId string."""
-        return self.register_coflow(flows, parent, deadline_s, external)["coflow_id"]
+        return self.register_coflow(flows, parent, deadline_s, external, request_id, lease_s)["coflow_id"]
+
+    def keep_alive(self, cids: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+        """Renew leases; returns (renewed ids, ids no longer registered). Empty ``cids``: every
+        coflow of this application (a server with identities)."""
+        r = self._rpc("KeepAlive", pb2.KeepAliveRequest(coflow_ids=[str(c) for c in cids]))
+        return list(r.renewed), list(r.not_found)
+
+    def _hold(self, cid: str, lease_s: float):
+        if not self._keepalive:
+            return
+        with self._held_lock:
+            self._held[cid] = lease_s
+            if self._ka_thread is None:
+                self._ka_thread = threading.Thread(target=self._keepalive_loop, daemon=True,
+                                                   name="coflow-keepalive")
+                self._ka_thread.start()
+
+    def _release(self, cid: str):
+        with self._held_lock:
+            self._held.pop(cid, None)
+
+    def _keepalive_loop(self):
+        while True:
+            with self._held_lock:
+                ids = list(self._held)
+                period = min(self._held.values(), default=3.0) / 3
+            if self._ka_stop.wait(max(period, 0.01)):
+                return
+            if not ids:
+                continue
+            try:
+                _, gone = self.keep_alive(ids)
+            except CoflowApiError:
+                continue        # the server is away: try again next period
+            for c in gone:
+                self._release(c)
 
     def add_flows(self, cid: str, flows: Iterable) -> dict:
         return coflow_to_dict(self._rpc("AddFlows", pb2.AddFlowsRequest(coflow_id=str(cid), flows=_flow_msgs(flows))).coflow)
@@ -165,7 +269,9 @@ class CoflowClient:
         return coflow_to_dict(self._rpc("Update", req).coflow)
 
     def unregister(self, cid: str) -> dict:
-        return coflow_to_dict(self._rpc("Unregister", pb2.CoflowRequest(coflow_id=str(cid))).coflow)
+        d = coflow_to_dict(self._rpc("Unregister", pb2.CoflowRequest(coflow_id=str(cid))).coflow)
+        self._release(str(cid))
+        return d
 
     def status(self, cid: str) -> dict:
         return coflow_to_dict(self._rpc("Status", pb2.CoflowRequest(coflow_id=str(cid))).coflow)

@@ -25,6 +25,18 @@ the register / add_flows / update / unregister events that turn its old state in
 one, so a backup's controller tracks the primary's coflows and, when it takes over, continues
 them with the same ids. A leader catches up the same way before each write.
 
+Leases and idempotency: a Register may carry a ``request_id`` (chosen by the client, unique per
+owner): a retry with the same id and the same request returns the coflow the first attempt
+registered (no second coflow; a different request under a used id is INVALID_ARGUMENT). Each
+coflow may hold a lease (``lease_s``; ``default_lease_s`` when the request gives none; None =
+never expires): :meth:`keep_alive`, AddFlows and Update renew it, and so may the controller when
+it sees the coflow's traffic in the counters (:meth:`renew`); :meth:`expire` unregisters every
+coflow whose lease ran out (only a leader does). Both are durable: request ids, owners and lease
+lengths are in SQLite (table ``coflow_ext``); renewals are not (a reopened registry gives every
+coflow one full lease from the moment it opens, so an orphan outlives a crash by one lease).
+The request id's mapping lives as long as its coflow: a retry after the coflow ended
+registers anew.
+
 Thread safety: one lock guards the state (the gRPC server runs handlers concurrently).
 Subscribers are called after the change, outside that lock, in the order the changes happened,
 with a snapshot of the record; they may read the registry but must not mutate it.
@@ -53,7 +65,11 @@ SIZE_LIMIT = 2 ** 63       # int64 on the wire
 DB_FORMAT = "coflow-registry/1"
 EVENTS = ("register", "add_flows", "update", "unregister")
 
-_CODES = {"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED"}
+_CODES = {"INVALID_ARGUMENT", "NOT_FOUND", "ALREADY_EXISTS", "FAILED_PRECONDITION", "RESOURCE_EXHAUSTED",
+          "PERMISSION_DENIED", "UNAUTHENTICATED"}
+#: longest lease a coflow may ask for (seconds) and longest client request id (characters)
+MAX_LEASE_S = 86400.0
+MAX_REQUEST_ID = 128
 
 
 class ApiError(Exception):
@@ -132,6 +148,9 @@ class CoflowRecord:
     parent: CoflowId | None = None
     sent_bytes: dict[int, int] = field(default_factory=dict)   # flow id -> bytes sent (from Update)
     admitted: bool = True   # every stored record passed admission (rejected ones are not stored)
+    lease_s: float | None = None      # None: no lease (never expires)
+    owner: str | None = None          # the identity that registered it (None: API without identities)
+    request_id: str | None = None     # the client's idempotency key of its Register
 
     @property
     def clairvoyant(self) -> bool:
@@ -164,6 +183,8 @@ class CoflowRecord:
             "clairvoyant": self.clairvoyant,
             "total_bytes": self.total_bytes,
             "sent_bytes": self.total_sent,
+            "lease_s": self.lease_s,
+            "owner": self.owner,
         }
 
 
@@ -189,7 +210,10 @@ class CoflowRegistry:
 
     def __init__(self, hosts: Iterable[str], db_path: str | None = None, max_flows_per_coflow: int = 10000,
                  admit: AdmitFn | None = None, clock: Callable[[], float] = time.time,
-                 shared: bool = False, leader: Callable[[], bool] | None = None):
+                 shared: bool = False, leader: Callable[[], bool] | None = None,
+                 default_lease_s: float | None = None,
+                 lease_clock: Callable[[], float] = time.monotonic,
+                 quota: Callable[[str], tuple] | None = None):
         self.hosts = frozenset(hosts)
         if not self.hosts:
             raise ValueError("CoflowRegistry: the host set is empty")
@@ -203,6 +227,17 @@ class CoflowRegistry:
             raise ValueError("CoflowRegistry: shared=True needs a db_path")
         self.shared = shared
         self.leader = leader           # None: always writable (an unshared registry)
+        if default_lease_s is not None:
+            default_lease_s = self._check_lease(default_lease_s, "default_lease_s", ValueError)
+        self.default_lease_s = default_lease_s
+        self.lease_clock = lease_clock
+        # owner -> (max coflows, max flows) or None each (coflow.api.auth.Identities.quota)
+        self.quota = quota
+        self._expires: dict[CoflowId, float] = {}          # lease end (lease_clock) per leased coflow
+        self._requests: dict[tuple[str, str], tuple[CoflowId, str]] = {}   # (owner, request id) -> (cid, fingerprint)
+        self._fingerprints: dict[CoflowId, str] = {}
+        self.expired_total = 0       # coflows unregistered because their lease ran out
+        self.replayed_total = 0      # Registers answered from their request id (retries)
         self._data_version: int | None = None
         self._lock = threading.Lock()
         self._notify_lock = threading.Lock()
@@ -293,7 +328,12 @@ class CoflowRegistry:
 
     # Mutations ---------------------------------------------------------------------------------
 
-    def register(self, flows, parent=None, deadline_s: float | None = None, external: int | None = None) -> CoflowRecord:
+    def register(self, flows, parent=None, deadline_s: float | None = None, external: int | None = None,
+                 request_id: str | None = None, lease_s: float | None = None,
+                 owner: str | None = None) -> CoflowRecord:
+        """``request_id``: the client's idempotency key (a retry returns the same coflow);
+        ``lease_s``: the coflow's lease (None: the registry's default); ``owner``: the
+        authenticated identity registering it (None without identities)."""
         with self._lock:
             self._writable()
             specs = self._check_flows(flows, "flows", existing=())
@@ -302,6 +342,20 @@ class CoflowRegistry:
             if external is not None:
                 if not isinstance(external, int) or isinstance(external, bool) or not 0 <= external < EXTERNAL_LIMIT:
                     raise _invalid("external", f"{external!r} is not an integer in [0, 2^32)")
+            lease = self._check_lease(lease_s, "lease_s") if lease_s is not None else self.default_lease_s
+            if request_id is not None:
+                request_id = self._check_request_id(request_id)
+                fp = repr(([(f.src, f.dst, f.size_bytes) for f in specs], str(par) if par else "",
+                           deadline, external, lease_s))
+                seen = self._requests.get((owner or "", request_id))
+                if seen is not None:
+                    cid, was = seen
+                    if was != fp:
+                        raise _invalid("request_id", f"already used by another Register (coflow {cid}); "
+                                                     "a retry must repeat the request as it was")
+                    self.replayed_total += 1
+                    self._renew(cid)
+                    return _copy(self._recs[cid])
             if par is not None:
                 if not self._issued(par):
                     raise ApiError("NOT_FOUND", "parent", f"coflow {par} was never registered")
@@ -323,15 +377,20 @@ class CoflowRegistry:
                                f"job {job} has used all {INTERNAL_LIMIT} internal (stage) ids")
             cid = next_cid(self._next_external, self._next_internal, job)
             rec = CoflowRecord(cid=cid, flows=specs, registered_at=float(self.clock()), deadline_s=deadline,
-                               parent=par, sent_bytes={}, admitted=True)
+                               parent=par, sent_bytes={}, admitted=True, lease_s=lease, owner=owner,
+                               request_id=request_id)
+            fingerprint = fp if request_id is not None else ""
+            self._check_quota(owner, 1, len(specs))
             if deadline is not None:
                 self._admission(rec)
             new_ext = max(self._next_external, cid.external + 1) if job is None else self._next_external
             seq = self._next_seq
-            self._db_write(lambda db: self._db_register(db, rec, seq, new_ext))
+            self._db_write(lambda db: self._db_register(db, rec, seq, new_ext, fingerprint))
             # commit in memory
             self._recs[cid] = rec
             self._seq[cid] = seq
+            self._index_ext(rec, fingerprint)
+            self._renew(cid)
             self._next_seq += 1
             self._next_external = new_ext
             self._next_internal[cid.external] = cid.internal + 1
@@ -339,16 +398,17 @@ class CoflowRegistry:
         self._emit()
         return _copy(rec)
 
-    def add_flows(self, cid, flows) -> CoflowRecord:
+    def add_flows(self, cid, flows, owner: str | None = None) -> CoflowRecord:
         cid = parse_cid(cid)
         with self._lock:
             self._writable()
-            old = self._get(cid, "coflow_id")
+            old = self._owned(cid, owner)
             specs = self._check_flows(flows, "flows", existing=old.flows, cid=cid)
             if old.deadline_s is not None:
                 for i, f in enumerate(specs):
                     if f.size_bytes is None:
                         raise _invalid(f"flows[{i}].size_bytes", f"required: coflow {cid} has a deadline")
+            self._check_quota(old.owner, 0, len(specs))
             rec = _copy(old)
             first = len(rec.flows)
             rec.flows.extend(specs)
@@ -356,15 +416,17 @@ class CoflowRegistry:
                 self._admission(rec)
             self._db_write(lambda db: self._db_add_flows(db, rec, first))
             self._recs[cid] = rec
+            self._renew(cid)
             self._changed("add_flows", rec)
         self._emit()
         return _copy(rec)
 
-    def update(self, cid, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None) -> CoflowRecord:
+    def update(self, cid, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None,
+               owner: str | None = None) -> CoflowRecord:
         cid = parse_cid(cid)
         with self._lock:
             self._writable()
-            old = self._get(cid, "coflow_id")
+            old = self._owned(cid, owner)
             sizes = self._check_counts(sizes, "sizes", old)
             sent = self._check_counts(sent, "sent_bytes", old)
             if not sizes and not sent:
@@ -382,21 +444,134 @@ class CoflowRegistry:
                 self._admission(rec)
             self._db_write(lambda db: self._db_update(db, rec, set(sizes) | set(sent)))
             self._recs[cid] = rec
+            self._renew(cid)
             self._changed("update", rec)
         self._emit()
         return _copy(rec)
 
-    def unregister(self, cid) -> CoflowRecord:
+    def unregister(self, cid, owner: str | None = None) -> CoflowRecord:
         cid = parse_cid(cid)
         with self._lock:
             self._writable()
-            rec = self._get(cid, "coflow_id")
+            rec = self._owned(cid, owner)
             self._db_write(lambda db: self._db_unregister(db, cid))
-            del self._recs[cid]
-            del self._seq[cid]
+            self._drop(cid)
             self._changed("unregister", rec)
         self._emit()
         return _copy(rec)
+
+    # Leases ------------------------------------------------------------------------------------
+
+    def keep_alive(self, cids: Sequence, owner: str | None = None) -> tuple[list[CoflowRecord], list[str]]:
+        """Renew the leases of ``cids`` (every coflow of ``owner`` when ``cids`` is empty and an
+        owner is given). Returns (renewed records, ids not registered: expired or unregistered).
+        A malformed id, an empty list without an owner, or a coflow of another owner fails the
+        whole call and renews nothing."""
+        if isinstance(cids, (str, bytes)):
+            raise _invalid("coflow_ids", "a list of CoflowIds is required")
+        parsed = [parse_cid(c, f"coflow_ids[{i}]") for i, c in enumerate(cids)]
+        with self._lock:
+            self._writable()
+            if not parsed:
+                if owner is None:
+                    raise _invalid("coflow_ids", "at least one CoflowId is required")
+                parsed = [c for c, r in self._recs.items() if r.owner == owner]
+            missing, found = [], []
+            for i, c in enumerate(parsed):
+                r = self._recs.get(c)
+                if r is None:
+                    missing.append(str(c))
+                    continue
+                if owner is not None and r.owner != owner:
+                    raise ApiError("PERMISSION_DENIED", f"coflow_ids[{i}]",
+                                   f"coflow {c} belongs to another application")
+                found.append(r)
+            for r in found:
+                self._renew(r.cid)
+            return _copy(found), missing
+
+    def renew(self, cids: Iterable) -> int:
+        """Renew leases without a request (the controller saw the coflows' traffic in the
+        counters). ``cids``: CoflowIds or (external, internal) pairs; unknown ones are ignored."""
+        n = 0
+        with self._lock:
+            for c in cids:
+                c = c if isinstance(c, CoflowId) else CoflowId(*c)
+                if c in self._expires:
+                    self._renew(c)
+                    n += 1
+        return n
+
+    def lease_remaining(self, cid) -> float | None:
+        """Seconds left of a coflow's lease (None: no lease, or not registered)."""
+        c = cid if isinstance(cid, CoflowId) else CoflowId(*cid)
+        with self._lock:
+            t = self._expires.get(c)
+            return None if t is None else t - self.lease_clock()
+
+    def expire(self) -> list[CoflowRecord]:
+        """Unregister every coflow whose lease has run out (one transaction); returns them.
+        Nothing on a registry that is not the leader (the primary expires, backups follow)."""
+        with self._lock:
+            if self.leader is not None and not self.leader():
+                return []
+            now = self.lease_clock()
+            due = [c for c, t in self._expires.items() if t <= now]
+            if not due:
+                return []
+            if self.shared:
+                self._catch_up()
+                due = [c for c in due if c in self._recs]
+            recs = [self._recs[c] for c in due]
+
+            def write(db):
+                for c in due:
+                    self._db_unregister(db, c)
+            self._db_write(write, bump=len(due))
+            for c, rec in zip(due, recs):
+                self._drop(c)
+                self._changed("unregister", rec)
+            self.expired_total += len(recs)
+        self._emit()
+        for r in recs:
+            log.info("coflow %s: lease of %.3g s expired; unregistered", r.cid, r.lease_s or 0)
+        return _copy(recs)
+
+    def _renew(self, cid: CoflowId):
+        rec = self._recs.get(cid)
+        if rec is not None and rec.lease_s is not None:
+            self._expires[cid] = self.lease_clock() + rec.lease_s
+
+    def _drop(self, cid: CoflowId):
+        rec = self._recs.pop(cid)
+        del self._seq[cid]
+        self._expires.pop(cid, None)
+        self._fingerprints.pop(cid, None)
+        if rec.request_id is not None:
+            self._requests.pop((rec.owner or "", rec.request_id), None)
+
+    def _index_ext(self, rec: CoflowRecord, fingerprint: str):
+        if rec.request_id is not None:
+            self._requests[(rec.owner or "", rec.request_id)] = (rec.cid, fingerprint)
+            self._fingerprints[rec.cid] = fingerprint
+
+    @staticmethod
+    def _check_lease(v, fieldname: str, exc=None) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or not 0 < v <= MAX_LEASE_S:
+            msg = f"must be a number of seconds in (0, {MAX_LEASE_S:g}], got {v!r}"
+            if exc is not None:
+                raise exc(f"CoflowRegistry: {fieldname} {msg}")
+            raise _invalid(fieldname, msg)
+        return float(v)
+
+    @staticmethod
+    def _check_request_id(v) -> str:
+        if not isinstance(v, str) or not v:
+            raise _invalid("request_id", "must be a non-empty string")
+        if len(v) > MAX_REQUEST_ID or not v.isascii() or not v.isprintable():
+            raise _invalid("request_id", f"must be at most {MAX_REQUEST_ID} printable ASCII characters")
+        return v
 
     def follow(self) -> int:
         """Catch up with the shared database: when another registry committed since the last
@@ -431,6 +606,29 @@ class CoflowRegistry:
                            "this controller is a backup: the primary controller serves changes")
         if self.shared:
             self._catch_up()     # a backup that just took over writes on the latest state
+
+    def _check_quota(self, owner: str | None, coflows: int, flows: int):
+        """RESOURCE_EXHAUSTED when ``owner`` would hold more coflows or flows than its quota."""
+        if owner is None or self.quota is None:
+            return
+        max_c, max_f = self.quota(owner)
+        if max_c is None and max_f is None:
+            return
+        mine = [r for r in self._recs.values() if r.owner == owner]
+        if max_c is not None and len(mine) + coflows > max_c:
+            raise ApiError("RESOURCE_EXHAUSTED", "quota",
+                           f"application {owner} holds {len(mine)} coflows, its quota is {max_c}")
+        n = sum(len(r.flows) for r in mine)
+        if max_f is not None and n + flows > max_f:
+            raise ApiError("RESOURCE_EXHAUSTED", "quota",
+                           f"application {owner} would hold {n + flows} flows, its quota is {max_f}")
+
+    def _owned(self, cid: CoflowId, owner: str | None, fieldname: str = "coflow_id") -> CoflowRecord:
+        """The record, when ``owner`` (None: no identities) may change it."""
+        rec = self._get(cid, fieldname)
+        if owner is not None and rec.owner != owner:
+            raise ApiError("PERMISSION_DENIED", fieldname, f"coflow {cid} belongs to another application")
+        return rec
 
     def _get(self, cid: CoflowId, fieldname: str) -> CoflowRecord:
         rec = self._recs.get(cid)
@@ -546,6 +744,13 @@ class CoflowRegistry:
                         src TEXT NOT NULL, dst TEXT NOT NULL, size_bytes INTEGER, sent_bytes INTEGER NOT NULL,
                         PRIMARY KEY (external, internal, flow_id));
     """
+    # leases, request ids and owners (added after coflow-registry/1's first tables: an older
+    # database gets it when opened)
+    _EXT_SCHEMA = """
+    CREATE TABLE IF NOT EXISTS coflow_ext (external INTEGER NOT NULL, internal INTEGER NOT NULL,
+                          lease_s REAL, owner TEXT, request_id TEXT, fingerprint TEXT,
+                          PRIMARY KEY (external, internal))
+    """
 
     def _open_db(self, path: str):
         if os.path.isdir(path):
@@ -572,6 +777,7 @@ class CoflowRegistry:
                                    [("format", DB_FORMAT), ("version", "0"), ("next_external", "1"), ("next_seq", "0")])
                 else:
                     self._load(db, path, tables)
+                db.execute(self._EXT_SCHEMA)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -603,7 +809,7 @@ class CoflowRegistry:
             return 0
         self._data_version = dv
         old = (self._recs, self._seq, self._next_internal, self._version, self._next_external,
-               self._next_seq)
+               self._next_seq, self._expires, self._requests, self._fingerprints)
         self._recs, self._seq, self._next_internal = {}, {}, {}
         db.execute("BEGIN")
         try:
@@ -612,11 +818,14 @@ class CoflowRegistry:
         except BaseException:
             # a damaged database loses nothing here: keep the last good state
             (self._recs, self._seq, self._next_internal, self._version, self._next_external,
-             self._next_seq) = old
+             self._next_seq, self._expires, self._requests, self._fingerprints) = old
             raise
         finally:
             db.execute("COMMIT")
-        old_recs = old[0]
+        return self._queue_diff(old[0])
+
+    def _queue_diff(self, old_recs: dict) -> int:
+        """(Lock held.) Queue the events that turn ``old_recs`` into the current records."""
         events = []
         for cid, rec in self._recs.items():           # registration order
             was = old_recs.get(cid)
@@ -674,8 +883,22 @@ class CoflowRegistry:
             self._seq[cid] = seq
         if flows:
             raise bad(f"flows of unknown coflow {'.'.join(map(str, next(iter(flows))))}")
+        old_expires = self._expires
+        self._expires, self._requests, self._fingerprints = {}, {}, {}
+        if "coflow_ext" in tables:
+            for e, i, lease, owner, rid, fp in db.execute(
+                    "SELECT external, internal, lease_s, owner, request_id, fingerprint FROM coflow_ext"):
+                rec = self._recs.get(CoflowId(e, i))
+                if rec is None:
+                    continue
+                rec.lease_s, rec.owner, rec.request_id = lease, owner, rid
+                self._index_ext(rec, fp or "")
+        now = self.lease_clock()
+        for cid, rec in self._recs.items():
+            if rec.lease_s is not None:   # a renewal seen before a reload stays; else one full lease
+                self._expires[cid] = old_expires.get(cid, now + rec.lease_s)
 
-    def _db_write(self, fn):
+    def _db_write(self, fn, bump: int = 1):
         db = self._db
         if db is None:
             if self.db_path is not None:
@@ -684,7 +907,7 @@ class CoflowRegistry:
         db.execute("BEGIN IMMEDIATE" if self.shared else "BEGIN")
         try:
             fn(db)
-            db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(self._version + 1),))
+            db.execute("UPDATE meta SET value = ? WHERE key = 'version'", (str(self._version + bump),))
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -692,8 +915,11 @@ class CoflowRegistry:
         if self.shared:   # our own commit is not news to us
             self._data_version = db.execute("PRAGMA data_version").fetchone()[0]
 
-    def _db_register(self, db, rec: CoflowRecord, seq: int, next_external: int):
+    def _db_register(self, db, rec: CoflowRecord, seq: int, next_external: int, fingerprint: str = ""):
         c = rec.cid
+        if rec.lease_s is not None or rec.owner is not None or rec.request_id is not None:
+            db.execute("INSERT INTO coflow_ext VALUES (?, ?, ?, ?, ?, ?)",
+                       (c.external, c.internal, rec.lease_s, rec.owner, rec.request_id, fingerprint or None))
         db.execute("INSERT INTO coflows VALUES (?, ?, ?, ?, ?, ?, ?)",
                    (c.external, c.internal, seq, rec.registered_at, rec.deadline_s,
                     str(rec.parent) if rec.parent else None, int(rec.admitted)))
@@ -716,5 +942,6 @@ class CoflowRegistry:
                        [(rec.flows[i].size_bytes, rec.sent_bytes.get(i, 0), c.external, c.internal, i) for i in sorted(ids)])
 
     def _db_unregister(self, db, cid: CoflowId):
+        db.execute("DELETE FROM coflow_ext WHERE external = ? AND internal = ?", (cid.external, cid.internal))
         db.execute("DELETE FROM flows WHERE external = ? AND internal = ?", (cid.external, cid.internal))
         db.execute("DELETE FROM coflows WHERE external = ? AND internal = ?", (cid.external, cid.internal))

@@ -7,6 +7,7 @@ is answered with the :class:`~coflow.api.registry.ApiError`'s status code and
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import threading
@@ -37,6 +38,10 @@ def record_to_pb(rec: CoflowRecord):
         c.deadline_s = rec.deadline_s
     if rec.clairvoyant:
         c.total_bytes = rec.total_bytes
+    if rec.lease_s is not None:
+        c.lease_s = rec.lease_s
+    if rec.owner:
+        c.owner = rec.owner
     return c
 
 
@@ -60,10 +65,14 @@ def rates_to_pb(cr: CoflowRates, epoch: int, controller: str, at: float, done: b
 
 
 class CoflowServicer(pb2_grpc.CoflowServiceServicer):
-    def __init__(self, registry: CoflowRegistry, after_register=None, rates: RateBoard | None = None):
+    def __init__(self, registry: CoflowRegistry, after_register=None, rates: RateBoard | None = None,
+                 identities=None):
         self.registry = registry
         # the controller's rates (WatchRates); None: no controller, or a mode that sets none
         self.rates = rates
+        # coflow.api.auth.Identities: every call carries an application's token (None: the API
+        # has no identities, as on the emulation's unix socket)
+        self.identities = identities
         # called with the new record before Register answers: the controller waits there
         # until the coflow's slot is on the switches (Controller.wait_installed)
         self.after_register = after_register
@@ -78,6 +87,7 @@ class CoflowServicer(pb2_grpc.CoflowServiceServicer):
         return rec
 
     def _call(self, context, fn, *a, **kw):
+        self._app(context)
         try:
             rec = fn(*a, **kw)
         except ApiError as e:
@@ -87,25 +97,59 @@ class CoflowServicer(pb2_grpc.CoflowServiceServicer):
             context.abort(grpc.StatusCode.INTERNAL, f"registry: {type(e).__name__}: {e}")
         return pb2.CoflowReply(coflow=record_to_pb(rec), version=self.registry.version)
 
+    def _app(self, context):
+        """The calling application (None without identities); UNAUTHENTICATED without a valid
+        token, before anything is read or changed."""
+        if self.identities is None:
+            return None
+        from .auth import AuthError
+        try:
+            return self.identities.authenticate(context.invocation_metadata())
+        except AuthError as e:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, e.details)
+
+    def _owner(self, context):
+        """The owner a change must match (None: no identities, or an admin application)."""
+        app = self._app(context)
+        return None if app is None or app.admin else app.name
+
     def Register(self, request, context):
+        app = self._app(context)
         return self._call(context, self._register, _flows(request.flows), parent=request.parent or None,
                           deadline_s=request.deadline_s if request.HasField("deadline_s") else None,
-                          external=request.external if request.HasField("external") else None)
+                          external=request.external if request.HasField("external") else None,
+                          request_id=request.request_id or None,
+                          lease_s=request.lease_s if request.HasField("lease_s") else None,
+                          owner=app.name if app is not None else None)
 
     def AddFlows(self, request, context):
-        return self._call(context, self.registry.add_flows, request.coflow_id, _flows(request.flows))
+        return self._call(context, self.registry.add_flows, request.coflow_id, _flows(request.flows),
+                          owner=self._owner(context))
 
     def Update(self, request, context):
         return self._call(context, self.registry.update, request.coflow_id, sizes=dict(request.sizes),
-                          sent=dict(request.sent_bytes))
+                          sent=dict(request.sent_bytes), owner=self._owner(context))
 
     def Unregister(self, request, context):
-        return self._call(context, self.registry.unregister, request.coflow_id)
+        return self._call(context, self.registry.unregister, request.coflow_id, owner=self._owner(context))
+
+    def KeepAlive(self, request, context):
+        app = self._app(context)
+        owner = self._owner(context)
+        if app is not None and not request.coflow_ids:
+            owner = app.name          # "every coflow of mine", an admin's too
+        try:
+            renewed, missing = self.registry.keep_alive(list(request.coflow_ids), owner=owner)
+        except ApiError as e:
+            context.abort(getattr(grpc.StatusCode, e.code), e.details)
+        return pb2.KeepAliveReply(renewed=[str(r.cid) for r in renewed], not_found=missing,
+                                  version=self.registry.version)
 
     def Status(self, request, context):
         return self._call(context, self.registry.get, request.coflow_id)
 
     def List(self, request, context):
+        self._app(context)
         version, recs = self.registry.snapshot()
         return pb2.ListReply(coflows=[record_to_pb(r) for r in recs], version=version)
 
@@ -167,25 +211,76 @@ def unix_address(path: str) -> str:
     return path if path.startswith("unix:") else "unix:" + os.path.abspath(path)
 
 
+def start_reaper(registry: CoflowRegistry, interval_s: float = 0.25) -> threading.Event:
+    """A thread that expires leases every ``interval_s`` (``coflow api serve``; the controller
+    does it in its loop instead). Set the returned event to stop it."""
+    stop = threading.Event()
+
+    def run():
+        while not stop.wait(interval_s):
+            try:
+                registry.expire()
+            except Exception:  # noqa: BLE001 - a closed or failing database: try again later
+                log.exception("coflow API: lease expiry failed")
+                if registry._db is None and registry.db_path is not None:
+                    return
+    threading.Thread(target=run, daemon=True, name="coflow-lease-reaper").start()
+    return stop
+
+
+def _loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def serve(registry: CoflowRegistry, address: str | None = DEFAULT_ADDRESS, extra_addresses=(),
           max_workers: int = 8, after_register=None, rates: RateBoard | None = None,
-          max_streams: int = 64) -> grpc.Server:
+          max_streams: int = 64, tls: tuple[bytes, bytes] | None = None,
+          identities=None) -> grpc.Server:
     """Start the service on ``address`` (``host:port``; port 0 picks a free one) and every
     ``extra_addresses`` entry (``unix:/path`` or ``host:port``). Returns the started server; its
     attribute ``coflow_addresses`` lists the bound addresses with real port numbers.
     Raises ``OSError`` when an address cannot be bound. ``after_register(record)`` runs before
     Register answers (the controller's :meth:`~coflow.ctl.daemon.Controller.wait_installed`).
     ``rates``: the controller's :class:`~coflow.api.rates.RateBoard`, streamed by WatchRates;
-    each open stream holds a worker thread, so the pool has ``max_streams`` more of them."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers + (max_streams if rates else 0),
-                                                    thread_name_prefix="coflow-api"),
-                         options=[("grpc.so_reuseport", 0)])
-    pb2_grpc.add_CoflowServiceServicer_to_server(CoflowServicer(registry, after_register, rates), server)
-    bound = []
+    each open stream holds a worker thread, so the pool has ``max_streams`` more of them.
+
+    ``tls``: (certificate chain PEM, private key PEM): every TCP address serves TLS (unix
+    sockets stay plaintext: local, guarded by the filesystem). ``identities``
+    (:class:`coflow.api.auth.Identities`): every call must carry an application's token;
+    refused on a plaintext TCP address that is not loopback (tokens in clear on a network).
+    The server also serves gRPC's health service (``grpc.health.v1.Health``; the attribute
+    ``coflow_health`` sets it: SERVING, or NOT_SERVING on a backup controller) and server
+    reflection, both without identities."""
+    from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection
     addrs = ([address] if address else []) + [unix_address(a) if a.startswith("unix:") or "/" in a else a
                                               for a in extra_addresses]
     if not addrs:
         raise ValueError("coflow API: no address to serve on")
+    if identities is not None and tls is None:
+        exposed = [a for a in addrs if not a.startswith("unix:") and not _loopback(a.rsplit(":", 1)[0])]
+        if exposed:
+            raise ValueError(f"coflow API: tokens would cross the network in clear on {', '.join(exposed)}: "
+                             "give a TLS certificate and key, or listen on loopback / a unix socket")
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers + (max_streams if rates else 0),
+                                                    thread_name_prefix="coflow-api"),
+                         options=[("grpc.so_reuseport", 0)])
+    pb2_grpc.add_CoflowServiceServicer_to_server(
+        CoflowServicer(registry, after_register, rates, identities=identities), server)
+    hs = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(hs, server)
+    service = pb2.DESCRIPTOR.services_by_name["CoflowService"].full_name
+    for name in ("", service):
+        hs.set(name, health_pb2.HealthCheckResponse.SERVING)
+    reflection.enable_server_reflection((service, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    creds = grpc.ssl_server_credentials([(tls[1], tls[0])]) if tls is not None else None
+    bound = []
     for a in addrs:
         if a.startswith("unix:"):
             path = a[len("unix:"):]
@@ -194,7 +289,10 @@ def serve(registry: CoflowRegistry, address: str | None = DEFAULT_ADDRESS, extra
             if d and not os.path.isdir(d):
                 raise OSError(f"coflow API: cannot listen on {a}: directory {d} does not exist")
         try:
-            port = server.add_insecure_port(a)
+            if creds is not None and not a.startswith("unix:"):
+                port = server.add_secure_port(a, creds)
+            else:
+                port = server.add_insecure_port(a)
         except RuntimeError as e:
             port = 0
             err = str(e)
@@ -210,4 +308,6 @@ def serve(registry: CoflowRegistry, address: str | None = DEFAULT_ADDRESS, extra
             bound.append(f"{host}:{port}")
     server.start()
     server.coflow_addresses = bound
+    server.coflow_health = hs
+    server.coflow_service = service
     return server

@@ -7,6 +7,10 @@
                                     [--tofino-port-map F] [--tofino-chassis-config F|DIR]
                                     [--tofino-bfrt-port 50052]]
                    [--api 127.0.0.1:50051] [--api-unix /tmp/coflow-api.sock] [--db reg.sqlite]
+                   [--lease-s 30] [--api-apps apps.json --api-tls-cert C --api-tls-key K]
+                   [--p4rt-ca ca.crt [--p4rt-cert c.crt --p4rt-key c.key] [--p4rt-server-name N]]
+                   [--etcd 127.0.0.1:2379,127.0.0.2:2379,127.0.0.3:2379 [--etcd-prefix /coflow/default]
+                    [--etcd-ttl 1] [--ha-name NAME]]
                    [--metrics 127.0.0.1:9100] [--status-file F] [--election-id 10] [--delta-ms 10]
     coflow ctl status --address 127.0.0.1:9100      (or --file F)
 
@@ -63,10 +67,36 @@ def cmd_run(args) -> int:
     except (_ArgError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    registry = None
+    registry: "CoflowRegistry | None" = None
     from ..api.registry import CoflowRegistry
     try:
-        registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db, shared=args.db_shared)
+        if not 0 <= args.lease_s <= 86400:
+            raise ValueError("--lease-s must be in [0, 86400] (0: coflows that ask for none never expire)")
+        from ..api.cli import load_identities, load_tls
+        identities = load_identities(args.api_apps)
+        api_tls = load_tls(args.api_tls_cert, args.api_tls_key, "--api-tls")
+        p4rt_tls = _p4rt_tls(args)
+        quota = identities.quota if identities is not None else None
+        election = etcd = None
+        if args.etcd:
+            if args.db or args.db_shared:
+                raise ValueError("--etcd holds the registry: without --db / --db-shared")
+            from ..api.etcd import Election, Etcd, EtcdError
+            from ..api.etcd_registry import EtcdCoflowRegistry
+            etcd = Etcd(args.etcd)
+            name = args.ha_name or f"{os.uname().nodename}-{os.getpid()}"
+            try:
+                election = Election(etcd, args.etcd_prefix, name, ttl=args.etcd_ttl)
+                registry = EtcdCoflowRegistry([h.name for h in t.hosts], etcd, args.etcd_prefix,
+                                              election=election, default_lease_s=args.lease_s or None,
+                                              quota=quota)
+                election.start()
+            except EtcdError as exc:
+                etcd.close()
+                raise ValueError(f"--etcd {args.etcd}: {exc}") from None
+        else:
+            registry = CoflowRegistry([h.name for h in t.hosts], db_path=args.db, shared=args.db_shared,
+                                      default_lease_s=args.lease_s or None, quota=quota)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -75,9 +105,11 @@ def cmd_run(args) -> int:
                          settings=settings, election_id=args.election_id,
                          delta_s=args.delta_ms / 1e3, metrics_addr=args.metrics,
                          status_file=args.status_file, start_timeout=args.start_timeout,
-                         target=args.target, **tofino)
+                         target=args.target, p4rt_tls=p4rt_tls, election=election, **tofino)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if election is not None:
+            election.stop()
         registry.close()
         return 2
     done = threading.Event()
@@ -92,20 +124,38 @@ def cmd_run(args) -> int:
                      else args.api_unix,) if args.api_unix else ()
             server = serve(registry, address=args.api, extra_addresses=extra,
                            after_register=lambda rec: ctl.wait_installed(rec.cid),
-                           rates=ctl.rate_board)
+                           rates=ctl.rate_board, tls=api_tls, identities=identities)
+            ctl.set_health(server.coflow_health, server.coflow_service)
         print(json.dumps({"controller": "running", "mode": args.mode, "switches": addrs,
                           "api": getattr(server, "coflow_addresses", None),
-                          "metrics": ctl.metrics_addr}), flush=True)
+                          "metrics": ctl.metrics_addr,
+                          "etcd": {"prefix": args.etcd_prefix, "name": election.name,
+                                   "primary": election.is_leader()} if election else None}), flush=True)
         done.wait()
-    except RuntimeError as exc:
+    except (RuntimeError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:
         if server is not None:
             server.stop(grace=0.5)
         ctl.stop()
+        if election is not None:
+            election.stop()         # revokes its lease: a backup takes over at once
         registry.close()
+        if etcd is not None:
+            etcd.close()
     return 0
+
+
+def _p4rt_tls(args):
+    """``--p4rt-ca`` [``--p4rt-cert`` ``--p4rt-key``] [``--p4rt-server-name``] -> the switches'
+    channel TLS (coflow.dataplane.p4rt.ChannelTls), or None (plaintext)."""
+    if not args.p4rt_ca:
+        if args.p4rt_cert or args.p4rt_key or args.p4rt_server_name:
+            raise ValueError("--p4rt-cert / --p4rt-key / --p4rt-server-name need --p4rt-ca")
+        return None
+    from ..dataplane.p4rt import ChannelTls
+    return ChannelTls.from_files(args.p4rt_ca, args.p4rt_cert, args.p4rt_key, args.p4rt_server_name)
 
 
 def _tofino_pipeline(args) -> None:
@@ -195,7 +245,27 @@ def add_commands(sub) -> None:
                    help="bf_switchd: the BF Runtime gRPC port on each switch's host (TM writes)")
     p.add_argument("--api", help="serve the coflow API on HOST:PORT")
     p.add_argument("--api-unix", help="also serve it on this unix socket path")
+    p.add_argument("--api-apps", help="applications and token hashes (coflow-apps/1): calls need a "
+                                      "token, an app changes only its coflows, within its quota")
+    p.add_argument("--api-tls-cert", help="serve the API's TCP address over TLS with this chain (PEM)")
+    p.add_argument("--api-tls-key", help="... and this key (PEM)")
+    p.add_argument("--p4rt-ca", help="P4Runtime channels over TLS: the switches' CA (PEM)")
+    p.add_argument("--p4rt-cert", help="client certificate for switches that ask for one (mutual TLS)")
+    p.add_argument("--p4rt-key", help="... and its key")
+    p.add_argument("--p4rt-server-name", help="name the switches' certificates carry, if not their address")
     p.add_argument("--db", help="registry SQLite file (a restarted controller reloads it)")
+    p.add_argument("--lease-s", type=float, default=30.0,
+                   help="lease of a coflow whose Register asks for none: unregistered when neither "
+                        "KeepAlive nor its traffic renews it (default 30; 0 = never expires)")
+    p.add_argument("--etcd", metavar="HOST:PORT,...",
+                   help="HA across machines: the registry and the primary's election in this etcd "
+                        "cluster (every member's client address); not with --db")
+    p.add_argument("--etcd-prefix", default="/coflow/default",
+                   help="the key prefix of this fabric's controllers in etcd")
+    p.add_argument("--etcd-ttl", type=int, default=1,
+                   help="seconds of the primary's lease: a backup takes over this long after the "
+                        "primary died (default 1; etcd grants it with heartbeats <= 50 ms)")
+    p.add_argument("--ha-name", help="this controller's name in the election (default host-pid)")
     p.add_argument("--db-shared", action="store_true",
                    help="share --db with the other controllers of these switches: the primary "
                         "takes changes, backups follow it and continue its coflows on takeover")

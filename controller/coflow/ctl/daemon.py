@@ -33,7 +33,7 @@ from .coord import DclasCoordinator
 
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
-from .rates import FlowProgress, RateAudit, plan as rate_plan, rate_snapshot
+from .rates import FlowProgress, RateAudit, overrun, plan as rate_plan, rate_snapshot, without_sizes
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from .aio import RoundIO, call_timeout
 from . import wire
@@ -56,14 +56,19 @@ class Controller:
                  delta_s: float = 0.01, metrics_addr: str | None = None,
                  status_file: str | None = None, start_timeout: float = 30.0,
                  target: str = "bmv2", tofino_server: str | None = None, port_map=None,
-                 tm_pusher=None):
+                 tm_pusher=None, p4rt_tls=None, election=None):
         """``target``: ``bmv2`` or ``tofino`` (coflow.tofino.target): slot counts, D-CLAS key
         units and heavy_bytes units of the P4 program ``p4info`` describes; ``bmv2_json`` is
         then the device config to push (for Tofino built by coflow.tofino.device_config).
         Tofino: ``tofino_server`` (``bf_switchd`` / ``stratum``) and ``port_map``
         (coflow.tofino.ports) say how table entries name ports; ``tm_pusher``
         (coflow.tofino.tmpush.TmPusher) configures each switch's traffic manager whenever it
-        comes up as primary."""
+        comes up as primary.
+        ``p4rt_tls``: :class:`coflow.dataplane.p4rt.ChannelTls` for every switch's channel
+        (None: plaintext, the emulation's and the local default). ``election``:
+        :class:`coflow.api.etcd.Election` (HA across machines): this controller writes to the
+        switches and takes registry changes only while it holds the election, and its
+        P4Runtime election id is derived from it (``election_id`` is then ignored)."""
         self.target = TR.get_target(target)
         if mode not in TR.MODES:
             raise ValueError(f"unknown mode {mode!r}; modes: {', '.join(TR.MODES)}")
@@ -83,6 +88,15 @@ class Controller:
         self.dclas_entities = TR.dclas_entities(self.dclas_params, self.target)  # validates K <= 8
         self.heavy_bytes = self.policy.heavy_bytes if self.policy.heavy_bytes is not None else TR.NO_HEAVY
         self.delta_s = delta_s
+        self.election = election
+        self.ha: dict = {"takeovers": 0, "became_primary_at": None, "first_round_at": None,
+                         "takeover_s": None}
+        self._ha_pending: float | None = None
+        if election is not None:
+            election.on_change = self._on_election
+            election_id = election.election_id()
+            if election.leader:
+                self._ha_pending = election.became_leader_at or time.time()
         self.election_id = election_id
         self.codec = Codec.from_file(self.p4info_path)
         self.cookie = pipeline_cookie(self.p4info_path, self.bmv2_json_path)
@@ -118,7 +132,8 @@ class Controller:
             s.name: SwitchAgent(s.name, switch_addrs[s.name], s.device_id, election_id, self.codec,
                                 self.p4info_path, self.bmv2_json_path, self.cookie,
                                 on_change=self._switch_event,
-                                on_master=tm_pusher.apply if tm_pusher is not None else None)
+                                on_master=tm_pusher.apply if tm_pusher is not None else None,
+                                tls=p4rt_tls)
             for s in topology.switches}
         # model (guarded by _mu)
         self._mu = threading.RLock()
@@ -184,6 +199,16 @@ class Controller:
         self._http: StatusServer | None = None
         self._last_status_write = 0.0
         self._last_audit = time.monotonic()
+        # leases (coflow.api.registry): expired each round; renewed by traffic seen in counters
+        self.leases_expired = 0
+        self.leases_renewed_by_traffic = 0
+        self._traffic_seen: dict = {}
+        self._last_renew = 0.0
+        self._health = None             # (grpc health servicer, service name, last status)
+        # declared sizes are claims (rate modes): coflows whose bytes broke them, for good
+        self.distrusted: dict = {}      # cid -> {"at", "pair", "measured_bytes", "declared_bytes"}
+        self._claim_seen: dict = {}     # cid -> progress.changes(cid) at its last check
+        self._desized: dict = {}        # cid -> (record, the record without sizes)
 
     # lifecycle ----------------------------------------------------------------------------
     def start(self, loop: bool = True) -> "Controller":
@@ -312,10 +337,28 @@ class Controller:
         return False
 
     def is_primary(self) -> bool:
-        """Primary for every switch that is up (and up somewhere): what a shared registry asks
-        before it takes a change (a backup controller only follows)."""
+        """Primary for every switch that is up (and up somewhere), and holder of the etcd
+        election when there is one: what a shared registry asks before it takes a change (a
+        backup controller only follows)."""
+        if self.election is not None and not self.election.is_leader():
+            return False
         up = [a.state for a in self.agents.values() if a.state != SwitchAgent.DOWN]
         return bool(up) and all(s == SwitchAgent.MASTER for s in up)
+
+    def _on_election(self, leader: bool) -> None:
+        """The etcd election changed hands: take the new P4Runtime election id (above every
+        earlier primary's when we lead) and re-arbitrate on every switch."""
+        eid = self.election.election_id()
+        self.election_id = eid
+        if leader:
+            self.ha["takeovers"] += 1
+            self.ha["became_primary_at"] = self.election.became_leader_at or time.time()
+            self._ha_pending = self.ha["became_primary_at"]
+        for a in getattr(self, "agents", {}).values():
+            a.rearbitrate(eid)
+        wake = getattr(self, "_wake", None)   # (None: called while __init__ still runs; the
+        if wake is not None:                  # first round's _sync_election_id catches up)
+            wake.set()
 
     def wait_installed(self, cid, timeout: float = 0.5) -> bool:
         """Block until coflow ``cid``'s slot entry, and in the scheduled modes its queue class
@@ -450,6 +493,9 @@ class Controller:
         self.progress.forget_except(live)
         if self.audit is not None:
             self.audit.forget_except(live)
+        for d in (self.distrusted, self._claim_seen, self._desized):
+            for c in [c for c in d if c not in live]:
+                del d[c]
         new = set()
         for cid in sorted(live):
             if cid not in self.slots.slot:
@@ -534,9 +580,53 @@ class Controller:
         with self._round_lock:
             return self._round()
 
+    def _expire_leases(self) -> int:
+        """Unregister the coflows whose lease ran out (the registry does it, only while this
+        controller leads it); their slots go with the normal unregister path."""
+        expire = getattr(self.registry, "expire", None)
+        gone = expire() if expire is not None else []
+        if gone:
+            self.leases_expired += len(gone)
+            self.metrics.leases_expired.inc(len(gone))
+        return len(gone)
+
+    def _renew_by_traffic(self) -> None:
+        """A coflow whose bytes grew in the counters since the last look (at most once a
+        second) is alive: its lease is renewed (D-CLAS / FIFO-LM: global coflow_bytes; rate
+        modes: the meters' flow_bytes)."""
+        now = time.monotonic()
+        if now - self._last_renew < 1.0 or not hasattr(self.registry, "renew"):
+            return
+        self._last_renew = now
+        with self._mu:
+            if self.policy.coordinated:
+                cur = dict(self._sizes)
+            elif self.policy.rate:
+                cur = {c: sum(self.progress.sent(c).values()) for c in self.progress.cids()}
+            else:
+                return
+        seen = self._traffic_seen
+        grown = [c for c, b in cur.items() if b > seen.get(c, 0)]
+        self._traffic_seen = cur
+        if grown:
+            self.leases_renewed_by_traffic += self.registry.renew(grown)
+
+    def _sync_election_id(self) -> None:
+        """Every agent on the election's current id (an election that changed hands while the
+        agents were being created would otherwise leave them on the old one)."""
+        eid = self.election.election_id()
+        if eid != self.election_id or any(a.election_id != eid for a in self.agents.values()):
+            self.election_id = eid
+            for a in self.agents.values():
+                if a.election_id != eid:
+                    a.rearbitrate(eid)
+
     def _round(self) -> dict:
         t0 = time.perf_counter()
         c0 = time.process_time()
+        if self.election is not None:
+            self._sync_election_id()
+        self._expire_leases()
         with self._mu:
             if self._registry_dirty or (self._gone and min(self._gone.values()) + SLOT_LINGER_S
                                         <= time.monotonic()):
@@ -547,6 +637,7 @@ class Controller:
             t_read = self._read_progress()
         else:
             t_read = 0.0
+        self._renew_by_traffic()
         t1 = time.perf_counter()
         with self._mu:
             if self.policy.coordinated:
@@ -562,6 +653,11 @@ class Controller:
         t2 = time.perf_counter()
         written, errors = self._write(desired)
         t3 = time.perf_counter()
+        if self._ha_pending is not None and errors == 0 and self.is_primary():
+            # the first round written as the new primary: the takeover is complete
+            self.ha["first_round_at"] = time.time()
+            self.ha["takeover_s"] = self.ha["first_round_at"] - self._ha_pending
+            self._ha_pending = None
         m = self._metric
         if self.policy.coordinated or t_read:
             m("round_seconds", "read").observe(t_read)
@@ -676,8 +772,10 @@ class Controller:
         """The core's Allocation on the registered coflows -> priorities and meters, handed to
         the desired-state book (``timings``: seconds per phase, for the benchmark)."""
         self._progress_used = self.progress.version
-        measured = self.progress.measured(self._records, self.host_port) if self.progress.version else None
-        p = rate_plan(self.mode, self.sched, self._records, self.host_port,
+        self._check_claims()
+        records = self._claimed_records()
+        measured = self.progress.measured(records, self.host_port) if self.progress.version else None
+        p = rate_plan(self.mode, self.sched, records, self.host_port,
                       self.ctl.link_payload_Bps, time.time() if now is None else now,
                       self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache, timings,
                       measured)
@@ -733,6 +831,59 @@ class Controller:
             self._queues = {c: int(q) for c, q in zip(p.cids, p.alloc.queue.tolist())}
         else:
             self._queues = {c: 8 - pr for c, pr in p.prio.items()}
+
+    def _check_claims(self) -> None:
+        """Declared sizes are claims: a coflow whose counted bytes on a host pair pass what
+        its flows there declare by more than the margin (``claim_margin_frac`` x declared +
+        ``claim_margin_bytes``) is no longer trusted, for the rest of its life: its flows are
+        handed to the core without sizes, as flows of unknown size (ordered last by the
+        clairvoyant schedulers; p4src/README.md, "What a host can gain by lying"). Counted in
+        ``coflow_ctl_sizes_distrusted_total``, listed under ``claims`` in the status. Only
+        coflows whose readings changed since their last check are looked at."""
+        s = self.ctl
+        if s.claim_margin_bytes < 0:
+            return
+        by = None
+        for c in self.progress.cids():
+            if c in self.distrusted:
+                continue
+            v = self.progress.changes(c)
+            if self._claim_seen.get(c) == v:
+                continue
+            self._claim_seen[c] = v
+            if by is None:
+                by = {(r.cid.external, r.cid.internal): r for r in self._records}
+            rec = by.get(c)
+            if rec is None:
+                continue
+            bad = overrun(rec, self.progress.sent(c), self.host_port, s.claim_margin_frac,
+                          s.claim_margin_bytes)
+            if bad is None:
+                continue
+            (a, b), got, declared = bad
+            names = self._meter_ctx.names
+            self.distrusted[c] = {"at": time.time(), "pair": [names[a], names[b]],
+                                  "measured_bytes": int(got), "declared_bytes": int(declared)}
+            self.metrics.sizes_distrusted.inc()
+            log.warning("coflow %d.%d: %d bytes counted on %s->%s, %d declared: its sizes are "
+                        "no longer trusted (ordered as unknown sizes)", c[0], c[1], got,
+                        names[a], names[b], declared)
+
+    def _claimed_records(self) -> list:
+        """The registry's records as the core sees them: a distrusted coflow without sizes."""
+        if not self.distrusted:
+            return self._records
+        out = []
+        for r in self._records:
+            c = (r.cid.external, r.cid.internal)
+            if c not in self.distrusted:
+                out.append(r)
+                continue
+            cached = self._desized.get(c)
+            if cached is None or cached[0] is not r:
+                cached = self._desized[c] = (r, without_sizes(r))
+            out.append(cached[1])
+        return out
 
     # desired state ------------------------------------------------------------------------
     def _fifo_base(self) -> int:
@@ -800,6 +951,8 @@ class Controller:
         together; a switch whose cache must be read back first syncs in a pool thread. Every
         ``audit_s`` each switch is read back in a pool thread (:meth:`SwitchAgent.refresh`),
         not inside the round; the round after it diffs everything against what was read."""
+        if self.election is not None and not self.election.is_leader():
+            return 0, 0       # a backup (or a primary cut off from etcd) writes nothing
         audit = self.ctl.audit_s > 0 and time.monotonic() - self._last_audit >= self.ctl.audit_s
         if audit:
             self._last_audit = time.monotonic()
@@ -853,7 +1006,27 @@ class Controller:
         return c
 
     # status -------------------------------------------------------------------------------
+    def set_health(self, servicer, service: str) -> None:
+        """The API's gRPC health service follows this controller's role: SERVING while it is
+        primary, NOT_SERVING as a backup (its API refuses changes), so a health-checking load
+        balancer sends applications to the primary."""
+        self._health = [servicer, service, None]
+        self._publish_health()
+
+    def _publish_health(self) -> None:
+        h = self._health
+        if h is None:
+            return
+        from grpc_health.v1 import health_pb2
+        st = health_pb2.HealthCheckResponse.SERVING if self.is_primary() \
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        if st != h[2]:
+            h[2] = st
+            for name in ("", h[1]):
+                h[0].set(name, st)
+
     def _publish(self) -> None:
+        self._publish_health()
         with self._mu:
             counts: dict = {}
             for q in self._queues.values():
@@ -873,7 +1046,8 @@ class Controller:
             for r in self._records:
                 c = (r.cid.external, r.cid.internal)
                 slot = self.slots.slot.get(c)
-                coflows.append({"cid": str(r.cid), "slot": slot,
+                coflows.append({"cid": str(r.cid), "slot": slot, "lease_s": getattr(r, "lease_s", None),
+                                "owner": getattr(r, "owner", None),
                                 "global_bytes": self._sizes.get(c), "queue": self._queues.get(c),
                                 "override_prio": self._prio.get(c) if self.policy.rate
                                 else {e: o[c] for e, o in self._overrides.items() if c in o}})
@@ -886,9 +1060,12 @@ class Controller:
                         meters={f"{sw}/{i}": [self._meter_ctx.names[a], self._meter_ctx.names[b]]
                                 for a, b, sw, i in mflows},
                         bytes_sent_measured=sum(sent.values()),
+                        sizes_trusted=c not in self.distrusted,
                         meter_red_drops=self.telemetry.red_drops_of(
                             [(sw, i) for _, _, sw, i in mflows]))
-            return {"mode": self.mode, "election_id": self.election_id,
+            ha = dict(self.ha, etcd=self.election is not None,
+                      primary=self.election.is_leader() if self.election is not None else None)
+            return {"mode": self.mode, "election_id": self.election_id, "ha": ha,
                     "scheduler": {"name": self.sched.name, "params": params_dict(self.sched)},
                     "settings": self.ctl.__dict__, "delta_s": self.delta_s,
                     "topology": self.topo.name, "rounds": self.rounds,
@@ -896,8 +1073,16 @@ class Controller:
                     "switches": {n: a.status() for n, a in self.agents.items()},
                     "coflows": coflows, "metrics_addr": self.metrics_addr,
                     "dataplane": self.telemetry.status(),
+                    "leases": {"default_lease_s": getattr(self.registry, "default_lease_s", None),
+                               "expired": self.leases_expired,
+                               "renewed_by_traffic": self.leases_renewed_by_traffic,
+                               "register_retries_answered": getattr(self.registry, "replayed_total", 0)},
                     "meters": self._meter_status() if self.policy.rate else None,
-                    "rate_audit": self.audit.summary() if self.audit is not None else None}
+                    "rate_audit": self.audit.summary() if self.audit is not None else None,
+                    "claims": {"margin_frac": self.ctl.claim_margin_frac,
+                               "margin_bytes": self.ctl.claim_margin_bytes,
+                               "distrusted": {f"{c[0]}.{c[1]}": v for c, v in self.distrusted.items()}}
+                    if self.policy.rate else None}
 
     def _meter_status(self) -> dict:
         ctx = self._meter_ctx

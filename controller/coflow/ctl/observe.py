@@ -73,6 +73,14 @@ class Metrics:
         self.unmetered_flows = Gauge("coflow_ctl_unmetered_flows", "Flows (host pairs) of the "
                                      "unmetered coflows", registry=r)
 
+        # leases (coflow.api.registry): coflows unregistered because nobody renewed them
+        self.leases_expired = Counter("coflow_ctl_leases_expired", "Coflows unregistered because "
+                                      "their lease ran out (their slots freed)", registry=r)
+
+        self.sizes_distrusted = Counter("coflow_ctl_sizes_distrusted", "Coflows whose counted "
+                                        "bytes passed their declared sizes by more than the "
+                                        "margin: ordered as unknown sizes from then on", registry=r)
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 

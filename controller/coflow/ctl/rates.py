@@ -224,10 +224,46 @@ MEASURED_SHORT_BYTES = TCP_MSS_BYTES
 
 
 def _short_of(measured: int, size) -> int:
-    """``measured`` payload bytes of a flow of ``size`` bytes, kept MEASURED_SHORT_BYTES short."""
+    """``measured`` payload bytes of a flow of ``size`` bytes, kept MEASURED_SHORT_BYTES short.
+
+    This holds a flow one segment short of a size that is *trusted*: the tail an honest flow's
+    retransmissions and in-flight segments add stays within the claim margin
+    (:func:`overrun`). A coflow whose bytes pass its sizes by more than the margin loses its
+    sizes (the controller hands the core its flows with ``size_bytes=None``), and then this
+    returns the measured bytes as they are: the one-segment floor no longer keeps a flow that
+    declared 1 KB and sends 1 GB at one segment remaining, the top of SEBF's order."""
     if size is None:
         return measured
     return min(measured, max(0, int(size) - MEASURED_SHORT_BYTES))
+
+
+def overrun(rec, pair_bytes: dict, host_port: dict, margin_frac: float, margin_bytes: int):
+    """Whether coflow ``rec``'s measured bytes break its claims: the first host pair (src pos,
+    dst pos) whose payload bytes (``pair_bytes``, :meth:`FlowProgress.sent`) exceed the sizes
+    its flows on that pair declare (all of them known) by more than ``margin_frac`` x declared
+    + ``margin_bytes``, as ``(pair, measured, declared)``; None when every claim holds. A pair
+    with a flow of unknown size claims nothing."""
+    if margin_bytes < 0 or not pair_bytes:
+        return None
+    declared: dict = {}
+    for f in rec.flows:
+        k = (host_port[f.src], host_port[f.dst])
+        if f.size_bytes is None:
+            declared[k] = None
+        elif k not in declared or declared[k] is not None:
+            declared[k] = declared.get(k, 0) + int(f.size_bytes)
+    for pair, got in pair_bytes.items():
+        d = declared.get(pair)
+        if d is not None and got > d * (1 + margin_frac) + margin_bytes:
+            return pair, got, d
+    return None
+
+
+def without_sizes(rec):
+    """A copy of record ``rec`` whose flows declare no size (a coflow no longer trusted)."""
+    from dataclasses import replace
+    from ..api.registry import FlowSpec
+    return replace(rec, flows=[FlowSpec(f.src, f.dst, None) for f in rec.flows])
 
 
 class FlowProgress:
@@ -277,6 +313,13 @@ class FlowProgress:
         """Payload bytes of one pair (0 before its first reading)."""
         st = self._pairs.get(cid, {}).get((src, dst))
         return 0 if st is None else st[0] + st[1]
+    def cids(self) -> list:
+        """The coflows with readings."""
+        return list(self._pairs)
+
+    def changes(self, cid) -> int:
+        """How often a coflow's readings changed (a cheap "anything new?" test)."""
+        return self._ver.get(cid, 0)
 
     def sent(self, cid) -> dict:
         """(src, dst) -> payload bytes of a coflow's pairs."""

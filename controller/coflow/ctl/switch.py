@@ -41,7 +41,8 @@ class SwitchAgent:
 
     def __init__(self, name: str, address: str, device_id: int, election_id: int,
                  codec: Codec, p4info_path: str, bmv2_json_path: str, cookie: int,
-                 on_change=None, connect_timeout: float = 1.0, on_master=None):
+                 on_change=None, connect_timeout: float = 1.0, on_master=None, tls=None):
+        self.tls = tls      # coflow.dataplane.p4rt.ChannelTls (None: plaintext)
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -99,6 +100,20 @@ class SwitchAgent:
                 self.client.close()
                 self.client = None
             self.state = self.DOWN
+
+    def rearbitrate(self, election_id: int) -> None:
+        """Take ``election_id`` (HA: derived from the etcd election) for this and later
+        connections, and send it to the switch now when connected (a higher id than the
+        primary's makes this controller primary: the keeper then brings the switch up)."""
+        with self.lock:
+            self.election_id = election_id
+            c = self.client
+            if c is not None and c.connected:
+                try:
+                    c.arbitrate(election_id)
+                except Exception as exc:  # noqa: BLE001 - the keeper reconnects with the new id
+                    log.info("%s: re-arbitration failed: %s", self.name, exc)
+        self._wake.set()
 
     def _event(self, client, kind, detail) -> None:
         """From the client's stream thread."""
@@ -193,7 +208,7 @@ class SwitchAgent:
                 if c is not None:
                     c.close()
                 c = P4RuntimeClient(self.address, self.device_id, self.election_id,
-                                    self.codec.h)
+                                    self.codec.h, tls=self.tls)
                 self.client = c
                 c.connect(timeout=self.connect_timeout, require_master=False, on_event=self._event)
                 self.generation += 1

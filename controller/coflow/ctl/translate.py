@@ -99,6 +99,12 @@ class CtlSettings:
       ``coflow_bytes``, the closed loop's ``flow_bytes``) on the stream when they change; an
       edge that does (the emulated switches of ``make bench-scale``) is not polled, one that
       does not (BMv2) is; 0 = every edge polled.
+    - ``claim_margin_frac`` / ``claim_margin_bytes``: declared sizes are claims (rate modes):
+      when the payload bytes the counters saw on a host pair of a coflow pass the sizes its
+      flows there declare by more than ``frac`` x declared + ``bytes``, the controller stops
+      trusting that coflow's sizes for the rest of its life (its flows are ordered as flows of
+      unknown size, last; :func:`coflow.ctl.rates.overrun`). ``claim_margin_bytes < 0`` turns
+      the check off.
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -120,6 +126,8 @@ class CtlSettings:
     tofino_shape_mbps: float = 0.0   # Tofino: shape every port to this rate (0: port speed)
     meter_headroom: float = 0.0
     rate_audit: int = 0
+    claim_margin_frac: float = 0.25
+    claim_margin_bytes: int = 64 * 1024
 
     @property
     def link_Bps(self) -> float:
@@ -175,6 +183,8 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
     if not 0 <= s.ecn_threshold_bytes <= ECN_MAX_THRESHOLD_BYTES:
         raise ValueError(f"setting ecn_threshold_bytes: must be in 0..{ECN_MAX_THRESHOLD_BYTES} "
                          f"(0 = no marking), got {s.ecn_threshold_bytes}")
+    if not (math.isfinite(s.claim_margin_frac) and s.claim_margin_frac >= 0):
+        raise ValueError(f"setting claim_margin_frac: must be >= 0, got {s.claim_margin_frac}")
     return s, rest
 
 

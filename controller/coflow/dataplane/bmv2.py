@@ -32,7 +32,8 @@ class Bmv2:
                  grpc_port: int | None = None, netns: str | None = None,
                  log_file: str | None = None, binary: str | None = None, *,
                  log_level: str | None = None, nice: int = 0, run_dir: str | None = None,
-                 name: str | None = None, tag: str = "coflow-ctl", extra_args: tuple[str, ...] = ()):
+                 name: str | None = None, tag: str = "coflow-ctl", extra_args: tuple[str, ...] = (),
+                 target_args: tuple[str, ...] = ()):
         self.device_id = device_id
         self.interfaces = dict(interfaces or {})
         self.netns = netns
@@ -41,6 +42,7 @@ class Bmv2:
         self.log_level = log_level or ("info" if log_file else "off")
         self.nice = nice
         self.extra_args = tuple(extra_args)   # more simple_switch_grpc options (before --no-p4)
+        self.target_args = tuple(target_args)  # its target options (after --), e.g. gRPC TLS
         self.name = name or f"bmv2-{device_id}"
         self.run_dir = run_dir or tempfile.gettempdir()
         found = binary or toolchain.find_tool("simple_switch_grpc")
@@ -62,7 +64,8 @@ class Bmv2:
             self.thrift_port = free_port()
         cmd = toolchain.switch_command(self.binary, self.device_id, self.interfaces, self.thrift_port,
                                        self.address, self.ipc, log_level=self.log_level,
-                                       log_file=self.log_file, extra=self.extra_args)
+                                       log_file=self.log_file, extra=self.extra_args,
+                                       target_extra=self.target_args)
         if self.nice:
             # every thread inherits it (nice is per thread on Linux)
             cmd = ["nice", "-n", str(self.nice)] + cmd

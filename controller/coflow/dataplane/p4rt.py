@@ -195,11 +195,48 @@ class _Journal:
     undo: list = field(default_factory=list)  # (update_type, entity), applied in reverse
 
 
+@dataclass(frozen=True)
+class ChannelTls:
+    """TLS for a P4Runtime channel: the CA that signed the switch's certificate (PEM), and for a
+    switch that asks for client certificates (BMv2's ``--grpc-server-with-client-auth``) the
+    controller's certificate and key; ``server_name``: the name the switch's certificate
+    carries when the address's host is not in it."""
+    root: bytes
+    cert: bytes | None = None
+    key: bytes | None = None
+    server_name: str | None = None
+
+    @classmethod
+    def from_files(cls, ca: str, cert: str | None = None, key: str | None = None,
+                   server_name: str | None = None) -> "ChannelTls":
+        if bool(cert) != bool(key):
+            raise ValueError("a client certificate and its key go together")
+
+        def read(path, what):
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except OSError as e:
+                raise ValueError(f"{what} {path}: {e.strerror}") from None
+        return cls(read(ca, "CA certificate"), read(cert, "certificate") if cert else None,
+                   read(key, "key") if key else None, server_name)
+
+    def channel(self, address: str, options: list):
+        import grpc
+        creds = grpc.ssl_channel_credentials(self.root, self.key, self.cert)
+        if self.server_name:
+            options = [*options, ("grpc.ssl_target_name_override", self.server_name)]
+        return grpc.secure_channel(address, creds, options=options)
+
+
 class P4RuntimeClient:
-    """Synchronous P4Runtime client bound to one device."""
+    """Synchronous P4Runtime client bound to one device (``tls``: :class:`ChannelTls`, or None
+    for a plaintext channel)."""
 
     def __init__(self, address: str = "127.0.0.1:9559", device_id: int = 0,
-                 election_id: int = 1, p4info: P4InfoHelper | None = None):
+                 election_id: int = 1, p4info: P4InfoHelper | None = None,
+                 tls: ChannelTls | None = None):
+        self.tls = tls
         self.address = address
         self.device_id = device_id
         self.election_id = election_id
@@ -295,6 +332,15 @@ class P4RuntimeClient:
         rr.device_id = self.device_id
         rr.entities.extend(entities)
         req.other.Pack(rr)
+    def arbitrate(self, election_id: int) -> None:
+        """Send a new arbitration update on the open stream with ``election_id`` (a controller
+        whose HA election changed its id); the answer arrives as a ``"mastership"`` event."""
+        pb, _ = _pb()
+        self.election_id = election_id
+        req = pb.StreamMessageRequest()
+        req.arbitration.device_id = self.device_id
+        req.arbitration.election_id.high = election_id >> 64
+        req.arbitration.election_id.low = election_id & ((1 << 64) - 1)
         self._requests.put(req)
 
     def connect_reader(self, timeout: float = 10.0) -> None:
@@ -305,7 +351,10 @@ class P4RuntimeClient:
     def _open_channel(self, timeout: float) -> None:
         import grpc
         _, pb_grpc = _pb()
-        self.channel = grpc.insecure_channel(self.address, options=list(self.CHANNEL_OPTIONS))
+        if self.tls is not None:
+            self.channel = self.tls.channel(self.address, list(self.CHANNEL_OPTIONS))
+        else:
+            self.channel = grpc.insecure_channel(self.address, options=list(self.CHANNEL_OPTIONS))
         try:
             grpc.channel_ready_future(self.channel).result(timeout=timeout)
         except grpc.FutureTimeoutError:

@@ -39,11 +39,15 @@ def free_port() -> int:
 
 def switch_command(binary: str, device_id: int, interfaces: dict[int, str], thrift_port: int,
                    grpc: int | str, ipc: str, log_level: str = "off", log_file: str | None = None,
-                   priority_queues: int = 8, extra: tuple[str, ...] | list[str] = ()) -> list[str]:
+                   priority_queues: int = 8, extra: tuple[str, ...] | list[str] = (),
+                   target_extra: tuple[str, ...] | list[str] = ()) -> list[str]:
     """``simple_switch_grpc`` without a pipeline (the controller pushes it over P4Runtime), with
     its own device id, Thrift port and notifications socket (several switches share a host),
     ``--priority-queues`` and gRPC on ``grpc`` (a port on 127.0.0.1, or an address such as
-    ``unix:/path``). ``log_level`` off unless asked: BMv2 formats every message otherwise."""
+    ``unix:/path``). ``log_level`` off unless asked: BMv2 formats every message otherwise.
+    ``target_extra``: simple_switch_grpc's own options (after ``--``), e.g. its gRPC server's TLS
+    (``--grpc-server-ssl --grpc-server-cacert F --grpc-server-cert F --grpc-server-key F
+    [--grpc-server-with-client-auth]``: :func:`grpc_tls_args`)."""
     addr = f"127.0.0.1:{grpc}" if isinstance(grpc, int) else grpc
     cmd = [binary, "--device-id", str(device_id), "--thrift-port", str(thrift_port),
            "--notifications-addr", f"ipc://{ipc}", "--log-level", log_level]
@@ -51,7 +55,14 @@ def switch_command(binary: str, device_id: int, interfaces: dict[int, str], thri
         cmd += ["--log-file", log_file, "--log-flush"]
     for port, ifname in sorted(interfaces.items()):
         cmd += ["-i", f"{port}@{ifname}"]
-    return cmd + [*extra, "--no-p4", "--", "--grpc-server-addr", addr, "--priority-queues", str(priority_queues)]
+    return cmd + [*extra, "--no-p4", "--", "--grpc-server-addr", addr, "--priority-queues", str(priority_queues),
+                  *target_extra]
+
+
+def grpc_tls_args(ca: str, cert: str, key: str, client_auth: bool = False) -> list[str]:
+    """simple_switch_grpc's options for a P4Runtime server over TLS (PEM files)."""
+    return ["--grpc-server-ssl", "--grpc-server-cacert", ca, "--grpc-server-cert", cert,
+            "--grpc-server-key", key] + (["--grpc-server-with-client-auth"] if client_auth else [])
 
 
 def _executable(path: str) -> bool:
