@@ -332,6 +332,8 @@ class P4RuntimeClient:
         rr.device_id = self.device_id
         rr.entities.extend(entities)
         req.other.Pack(rr)
+        self._requests.put(req)
+
     def arbitrate(self, election_id: int) -> None:
         """Send a new arbitration update on the open stream with ``election_id`` (a controller
         whose HA election changed its id); the answer arrives as a ``"mastership"`` event."""
