@@ -32,7 +32,8 @@ def call_timeout(kind: str, n: int) -> float:
 class RoundIO:
     CHANNEL_OPTIONS = P4RuntimeClient.CHANNEL_OPTIONS
 
-    def __init__(self) -> None:
+    def __init__(self, tls=None) -> None:
+        self.tls = tls      # coflow.dataplane.p4rt.ChannelTls of every switch (None: plaintext)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._chans: dict = {}  # name -> (key, channel, read method, write method)
@@ -54,7 +55,10 @@ class RoundIO:
         if got is None or got[0] != key:
             if got is not None:
                 asyncio.ensure_future(got[1].close())
-            ch = grpc.aio.insecure_channel(address, options=list(self.CHANNEL_OPTIONS))
+            if self.tls is not None:
+                ch = self.tls.channel(address, list(self.CHANNEL_OPTIONS), aio=True)
+            else:
+                ch = grpc.aio.insecure_channel(address, options=list(self.CHANNEL_OPTIONS))
             got = self._chans[name] = (key, ch, ch.unary_stream("/p4.v1.P4Runtime/Read"),
                                        ch.unary_unary("/p4.v1.P4Runtime/Write"))
         return got[2], got[3]

@@ -181,7 +181,7 @@ class Controller:
                                         thread_name_prefix="ctl-io")
         # the round's reads and writes: on one asyncio loop (``round_aio=1``, RoundIO) or as
         # grpc futures from the loop thread (0)
-        self.io = RoundIO() if self.ctl.round_aio else None
+        self.io = RoundIO(p4rt_tls) if self.ctl.round_aio else None
         # per switch: (request, coordinator epoch / meter state, raw responses) of the last
         # counter read; an identical answer is not decoded again (``skip_unchanged``)
         self._raw_last: dict = {}

@@ -221,11 +221,14 @@ class ChannelTls:
         return cls(read(ca, "CA certificate"), read(cert, "certificate") if cert else None,
                    read(key, "key") if key else None, server_name)
 
-    def channel(self, address: str, options: list):
+    def channel(self, address: str, options: list, aio: bool = False):
+        """A secure channel to ``address`` (``aio``: a grpc.aio one, for an asyncio loop)."""
         import grpc
         creds = grpc.ssl_channel_credentials(self.root, self.key, self.cert)
         if self.server_name:
             options = [*options, ("grpc.ssl_target_name_override", self.server_name)]
+        if aio:
+            return grpc.aio.secure_channel(address, creds, options=options)
         return grpc.secure_channel(address, creds, options=options)
 
 
