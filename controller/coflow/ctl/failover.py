@@ -270,6 +270,11 @@ class Rig:
         stop.set()
         th.join(10)
         after = self.primary()
+        if after is None:   # a status read between writes, or a re-election of etcd's leader under load
+            try:
+                after = self.wait_primary(10)
+            except RuntimeError:
+                after = None
         res = {"member": k, "primary_before": prim, "primary_after": after,
                "acked_after_kill": len(acked) - n0, **self._check(after or prim, acked)}
         self.log(f"  killed etcd member {k}: primary {prim} -> {after}; acked {res['acked']} "
