@@ -11,16 +11,42 @@ P4INFO = os.path.join(REPO, "build", "coflow.p4info.txt")
 BMV2_JSON = os.path.join(REPO, "build", "coflow.json")
 
 
-def fabric_marks() -> list:
-    """Marks of a live test that builds a BMv2 fabric in a namespace of its own (needs root)."""
+def bmv2_marks() -> list:
+    """Marks of a live test that talks P4Runtime to BMv2 processes with no ports (no root)."""
     return [
-        pytest.mark.live, pytest.mark.root,
+        pytest.mark.live,
         pytest.mark.skipif(not toolchain.discover().simple_switch_grpc,
                            reason="ctl live tests: simple_switch_grpc not found (toolchain.discover())"),
         pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
                            reason="ctl live tests: build/coflow.json missing (run `make p4`)"),
+    ]
+
+
+def fabric_marks() -> list:
+    """Marks of a live test that builds a BMv2 fabric in a namespace of its own (needs root)."""
+    return bmv2_marks() + [
+        pytest.mark.root,
         pytest.mark.skipif(os.geteuid() != 0, reason="ctl live fabric tests need root (netns, veths)"),
     ]
+
+
+def _why_no_emulation():
+    from coflow.emu.cli import preflight   # the same check as `coflow run`: every reason at once
+    why = preflight()
+    if why:
+        return why
+    from coflow import topology as topo
+    from coflow.emu.fabric import conflicting_interfaces
+    if conflicting_interfaces(topo.fattree(4)):
+        return "another k=4 fat-tree is up in this namespace (its interfaces exist)"
+    return None
+
+
+def emu_marks() -> list:
+    """Marks of a live test that runs the Mininet emulation of a k=4 fat-tree (root, Mininet, P4)."""
+    why = _why_no_emulation()
+    return [pytest.mark.live, pytest.mark.root, pytest.mark.slow,
+            pytest.mark.skipif(why is not None, reason=f"emulation test skipped: {why}")]
 
 
 # Run inside a test's namespace (python -c IO_SCRIPT, request as JSON on stdin): send frames paced ``gap`` s apart, report when the first and the

@@ -8,18 +8,9 @@ import os
 import pytest
 
 from coflow.dataplane import toolchain
+from live import BMV2_JSON, P4INFO, bmv2_marks
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-P4INFO = os.path.join(REPO, "build", "coflow.p4info.txt")
-BMV2_JSON = os.path.join(REPO, "build", "coflow.json")
-
-pytestmark = [
-    pytest.mark.live,
-    pytest.mark.skipif(not toolchain.discover().simple_switch_grpc,
-                       reason="ctl live tests: simple_switch_grpc not found (toolchain.discover())"),
-    pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
-                       reason="ctl live tests: build/coflow.json missing (run `make p4`)"),
-]
+pytestmark = bmv2_marks()
 
 
 def test_p4runtime_over_mutual_tls(tmp_path):

@@ -14,24 +14,9 @@ import subprocess
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from live import REPO, emu_marks
 
-
-def _why_skip():
-    from coflow.emu.cli import preflight
-    why = preflight()
-    if why:
-        return why
-    from coflow import topology as topo
-    from coflow.emu.fabric import conflicting_interfaces
-    if conflicting_interfaces(topo.fattree(4)):
-        return "another k=4 fat-tree is up in this namespace (its interfaces exist)"
-    return None
-
-
-WHY = _why_skip()
-pytestmark = [pytest.mark.live, pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(WHY is not None, reason=f"emulation test skipped: {WHY}")]
+pytestmark = emu_marks()
 
 RATE_BPS = 2e6
 # sizes in kB (bytes factor 1e-3 on the trace's MB, pairs convention: 1 MB = 10^6 B)

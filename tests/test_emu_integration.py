@@ -12,27 +12,11 @@ Skips with a one-line reason without the P4 toolchain, root or Mininet.
 import os
 import subprocess
 
-import pytest
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from live import REPO, emu_marks
 
-
-def _why_skip():
-    from coflow.emu.cli import preflight   # the same check as `coflow run`: every reason at once
-    why = preflight()
-    if why:
-        return why
-    from coflow import topology as topo
-    from coflow.emu.fabric import conflicting_interfaces
-    if conflicting_interfaces(topo.fattree(4)):
-        return "another k=4 fat-tree is up in this namespace (its interfaces exist)"
-    return None
-
-
-WHY = _why_skip()
-pytestmark = [pytest.mark.live, pytest.mark.root, pytest.mark.slow,
-              pytest.mark.skipif(WHY is not None, reason=f"emulation test skipped: {WHY}")]
+pytestmark = emu_marks()
 
 RATE_BPS = 2e6
 BIG = 600_000          # ~2.5 s alone at 2 Mb/s

@@ -10,20 +10,11 @@ import sys
 import pytest
 
 from coflow import topology as T
-from coflow.dataplane import toolchain
+from live import BMV2_JSON, P4INFO, REPO, bmv2_marks
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "bench"))
-P4INFO = os.path.join(REPO, "build", "coflow.p4info.txt")
-BMV2_JSON = os.path.join(REPO, "build", "coflow.json")
 
-pytestmark = [
-    pytest.mark.live,
-    pytest.mark.skipif(not toolchain.discover().simple_switch_grpc,
-                       reason="ctl live tests: simple_switch_grpc not found (toolchain.discover())"),
-    pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
-                       reason="ctl live tests: build/coflow.json missing (run `make p4`)"),
-]
+pytestmark = bmv2_marks()
 
 
 def offset_ids(t, off):
