@@ -286,14 +286,20 @@ class _Active:
 
     def add(self, wl: Workload, cof: np.ndarray, coflows: np.ndarray, fl) -> None:
         """Coflows ``coflows`` arrive with their flows ``fl`` (a slice or index array)."""
-        self.acf = np.concatenate([self.acf, coflows])
+        acf = np.concatenate([self.acf, coflows])
+        self._append(wl, acf, fl, np.searchsorted(acf, cof[fl]))
+
+    def _append(self, wl: Workload, acf: np.ndarray, fl, pos: np.ndarray) -> None:
+        """The active set becomes ``acf``, with the flows ``fl`` of ``wl`` appended at
+        positions ``pos`` (indices into ``acf``)."""
+        self.acf = acf
         self.src = np.concatenate([self.src, wl.src[fl]])
         self.dst = np.concatenate([self.dst, wl.dst[fl]])
         self.red = np.concatenate([self.red, wl.reducer[fl]])
         sizes = wl.size[fl]
         self.rem = np.concatenate([self.rem, sizes])
         self.sent = np.concatenate([self.sent, np.zeros(sizes.size)])
-        self.pos = np.concatenate([self.pos, np.searchsorted(self.acf, cof[fl])])
+        self.pos = np.concatenate([self.pos, pos])
         self.cnt = np.bincount(self.pos, minlength=self.acf.size)
 
     def add_units(self, wl: Workload, units: np.ndarray) -> None:
@@ -302,17 +308,8 @@ class _Active:
         parts = [np.arange(a, b) for a, b in zip(wl.flow_lo[units].tolist(), wl.flow_lo[units + 1].tolist())]
         parts = [p[wl.size[p] > 0] for p in parts]
         fl = np.concatenate(parts)
-        n = self.acf.size
-        self.acf = np.concatenate([self.acf, units])
-        self.src = np.concatenate([self.src, wl.src[fl]])
-        self.dst = np.concatenate([self.dst, wl.dst[fl]])
-        self.red = np.concatenate([self.red, wl.reducer[fl]])
-        sizes = wl.size[fl]
-        self.rem = np.concatenate([self.rem, sizes])
-        self.sent = np.concatenate([self.sent, np.zeros(sizes.size)])
         local = np.repeat(np.arange(units.size), [p.size for p in parts])
-        self.pos = np.concatenate([self.pos, n + local])
-        self.cnt = np.bincount(self.pos, minlength=self.acf.size)
+        self._append(wl, np.concatenate([self.acf, units]), fl, self.acf.size + local)
 
     def admit(self, admitted: np.ndarray, rates: np.ndarray) -> np.ndarray:
         """Keep the admitted coflows (a mask over ``acf``); returns their flows' rates."""
