@@ -1,6 +1,9 @@
 """What the live tests against BMv2 share: the compiled pipeline's paths and the skip marks
 (each says why, and the run's skip summary counts it)."""
+import json
 import os
+import sys
+import time
 
 import pytest
 
@@ -85,3 +88,40 @@ while time.time() < deadline:
         break
 print(json.dumps({"got": got, "sent_s": (t_last - t_first) if t_first else 0.0}))
 """
+
+
+def io(fab, send, recv, timeout=1.0, expect=None, gap=0.0012):
+    """Run IO_SCRIPT in ``fab``'s namespaces: send ``[(interface, frame bytes)]`` ``gap`` s apart,
+    capture what the ``recv`` interfaces get (until ``expect`` frames or ``timeout``).  Returns
+    ({interface: [scapy Ether]}, seconds between the first and the last frame sent)."""
+    r = fab.exec(sys.executable, "-c", IO_SCRIPT,
+                 input=json.dumps({"send": [(i, f.hex()) for i, f in send], "recv": recv,
+                                   "timeout": timeout, "expect": expect, "gap": gap}))
+    assert r.returncode == 0, r.stderr
+    from scapy.all import Ether
+    out = json.loads(r.stdout)
+    return {i: [Ether(bytes.fromhex(x)) for x in v] for i, v in out["got"].items()}, out["sent_s"]
+
+
+def prio_of(pkt) -> int:
+    """The priority class a switch wrote into a frame's IPv4 DSCP (its top 3 bits of ToS)."""
+    from scapy.all import IP
+    return pkt[IP].tos >> 5
+
+
+def offset_ids(t, k):
+    """``t`` with every switch's device id moved by ``k`` (tests that run at once don't share ids)."""
+    from dataclasses import replace
+    from coflow.topology import Topology
+    return Topology(t.name, t.kind, t.params, t.hosts,
+                    [replace(s, device_id=s.device_id + k) for s in t.switches], t.links)
+
+
+def wait_for(pred, timeout=5.0, step=0.005) -> bool:
+    """Poll ``pred`` until it holds (True) or ``timeout`` s pass (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(step)
+    return False

@@ -6,9 +6,9 @@ RateBoard published by hand here (the Controller publishes the same from its pla
 tests/test_ctl_rates.py::test_rate_snapshot_*)."""
 import queue
 import threading
-import time
 
 import pytest
+from live import wait_for
 
 from coflow.api.client import CoflowApiError, CoflowClient, RateWatcher
 from coflow.api.rates import CoflowRates, FlowRate, RateBoard
@@ -49,14 +49,6 @@ def _reader(stream):
     return q
 
 
-def _wait(cond, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return False
-
 
 def test_one_coflow_follows_the_controllers_changes_then_ends(api):
     reg, board, client, _ = api
@@ -79,7 +71,7 @@ def test_one_coflow_follows_the_controllers_changes_then_ends(api):
     u = q.get(timeout=5)
     assert u["coflow_id"] == a and u["done"] and u["flows"] == []
     assert q.get(timeout=5) is None                      # the stream ended cleanly
-    assert _wait(lambda: board.watchers == 0)
+    assert wait_for(lambda: board.watchers == 0)
 
 
 def test_a_host_sees_only_the_flows_it_sends(api):
@@ -168,13 +160,13 @@ def test_a_client_that_disconnects_frees_its_stream(api):
     other = CoflowClient(server.coflow_addresses[0])
     q2 = _reader(other.watch_rates())
     q2.get(timeout=5)
-    assert _wait(lambda: board.watchers == 2)
+    assert wait_for(lambda: board.watchers == 2)
     s1.cancel()
     err = q1.get(timeout=5)
     assert isinstance(err, CoflowApiError) and err.code == "CANCELLED"
-    assert _wait(lambda: board.watchers == 1)
+    assert wait_for(lambda: board.watchers == 1)
     other.close()                                        # the channel goes away
-    assert _wait(lambda: board.watchers == 0)
+    assert wait_for(lambda: board.watchers == 0)
     # the service is unharmed
     board.publish({a: _cr(a, (0, "h0", "h1", 7.0, True))}, 1.0)
     q3 = _reader(client.watch_rates(a))

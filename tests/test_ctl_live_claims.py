@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from live import BMV2_JSON, IO_SCRIPT, P4INFO, fabric_marks
+from live import BMV2_JSON, IO_SCRIPT, P4INFO, fabric_marks, offset_ids, prio_of, wait_for
 
 pytestmark = fabric_marks()
 
@@ -47,7 +47,6 @@ print(time.time() - t0)
 def fabric():
     from coflow import topology as T
     from coflow.ctl.bmv2 import Fabric
-    from test_ctl_live_closed_loop import offset_ids
     t = offset_ids(T.leafspine(2, 2, 2), 700 + os.getpid() % 1000 * 10)
     with Fabric(t) as f:
         yield t, f
@@ -57,7 +56,7 @@ def test_a_liar_cannot_hold_an_honest_coflow_back(fabric):
     from coflow.ctl import model as M
     from coflow.ctl import translate as TR
     from coflow.ctl.daemon import Controller
-    from test_ctl_live_closed_loop import prio_of, segment, wait_for
+    from test_ctl_live_closed_loop import segment
     t, f = fabric
     ctl = Controller(t, "sebf", P4INFO, BMV2_JSON, f.addrs(), settings={
         "link_mbps": "10", "progress_s": str(PROGRESS_S), "telemetry_s": "0", "audit_s": "0"})

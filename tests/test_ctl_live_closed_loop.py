@@ -14,14 +14,11 @@ the switches' ``flow_bytes`` counters: nothing here calls the API's Update.
    the fair class.
 Needs root and the P4 toolchain; skips loudly otherwise.
 """
-import json
 import os
-import sys
-import time
 
 import pytest
 
-from live import BMV2_JSON, IO_SCRIPT, P4INFO, fabric_marks
+from live import BMV2_JSON, P4INFO, fabric_marks, io, offset_ids, prio_of, wait_for
 
 pytestmark = fabric_marks()
 
@@ -29,12 +26,6 @@ pytestmark = fabric_marks()
 PAYLOAD = 1000
 OVERHEAD = 74  # Ethernet 14 + IPv4 20 + CoflowId option 8 + TCP 20 + timestamps 12
 
-
-def offset_ids(t, k):
-    from dataclasses import replace
-    from coflow.topology import Topology
-    return Topology(t.name, t.kind, t.params, t.hosts,
-                    [replace(s, device_id=s.device_id + k) for s in t.switches], t.links)
 
 
 def segment(t, src, dst, cid, payload=PAYLOAD, seq=0, sport=40000):
@@ -51,28 +42,7 @@ def segment(t, src, dst, cid, payload=PAYLOAD, seq=0, sport=40000):
     return b
 
 
-def io(fab, send, recv, timeout=1.0, expect=None, gap=0.0012):
-    r = fab.exec(sys.executable, "-c", IO_SCRIPT,
-                 input=json.dumps({"send": [(i, f.hex()) for i, f in send], "recv": recv,
-                                   "timeout": timeout, "expect": expect, "gap": gap}))
-    assert r.returncode == 0, r.stderr
-    from scapy.all import Ether
-    out = json.loads(r.stdout)
-    return {i: [Ether(bytes.fromhex(x)) for x in v] for i, v in out["got"].items()}, out["sent_s"]
 
-
-def prio_of(pkt):
-    from scapy.all import IP
-    return pkt[IP].tos >> 5
-
-
-def wait_for(pred, timeout=5.0, step=0.005):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return False
 
 
 @pytest.fixture(scope="module")

@@ -12,21 +12,19 @@ Needs root and the P4 toolchain; skips loudly otherwise.
 """
 import json
 import os
-import sys
 import time
 
 import pytest
 
-from live import BMV2_JSON, IO_SCRIPT, P4INFO, fabric_marks
+from live import BMV2_JSON, P4INFO, fabric_marks, offset_ids, prio_of, wait_for
+from live import io as live_io
 
 pytestmark = fabric_marks()
 
 
-def offset_ids(t, k):
-    from dataclasses import replace
-    from coflow.topology import Topology
-    return Topology(t.name, t.kind, t.params, t.hosts,
-                    [replace(s, device_id=s.device_id + k) for s in t.switches], t.links)
+
+def io(fab, send, recv, timeout=1.5, expect=None):
+    return live_io(fab, send, recv, timeout, expect)[0]
 
 
 def frame(t, src, dst, cid=None, length=200, sport=1000, ident=1):
@@ -39,18 +37,6 @@ def frame(t, src, dst, cid=None, length=200, sport=1000, ident=1):
     return raw(p / Raw(b"\x00" * (length - len(p))))
 
 
-def io(fab, send, recv, timeout=1.5, expect=None):
-    r = fab.exec(sys.executable, "-c", IO_SCRIPT,
-                 input=json.dumps({"send": [(i, f.hex()) for i, f in send], "recv": recv,
-                                   "timeout": timeout, "expect": expect, "gap": 0.0012}))
-    assert r.returncode == 0, r.stderr
-    from scapy.all import Ether
-    return {i: [Ether(bytes.fromhex(x)) for x in v] for i, v in json.loads(r.stdout)["got"].items()}
-
-
-def prio_of(pkt):
-    from scapy.all import IP
-    return pkt[IP].tos >> 5
 
 
 @pytest.fixture(scope="module")
@@ -66,14 +52,6 @@ def make_controller(t, f, **kw):
     from coflow.ctl.daemon import Controller
     return Controller(t, kw.pop("mode", "dclas"), P4INFO, BMV2_JSON, f.addrs(), **kw)
 
-
-def wait_for(pred, timeout=3.0, step=0.01):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return False
 
 
 def test_fabric_live(fabric):

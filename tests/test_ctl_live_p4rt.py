@@ -3,12 +3,11 @@
 coordination from counters, arbitration between two controllers, controller restart.
 Skips loudly without the toolchain or the compiled pipeline."""
 import os
-import time
 
 import pytest
 
-
-from live import BMV2_JSON, P4INFO, bmv2_marks
+import live
+from live import BMV2_JSON, P4INFO, bmv2_marks, wait_for
 
 pytestmark = bmv2_marks()
 
@@ -16,11 +15,8 @@ _next = [700 + os.getpid() % 500 * 20]
 
 
 def offset_ids(t):
-    from dataclasses import replace
-    from coflow.topology import Topology
     _next[0] += 10
-    return Topology(t.name, t.kind, t.params, t.hosts,
-                    [replace(s, device_id=s.device_id + _next[0]) for s in t.switches], t.links)
+    return live.offset_ids(t, _next[0])
 
 
 @pytest.fixture
@@ -42,14 +38,6 @@ def controller(t, addrs, mode, **kw):
     from coflow.ctl.daemon import Controller
     return Controller(t, mode, P4INFO, BMV2_JSON, addrs, **kw)
 
-
-def wait_for(pred, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_sebf_meters_and_overrides_read_back(switches):

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from live import BMV2_JSON, P4INFO, REPO, fabric_marks
+from live import BMV2_JSON, P4INFO, REPO, fabric_marks, offset_ids
 
 pytestmark = fabric_marks()
 
@@ -110,7 +110,6 @@ class Agent:
 def fabric(tmp_path_factory):
     from coflow import topology as T
     from coflow.ctl.bmv2 import Fabric
-    from test_ctl_live_closed_loop import offset_ids
     t = offset_ids(T.bigswitch(4), 900 + os.getpid() % 1000 * 10)
     with Fabric(t) as f:
         hosts = Hosts(t, f).start()

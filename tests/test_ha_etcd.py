@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from live import wait_for
 
 from coflow.api.registry import ApiError, RegistryDbError
 
@@ -45,14 +46,6 @@ def node(cluster, prefix, name, clock=None):
     reg = EtcdCoflowRegistry(HOSTS, e, prefix, election=el, **kw)
     return e, el, reg
 
-
-def wait_for(pred, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.005)
-    return False
 
 
 def die(el):

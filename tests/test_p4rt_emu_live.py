@@ -10,17 +10,12 @@ import sys
 import pytest
 
 from coflow import topology as T
-from live import BMV2_JSON, P4INFO, REPO, bmv2_marks
+from live import BMV2_JSON, P4INFO, REPO, bmv2_marks, offset_ids
 
 sys.path.insert(0, os.path.join(REPO, "bench"))
 
 pytestmark = bmv2_marks()
 
-
-def offset_ids(t, off):
-    from dataclasses import replace
-    return T.Topology(t.name, t.kind, t.params, t.hosts,
-                      [replace(s, device_id=s.device_id + off) for s in t.switches], t.links)
 
 
 @pytest.fixture
