@@ -170,3 +170,12 @@ def test_sweep_is_rendered_from_the_builds_json(tmp_path, capsys):
     assert "not a coflow-tofino-sweep/1 document" in capsys.readouterr().err
     with pytest.raises(ValueError):
         sweep.collect(str(root), [])
+
+
+def test_sweep_markers_missing_is_one_error_naming_them(tmp_path):
+    from coflow.tofino import sweep
+    readme = tmp_path / "R.md"
+    readme.write_text(f"a\n{fit.BEGIN}\nthe fit table\n{fit.END}\n")
+    with pytest.raises(ValueError, match=r"R\.md: no tofino-sweep markers \(<!-- tofino-sweep:begin"):
+        sweep.update_readme(str(readme), "x\n")
+    assert readme.read_text() == f"a\n{fit.BEGIN}\nthe fit table\n{fit.END}\n"
