@@ -4,6 +4,7 @@ resources_schema.py 2.4: resources.mau.mau_stages[*].rams.srams[*].usages[*].use
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -170,3 +171,26 @@ def test_sweep_is_rendered_from_the_builds_json(tmp_path, capsys):
     assert "not a coflow-tofino-sweep/1 document" in capsys.readouterr().err
     with pytest.raises(ValueError):
         sweep.collect(str(root), [])
+
+
+def test_sweep_markers_missing_is_one_error_naming_them(tmp_path):
+    from coflow.tofino import sweep
+    readme = tmp_path / "R.md"
+    readme.write_text(f"a\n{fit.BEGIN}\nthe fit table\n{fit.END}\n")
+    with pytest.raises(ValueError, match=r"R\.md: no tofino-sweep markers \(<!-- tofino-sweep:begin"):
+        sweep.update_readme(str(readme), "x\n")
+    assert readme.read_text() == f"a\n{fit.BEGIN}\nthe fit table\n{fit.END}\n"
+
+
+def test_readmes_slot_sweep_is_the_committed_sweeps_render():
+    """README.md's and p4src/README.md's sweep blocks are results/tofino_sweep.json rendered
+    (``make p4-tofino-sweep`` writes both): no figure of the sweep is written by hand."""
+    from coflow.tofino import sweep
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(repo, "results", "tofino_sweep.json")) as f:
+        md = sweep.render(json.load(f))
+    for rel in ("README.md", os.path.join("p4src", "README.md")):
+        with open(os.path.join(repo, rel)) as f:
+            text = f.read()
+        i = text.index(sweep.BEGIN) + len(sweep.BEGIN) + 1
+        assert text[i:text.index(sweep.END)] == md, f"{rel}: run `make p4-tofino-sweep`"

@@ -7,7 +7,10 @@ when bf-p4c is missing (the mechanism of tests/test_tofino_compile.py, whose bui
    headers (scapy builds them and computes the checksum: the oracle), give the right checksum
    for tagged / untagged packets with options at every IHL; egress's ECN rewrite (RFC 1624)
    too. With bf-p4c: no RESIDUAL parser checksum unit in the assembler output, deparser units
-   in both gresses.
+   in both gresses, and those units (their containers and what each holds, from the assembler
+   output) evaluated on the same packets give scapy's checksum (P4Testgen's Tofino target
+   computes no checksum: p4src/README.md). On the program before the fix this fails: a unit
+   sums the parser's residual (``meta.ck_residual_tagged``), not the header's fields.
 2. Traffic manager: ``coflow ctl run --target tofino`` builds a TM pusher (strict priority for
    the mode) for the server; Stratum without a chassis config is an error
    (tests/test_tofino_tm.py tests the messages and the pushes).
@@ -145,11 +148,26 @@ def _packets():
     return out
 
 
+def _deparsed(raw: bytes, tagged: bool) -> tuple[bytes, int]:
+    """The IPv4 header as the ingress pipeline leaves it (new class in DSCP, TTL - 1, the option
+    stamped; the checksum field zero, not an input) and the checksum scapy computes for it."""
+    from scapy.layers.inet import IP
+    ihl = IP(raw).ihl
+    hdr = bytearray(raw[:ihl * 4])
+    hdr[1] = (5 << 5) | (hdr[1] & 3)
+    hdr[8] -= 1
+    if tagged:
+        hdr[22] = 0x80 | 5
+    hdr[10:12] = b"\0\0"
+    want = IP(bytes(hdr) + raw[ihl * 4:])
+    del want.chksum
+    return bytes(hdr), IP(bytes(want)).chksum
+
+
 def test_ingress_checksum_lists_give_the_header_checksum_at_every_ihl():
     """The deparser's two update lists, evaluated on the parsed fields of tagged and untagged
     packets with options at every IHL, give the checksum scapy computes (ingress recomputes it
     from the fields after rewriting DSCP, TTL and the stamp)."""
-    from scapy.layers.inet import IP
     dep = _control(_cpp("include/parser.p4"), "CoflowIngressDeparser")
     lists = _update_lists(dep)
     assert len(lists) == 2, dep
@@ -157,20 +175,9 @@ def test_ingress_checksum_lists_give_the_header_checksum_at_every_ihl():
     assert any(f.startswith("hdr.coflow_opt.") for f in tagged_list)
     assert not any(f.startswith("hdr.coflow_opt.") for f in untagged_list)
     for raw, tagged in _packets():
-        ip = IP(raw)
-        ihl = ip.ihl
-        hdr = bytearray(raw[:ihl * 4])
-        # as the pipeline leaves them: new class, TTL - 1, stamped; checksum field not an input
-        hdr[1] = (5 << 5) | (hdr[1] & 3)
-        hdr[8] -= 1
-        if tagged:
-            hdr[22] = 0x80 | 5
-        hdr[10:12] = b"\0\0"
-        want = IP(bytes(hdr) + raw[ihl * 4:])
-        del want.chksum
-        want = IP(bytes(want)).chksum
-        got = _eval_list(tagged_list if tagged else untagged_list, _fields_of(bytes(hdr), tagged))
-        assert got == want, (ihl, tagged, hex(got), hex(want))
+        hdr, want = _deparsed(raw, tagged)
+        got = _eval_list(tagged_list if tagged else untagged_list, _fields_of(hdr, tagged))
+        assert got == want, (hdr[0] & 15, tagged, hex(got), hex(want))
 
 
 def test_egress_ecn_rewrite_keeps_the_checksum_right():
@@ -222,6 +229,123 @@ def test_compiled_parser_has_no_residual_and_deparsers_compute_the_checksums(tof
     for start in dep:
         section = bfa[start:bfa.find("\n", bfa.find("\n", start) + 1) + 20000]
         assert re.search(r"^\s+(full_|partial_)?checksum \d+:", section, re.M), section[:400]
+
+
+_BFA_CONT = re.compile(r"^T?([BHW])\d+$")
+_BFA_FIELD = re.compile(r"^(?:ingress|egress)::(\S+?)(?:\.(\d+)-(\d+))?(?: if .*)?$")
+
+
+def _bfa_checksum_units(bfa: str, gress: str) -> list[list[tuple[int, list, int]]]:
+    """The deparser's full checksum units of one gress in bf-p4c's assembler output, each as the
+    list of its partial units' entries: (container bits, [(container lo bit, width, field,
+    field lo bit)], swap mask). The containers' contents are read from the dictionary's
+    comments (which field bits each container holds)."""
+    i = bfa.index(f"\ndeparser {gress}:\n") + 1
+    m = re.compile(r"^\S", re.M).search(bfa, bfa.index("\n", i) + 1)
+    section = bfa[i:m.start()] if m else bfa[i:]
+    holds: dict = {}            # container -> [(lo, width, field, field lo)], from the dictionary
+    noted: dict = {}            # the same from the checksum entries' comments (containers not emitted)
+    partial: dict = {}          # n -> [(container, swap)]
+    full: dict = {}             # n -> [partial n]
+    key = cont = None
+
+    def part(lo: int, width: int, spec: str) -> None:
+        fm = _BFA_FIELD.match(spec.strip())
+        assert fm, spec
+        into = holds if key == "dictionary" else noted
+        into.setdefault(cont, []).append((lo, width, fm.group(1), int(fm.group(2) or 0)))
+
+    for line in section.splitlines()[1:]:
+        if re.match(r"^  \S", line):
+            key, cont = line.strip().rstrip(":").strip(), None
+            continue
+        s = line.strip()
+        em = re.match(r"^(?:- )?(T?[BHW]\d+): (\{[^}]*\}|\S+)(?:\s+#\s*(.*))?$", s)
+        if em and key and (key == "dictionary" or key.startswith("partial_checksum ")):
+            cont = em.group(1)
+            if key != "dictionary":
+                sm = re.search(r"swap: (\d+)", em.group(2))
+                partial.setdefault(int(key.split()[1]), []).append((cont, int(sm.group(1)) if sm else 0))
+            if em.group(3):
+                part(0, {"B": 8, "H": 16, "W": 32}[_BFA_CONT.match(cont).group(1)], em.group(3))
+            continue
+        bm = re.match(r"^# - bit\[(\d+)(?:\.\.(\d+))?\]: (.*)$", s)
+        if bm and cont:
+            hi, lo = int(bm.group(1)), int(bm.group(2) or bm.group(1))
+            part(lo, hi - lo + 1, bm.group(3))
+        elif not s.startswith("#"):
+            cont = None
+        if key and key.startswith("full_checksum "):
+            fm = re.match(r"^- partial_checksum (\d+):", s)
+            if fm:
+                full.setdefault(int(key.split()[1]), []).append(int(fm.group(1)))
+    units = []
+    for n in sorted(full):
+        entries = []
+        for p in full[n]:
+            for c, swap in partial[p]:
+                size = {"B": 8, "H": 16, "W": 32}[_BFA_CONT.match(c).group(1)]
+                entries.append((size, holds.get(c) or noted[c], swap))
+        units.append(entries)
+    return units
+
+
+def _eval_unit(entries, values: dict) -> int:
+    """A deparser checksum unit on PHV values: each container's 16-bit halves (the low half
+    first), byte-swapped where its swap mask has the half's bit (an 8-bit container sits in
+    the low byte unless swapped), summed in ones' complement and inverted."""
+    total = 0
+    for size, parts, swap in entries:
+        v = 0
+        for lo, width, field, flo in parts:
+            assert field in values, f"{field}: not a header field the test knows"
+            v |= ((values[field] >> flo) & ((1 << width) - 1)) << lo
+        for h in range(max(1, size // 16)):
+            half = (v >> (16 * h)) & 0xFFFF
+            if swap >> h & 1:
+                half = ((half & 0xFF) << 8) | (half >> 8)
+            total += half
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def test_compiled_checksum_units_give_the_header_checksum_at_every_ihl(tofino_build):
+    """bf-p4c's own output as the oracle's input: the ingress deparser's two checksum units
+    (.bfa: full_checksum / partial_checksum, their containers and what each holds), evaluated
+    on the PHV of tagged and untagged packets with options at every IHL, give scapy's checksum;
+    each container counts (leaving any one out breaks some packet); the egress unit gives the
+    checksum after ECN marking. Absent option words read zero (the parser's zero
+    initialization, assumed here as in the PHV)."""
+    from scapy.layers.inet import IP, TCP
+    units = _bfa_checksum_units(_bfa(tofino_build), "ingress")
+    assert len(units) == 2, units
+
+    def fields(unit):
+        return {f for _, parts, _ in unit for _, _, f, _ in parts}
+    tagged_unit = [u for u in units if any(f.startswith("hdr.coflow_opt.") for f in fields(u))]
+    untagged_unit = [u for u in units if not any(f.startswith("hdr.coflow_opt.") for f in fields(u))]
+    assert len(tagged_unit) == len(untagged_unit) == 1, [sorted(fields(u)) for u in units]
+    packets = [(_deparsed(raw, tagged), tagged) for raw, tagged in _packets()]
+    assert {h[0] & 15 for (h, _), t in packets if t} == set(range(7, 16))
+    assert {h[0] & 15 for (h, _), t in packets if not t} == set(range(5, 16))
+    for unit, tagged in ((tagged_unit[0], True), (untagged_unit[0], False)):
+        mine = [(h, want) for (h, want), t in packets if t == tagged]
+        for hdr, want in mine:
+            got = _eval_unit(unit, _fields_of(hdr, tagged))
+            assert got == want, (hdr[0] & 15, tagged, hex(got), hex(want))
+        for k in range(len(unit)):
+            less = unit[:k] + unit[k + 1:]
+            assert any(_eval_unit(less, _fields_of(h, tagged)) != w for h, w in mine), (tagged, unit[k])
+    egress = _bfa_checksum_units(_bfa(tofino_build), "egress")
+    assert len(egress) == 1 and fields(egress[0]) == {"meta.ck_inv", "meta.ecn_delta"}, egress
+    for ecn in (1, 2):                            # ECT(1), ECT(0)
+        raw = bytes(IP(tos=0xb8 | ecn, ttl=60) / TCP())
+        marked = IP(raw)
+        marked.tos = 0xb8 | C.ECN_CE
+        del marked.chksum
+        values = {"meta.ck_inv": ~IP(raw).chksum & 0xFFFF, "meta.ecn_delta": 1 if ecn == C.ECN_ECT0 else 2}
+        assert _eval_unit(egress[0], values) == IP(bytes(marked)).chksum, ecn
 
 
 # --- 2. the traffic manager ---------------------------------------------------------------

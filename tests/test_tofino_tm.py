@@ -443,3 +443,35 @@ def test_switch_agent_issues_the_tm_config_at_every_bring_up(monkeypatch):
     with pytest.raises(RuntimeError, match="BF Runtime down"):
         a._bring_up()
     assert events[-1] == "tm" and events.count("read") == 3     # not handed back: no read
+
+
+# --- the declarations' notation (protodesc.parse) ------------------------------------------
+
+def test_parse_reads_proto_notation_into_build_tables():
+    from coflow.tofino.protodesc import parse
+    fields, enums = parse("""
+message A { uint32 x = 1; repeated A.B bs = 2; oneof pick { bytes raw = 3; A.E e = 4; }
+            map<uint64, A.B> by_id = 5; }
+message A.B { string s = 7; }
+enum A.E { ZERO = 0; ONE = 1; }
+""")
+    assert fields == (("A", "x", 1, "uint32", "optional"), ("A", "bs", 2, "msg:A.B", "repeated"),
+                      ("A", "raw", 3, "bytes", "optional", "pick"), ("A", "e", 4, "enum:A.E", "optional", "pick"),
+                      ("A", "by_id", 5, "map:uint64:A.B", "optional"), ("A.B", "s", 7, "string", "optional"))
+    assert enums == (("A.E", (("ZERO", 0), ("ONE", 1))),)
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("message A { uint32 x 1; }", "line 1: = expected, not '1'"),
+    ("message A { uint32 x = one; }", "line 1: a number expected, not 'one'"),
+    ("message A {\n uint32 x = 1 }", "line 2: ; expected, not '}'"),
+    ("message A { uint32 x = 1;", "ends where a name was due"),
+    ("\nservice S { }", "line 2: 'message' or 'enum' expected, not 'service'"),
+    ("message A { uint32 x = 1; } # c", "line 1: unexpected '#'"),
+    ("message A { map<uint32 A> m = 1; }", "line 1: , expected, not 'A'"),
+])
+def test_parse_refuses_malformed_declarations_in_one_line(text, msg):
+    from coflow.tofino.protodesc import parse
+    with pytest.raises(ValueError) as e:
+        parse(text, "t")
+    assert str(e.value) == f"t: {msg}"

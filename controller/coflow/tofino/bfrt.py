@@ -5,7 +5,7 @@ No registry package ships BF Runtime's protos (Intel's ``bfrt_grpc`` Python clie
 the SDE), so the messages are declared from open-p4studio
 ``pkgsrc/bf-drivers/src/bf_rt/proto/bfruntime.proto`` (at :data:`BFRT_COMMIT`) with protobuf's
 descriptor API (:mod:`coflow.tofino.protodesc`): package ``bfrt_proto``, the field numbers of
-:data:`BFRT_FIELDS`. Table and field ids are not hard-coded: they come from the switch's BF-RT
+:data:`BFRT_PROTO`. Table and field ids are not hard-coded: they come from the switch's BF-RT
 info (``GetForwardingPipelineConfig``'s ``non_p4_config.bfruntime_info``, the JSON of
 ``bf_rt_tm_tf1.json``), which also gives every field's type, checked before a write
 (:func:`check_write`).
@@ -28,81 +28,52 @@ PACKAGE = "bfrt_proto"
 SERVICE = "/bfrt_proto.BfRuntime/"
 DEFAULT_PORT = 50052          # bf_switchd's BF Runtime gRPC server
 
-#: (message, field, number, type, label[, oneof]) as bfruntime.proto declares them (the subset
-#: used here)
-BFRT_FIELDS = (
-    ("TargetDevice", "device_id", 1, "uint32", "optional"),
-    ("TargetDevice", "pipe_id", 2, "uint32", "optional"),
-    ("TargetDevice", "direction", 3, "uint32", "optional"),
-    ("TargetDevice", "prsr_id", 4, "uint32", "optional"),
-    ("WriteRequest", "target", 1, "msg:TargetDevice", "optional"),
-    ("WriteRequest", "client_id", 2, "uint32", "optional"),
-    ("WriteRequest", "updates", 3, "msg:Update", "repeated"),
-    ("WriteRequest", "atomicity", 4, "enum:WriteRequest.Atomicity", "optional"),
-    ("WriteRequest", "p4_name", 5, "string", "optional"),
-    ("WriteResponse", "status", 1, "msg:Error", "repeated"),
-    ("ReadRequest", "target", 1, "msg:TargetDevice", "optional"),
-    ("ReadRequest", "client_id", 2, "uint32", "optional"),
-    ("ReadRequest", "entities", 3, "msg:Entity", "repeated"),
-    ("ReadRequest", "p4_name", 4, "string", "optional"),
-    ("ReadResponse", "entities", 1, "msg:Entity", "repeated"),
-    ("ReadResponse", "status", 2, "msg:Error", "repeated"),
-    ("Update", "type", 1, "enum:Update.Type", "optional"),
-    ("Update", "entity", 2, "msg:Entity", "optional"),
-    ("Entity", "table_entry", 1, "msg:TableEntry", "optional", "entity"),
-    ("TableEntry", "table_id", 1, "uint32", "optional"),
-    ("TableEntry", "key", 2, "msg:TableKey", "optional", "value"),
-    ("TableEntry", "data", 3, "msg:TableData", "optional"),
-    ("TableEntry", "is_default_entry", 4, "bool", "optional"),
-    ("TableData", "action_id", 1, "uint32", "optional"),
-    ("TableData", "fields", 2, "msg:DataField", "repeated"),
-    ("DataField", "field_id", 1, "uint32", "optional"),
-    ("DataField", "stream", 2, "bytes", "optional", "value"),
-    ("DataField", "float_val", 3, "float", "optional", "value"),
-    ("DataField", "str_val", 4, "string", "optional", "value"),
-    ("DataField", "int_arr_val", 5, "msg:DataField.IntArray", "optional", "value"),
-    ("DataField", "bool_arr_val", 6, "msg:DataField.BoolArray", "optional", "value"),
-    ("DataField", "bool_val", 8, "bool", "optional", "value"),
-    ("DataField.IntArray", "val", 1, "uint32", "repeated"),
-    ("DataField.BoolArray", "val", 1, "bool", "repeated"),
-    ("TableKey", "fields", 1, "msg:KeyField", "repeated"),
-    ("KeyField", "field_id", 1, "uint32", "optional"),
-    ("KeyField", "exact", 2, "msg:KeyField.Exact", "optional", "match_type"),
-    ("KeyField.Exact", "value", 1, "bytes", "optional"),
-    ("Error", "canonical_code", 1, "int32", "optional"),
-    ("Error", "message", 2, "string", "optional"),
-    ("Error", "space", 3, "string", "optional"),
-    ("Error", "code", 4, "int32", "optional"),
-    ("StreamMessageRequest", "client_id", 1, "uint32", "optional"),
-    ("StreamMessageRequest", "subscribe", 2, "msg:Subscribe", "optional", "update"),
-    ("Subscribe", "device_id", 2, "uint32", "optional"),
-    ("Subscribe", "notifications", 3, "msg:Subscribe.Notifications", "optional"),
-    ("Subscribe.Notifications", "enable_learn_notifications", 1, "bool", "optional"),
-    ("Subscribe.Notifications", "enable_idletimeout_notifications", 2, "bool", "optional"),
-    ("Subscribe.Notifications", "enable_port_status_change_notifications", 3, "bool", "optional"),
-    ("StreamMessageResponse", "subscribe", 1, "msg:Subscribe", "optional", "update"),
-    ("SetForwardingPipelineConfigRequest", "device_id", 1, "uint32", "optional"),
-    ("SetForwardingPipelineConfigRequest", "client_id", 2, "uint32", "optional"),
-    ("SetForwardingPipelineConfigRequest", "action", 3,
-     "enum:SetForwardingPipelineConfigRequest.Action", "optional"),
-    ("SetForwardingPipelineConfigRequest", "config", 6, "msg:ForwardingPipelineConfig", "repeated"),
-    ("SetForwardingPipelineConfigResponse", "set_forwarding_pipeline_config_response_type", 1,
-     "uint32", "optional"),
-    ("ForwardingPipelineConfig", "p4_name", 1, "string", "optional"),
-    ("ForwardingPipelineConfig", "bfruntime_info", 2, "bytes", "optional"),
-    ("GetForwardingPipelineConfigRequest", "device_id", 1, "uint32", "optional"),
-    ("GetForwardingPipelineConfigRequest", "client_id", 2, "uint32", "optional"),
-    ("GetForwardingPipelineConfigResponse", "config", 1, "msg:ForwardingPipelineConfig", "repeated"),
-    ("GetForwardingPipelineConfigResponse", "non_p4_config", 2, "msg:NonP4Config", "optional"),
-    ("NonP4Config", "bfruntime_info", 1, "bytes", "optional"),
-)
-BFRT_ENUMS = (
-    ("WriteRequest.Atomicity", (("CONTINUE_ON_ERROR", 0), ("ROLLBACK_ON_ERROR", 1),
-                                ("DATAPLANE_ATOMIC", 2))),
-    ("Update.Type", (("UNSPECIFIED", 0), ("INSERT", 1), ("MODIFY", 2), ("MODIFY_INC", 3),
-                     ("DELETE", 4), ("INSERT_OR_MODIFY", 5), ("RESET", 6))),
-    ("SetForwardingPipelineConfigRequest.Action", (("BIND", 0), ("VERIFY", 1))),
-)
+#: the messages as bfruntime.proto declares them (the subset used here), in its notation
+#: (:func:`coflow.tofino.protodesc.parse`)
+BFRT_PROTO = """
+message TargetDevice { uint32 device_id = 1; uint32 pipe_id = 2; uint32 direction = 3; uint32 prsr_id = 4; }
+message WriteRequest {
+  TargetDevice target = 1; uint32 client_id = 2; repeated Update updates = 3;
+  WriteRequest.Atomicity atomicity = 4; string p4_name = 5; }
+enum WriteRequest.Atomicity { CONTINUE_ON_ERROR = 0; ROLLBACK_ON_ERROR = 1; DATAPLANE_ATOMIC = 2; }
+message WriteResponse { repeated Error status = 1; }
+message ReadRequest {
+  TargetDevice target = 1; uint32 client_id = 2; repeated Entity entities = 3; string p4_name = 4; }
+message ReadResponse { repeated Entity entities = 1; repeated Error status = 2; }
+message Update { Update.Type type = 1; Entity entity = 2; }
+enum Update.Type {
+  UNSPECIFIED = 0; INSERT = 1; MODIFY = 2; MODIFY_INC = 3; DELETE = 4; INSERT_OR_MODIFY = 5; RESET = 6; }
+message Entity { oneof entity { TableEntry table_entry = 1; } }
+message TableEntry {
+  uint32 table_id = 1; oneof value { TableKey key = 2; } TableData data = 3; bool is_default_entry = 4; }
+message TableData { uint32 action_id = 1; repeated DataField fields = 2; }
+message DataField {
+  uint32 field_id = 1;
+  oneof value { bytes stream = 2; float float_val = 3; string str_val = 4;
+                DataField.IntArray int_arr_val = 5; DataField.BoolArray bool_arr_val = 6; bool bool_val = 8; } }
+message DataField.IntArray { repeated uint32 val = 1; }
+message DataField.BoolArray { repeated bool val = 1; }
+message TableKey { repeated KeyField fields = 1; }
+message KeyField { uint32 field_id = 1; oneof match_type { KeyField.Exact exact = 2; } }
+message KeyField.Exact { bytes value = 1; }
+message Error { int32 canonical_code = 1; string message = 2; string space = 3; int32 code = 4; }
+message StreamMessageRequest { uint32 client_id = 1; oneof update { Subscribe subscribe = 2; } }
+message Subscribe { uint32 device_id = 2; Subscribe.Notifications notifications = 3; }
+message Subscribe.Notifications {
+  bool enable_learn_notifications = 1; bool enable_idletimeout_notifications = 2;
+  bool enable_port_status_change_notifications = 3; }
+message StreamMessageResponse { oneof update { Subscribe subscribe = 1; } }
+message SetForwardingPipelineConfigRequest {
+  uint32 device_id = 1; uint32 client_id = 2; SetForwardingPipelineConfigRequest.Action action = 3;
+  repeated ForwardingPipelineConfig config = 6; }
+enum SetForwardingPipelineConfigRequest.Action { BIND = 0; VERIFY = 1; }
+message SetForwardingPipelineConfigResponse { uint32 set_forwarding_pipeline_config_response_type = 1; }
+message ForwardingPipelineConfig { string p4_name = 1; bytes bfruntime_info = 2; }
+message GetForwardingPipelineConfigRequest { uint32 device_id = 1; uint32 client_id = 2; }
+message GetForwardingPipelineConfigResponse {
+  repeated ForwardingPipelineConfig config = 1; NonP4Config non_p4_config = 2; }
+message NonP4Config { bytes bfruntime_info = 1; }
+"""
 
 _schema = None
 
@@ -110,8 +81,8 @@ _schema = None
 def schema():
     global _schema
     if _schema is None:
-        from .protodesc import build
-        _schema = build("bfruntime.proto", PACKAGE, BFRT_FIELDS, BFRT_ENUMS)
+        from .protodesc import build, parse
+        _schema = build("bfruntime.proto", PACKAGE, *parse(BFRT_PROTO, "bfrt.BFRT_PROTO"))
     return _schema
 
 

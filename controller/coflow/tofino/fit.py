@@ -208,14 +208,16 @@ def render(rep: FitReport, title: str | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def update_readme(path: str, table: str) -> bool:
-    """Replace the text between :data:`BEGIN` and :data:`END`; True when it changed."""
+def update_readme(path: str, table: str, begin: str = BEGIN, end: str = END,
+                  what: str = "fit-table") -> bool:
+    """Replace the text between ``begin`` and ``end`` (the fit table's markers unless told, the
+    slot sweep's for :mod:`.sweep`); True when it changed."""
     with open(path) as f:
         text = f.read()
-    i, j = text.find(BEGIN), text.find(END)
+    i, j = text.find(begin), text.find(end)
     if i < 0 or j < i:
-        raise ValueError(f"{path}: no fit-table markers ({BEGIN} ... {END})")
-    new = text[:i + len(BEGIN)] + "\n" + table + text[j:]
+        raise ValueError(f"{path}: no {what} markers ({begin} ... {end})")
+    new = text[:i + len(begin)] + "\n" + table + text[j:]
     if new != text:
         with open(path, "w") as f:
             f.write(new)

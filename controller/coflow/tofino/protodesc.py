@@ -9,8 +9,16 @@ package (``"TofinoConfig.ByteShape"``); ``type`` is a scalar (``uint32``, ``uint
 ``bool``, ``string``, ``bytes``, ``float``), ``enum:Path``, ``msg:Path`` or
 ``map:<key scalar>:<value type>``; ``label`` is ``optional`` or ``repeated``; a sixth element
 names the ``oneof`` the field belongs to. Enums are ``(path, ((name, number), ...))``.
+
+The modules write those tables in the ``.proto``'s own notation, read by :func:`parse`: a
+``message Path { ... }`` or ``enum Path { NAME = n; ... }`` per declared type (``Path`` the dotted
+path below the package, so nested types are written out flat), fields as ``[repeated] type name =
+number;`` with ``map<key, value>`` and ``oneof name { ... }`` as in proto3. A type that is not a
+scalar is an enum when the text declares an enum of that path, else a message.
 """
 from __future__ import annotations
+
+import re
 
 from google.protobuf import descriptor_pb2, descriptor_pool
 
@@ -19,6 +27,96 @@ SCALARS = {"uint32": F.TYPE_UINT32, "uint64": F.TYPE_UINT64, "int32": F.TYPE_INT
            "int64": F.TYPE_INT64, "bool": F.TYPE_BOOL, "string": F.TYPE_STRING,
            "bytes": F.TYPE_BYTES, "float": F.TYPE_FLOAT}
 LABELS = {"optional": F.LABEL_OPTIONAL, "repeated": F.LABEL_REPEATED}
+
+
+_TOKEN = re.compile(r"\s*(?:([A-Za-z_][\w.]*|\d+|[{}=;<>,])|(\S))")
+
+
+def parse(text: str, where: str = "proto") -> tuple[tuple, tuple]:
+    """The ``(fields, enums)`` tables of :func:`build` from declarations in ``.proto`` notation
+    (the module docstring); a ``ValueError`` names the first token that does not fit."""
+    toks: list[tuple[str, int]] = []
+    for m in _TOKEN.finditer(text):
+        if m.group(2):
+            raise ValueError(f"{where}: line {text.count(chr(10), 0, m.start(2)) + 1}: "
+                             f"unexpected {m.group(2)!r}")
+        if m.group(1):
+            toks.append((m.group(1), text.count("\n", 0, m.start(1)) + 1))
+    pos = 0
+
+    def take(want: str | None = None, what: str = "a name") -> str:
+        nonlocal pos
+        if pos >= len(toks):
+            raise ValueError(f"{where}: ends where {want or what} was due")
+        tok, line = toks[pos]
+        if want is not None:
+            ok = tok == want
+        else:
+            ok = tok.isdigit() if what == "a number" else (tok[0].isalpha() or tok[0] == "_")
+        if not ok:
+            raise ValueError(f"{where}: line {line}: {want or what} expected, not {tok!r}")
+        pos += 1
+        return tok
+
+    def peek() -> str | None:
+        return toks[pos][0] if pos < len(toks) else None
+
+    raw: list[tuple] = []       # (message, name, number, type, label[, oneof]), type unresolved
+    enums: list[tuple] = []
+    while pos < len(toks):
+        kind = take(what="a name")
+        if kind not in ("message", "enum"):
+            raise ValueError(f"{where}: line {toks[pos - 1][1]}: 'message' or 'enum' expected, "
+                             f"not {kind!r}")
+        path = take()
+        take("{")
+        if kind == "enum":
+            values = []
+            while peek() != "}":
+                name = take()
+                take("=")
+                values.append((name, int(take(what="a number"))))
+                take(";")
+            take("}")
+            enums.append((path, tuple(values)))
+            continue
+        oneof = None
+        while True:
+            if peek() == "}":
+                take("}")
+                if oneof is None:
+                    break
+                oneof = None
+                continue
+            if peek() == "oneof" and oneof is None:
+                take("oneof")
+                oneof = take()
+                take("{")
+                continue
+            label = "optional"
+            if peek() == "repeated":
+                label = take("repeated")
+            typ = take()
+            if typ == "map":
+                take("<")
+                key = take()
+                take(",")
+                value = take()
+                take(">")
+                typ = f"map:{key}:{value}"
+            name = take()
+            take("=")
+            number = int(take(what="a number"))
+            take(";")
+            raw.append((path, name, number, typ, label) + ((oneof,) if oneof else ()))
+    declared_enums = {p for p, _ in enums}
+
+    def resolve(typ: str) -> str:
+        if typ in SCALARS or typ.startswith("map:"):
+            return typ
+        return ("enum:" if typ in declared_enums else "msg:") + typ
+    fields = tuple((r[0], r[1], r[2], resolve(r[3])) + r[4:] for r in raw)
+    return fields, tuple(enums)
 
 
 def _message_class(desc):

@@ -89,17 +89,9 @@ def render(doc: dict) -> str:
 
 
 def update_readme(path: str, text: str) -> bool:
-    with open(path) as f:
-        old = f.read()
-    i, j = old.find(BEGIN), old.find(END)
-    if i < 0 or j < i:
-        raise ValueError(f"{path}: no tofino-sweep markers ({BEGIN} ... {END})")
-    new = old[:i + len(BEGIN)] + "\n" + text + old[j:]
-    if new != old:
-        with open(path, "w") as f:
-            f.write(new)
-        return True
-    return False
+    """:func:`coflow.tofino.fit.update_readme` between the sweep's markers."""
+    from .fit import update_readme as replace
+    return replace(path, text, BEGIN, END, "tofino-sweep")
 
 
 def write_json(doc: dict, path: str) -> None:

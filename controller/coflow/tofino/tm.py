@@ -139,56 +139,40 @@ def as_dict(plan: PortQueuePlan) -> dict:
 
 STRATUM_COMMIT = "f8f71301cb602ac663818f2b185d57771b27d8e2"
 STRATUM_PACKAGE = "stratum.hal"
-#: (message, field, number, type, label[, oneof]) as stratum/stratum
-#: stratum/hal/lib/common/common.proto declares them (the subset the QoS section uses)
-STRATUM_QOS_FIELDS = (
-    ("ChassisConfig", "vendor_config", 7, "msg:VendorConfig", "optional"),
-    ("VendorConfig", "tofino_config", 2, "msg:TofinoConfig", "optional"),
-    ("TofinoConfig", "node_id_to_port_shaping_config", 1,
-     "map:uint64:TofinoConfig.BfPortShapingConfig", "repeated"),
-    ("TofinoConfig", "node_id_to_qos_config", 3, "map:uint64:TofinoConfig.TofinoQosConfig", "repeated"),
-    ("TofinoConfig.PacketShape", "rate_pps", 1, "uint64", "optional"),
-    ("TofinoConfig.PacketShape", "burst_packets", 2, "uint32", "optional"),
-    ("TofinoConfig.ByteShape", "rate_bps", 1, "uint64", "optional"),
-    ("TofinoConfig.ByteShape", "burst_bytes", 2, "uint32", "optional"),
-    ("TofinoConfig.BfPortShapingConfig", "per_port_shaping_configs", 1,
-     "map:uint32:TofinoConfig.BfPortShapingConfig.BfPerPortShapingConfig", "repeated"),
-    ("TofinoConfig.BfPortShapingConfig.BfPerPortShapingConfig", "packet_shaping", 1,
-     "msg:TofinoConfig.PacketShape", "optional", "shaping"),
-    ("TofinoConfig.BfPortShapingConfig.BfPerPortShapingConfig", "byte_shaping", 2,
-     "msg:TofinoConfig.ByteShape", "optional", "shaping"),
-    ("TofinoConfig.TofinoQosConfig", "queue_configs", 6,
-     "msg:TofinoConfig.TofinoQosConfig.QueueConfig", "repeated"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig", "port", 1, "uint32", "optional", "port_type"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig", "sdk_port", 2, "uint32", "optional", "port_type"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig", "queue_mapping", 3,
-     "msg:TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping", "repeated"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping", "queue_id", 1, "int32", "optional"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping", "priority", 2,
-     "enum:TofinoConfig.TofinoQosConfig.SchedulingPriority", "optional"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping", "weight", 3, "uint32", "optional"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping", "minimum_guaranteed_cells", 4,
-     "uint32", "optional"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping", "pool", 5,
-     "enum:TofinoConfig.TofinoQosConfig.ApplicationPool", "optional"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping", "base_use_limit", 6, "uint32", "optional"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping", "baf", 7,
-     "enum:TofinoConfig.TofinoQosConfig.Baf", "optional"),
-    ("TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping", "hysteresis", 8, "uint32", "optional"),
-)
-#: the enums' values as common.proto numbers them
-STRATUM_QOS_ENUMS = (
-    ("TofinoConfig.TofinoQosConfig.ApplicationPool",
-     (("UNKNOWN_APP_POOL", 0), ("INGRESS_APP_POOL_0", 1), ("INGRESS_APP_POOL_1", 2),
-      ("INGRESS_APP_POOL_2", 3), ("INGRESS_APP_POOL_3", 4), ("EGRESS_APP_POOL_0", 5),
-      ("EGRESS_APP_POOL_1", 6), ("EGRESS_APP_POOL_2", 7), ("EGRESS_APP_POOL_3", 8))),
-    ("TofinoConfig.TofinoQosConfig.Baf",
-     (("UNKNOWN_BAF", 0), ("BAF_1_POINT_5_PERCENT", 1), ("BAF_3_PERCENT", 2), ("BAF_6_PERCENT", 3),
-      ("BAF_11_PERCENT", 4), ("BAF_20_PERCENT", 5), ("BAF_33_PERCENT", 6), ("BAF_50_PERCENT", 7),
-      ("BAF_66_PERCENT", 8), ("BAF_80_PERCENT", 9), ("DISABLE_BAF", 10))),
-    ("TofinoConfig.TofinoQosConfig.SchedulingPriority",
-     (("UNKNOWN_PRIO", 0),) + tuple((f"PRIO_{i}", i + 1) for i in range(8))),
-)
+#: the messages and enums as stratum/stratum stratum/hal/lib/common/common.proto declares and
+#: numbers them (the subset the QoS section uses), in its notation
+#: (:func:`coflow.tofino.protodesc.parse`)
+STRATUM_QOS_PROTO = """
+message ChassisConfig { VendorConfig vendor_config = 7; }
+message VendorConfig { TofinoConfig tofino_config = 2; }
+message TofinoConfig {
+  map<uint64, TofinoConfig.BfPortShapingConfig> node_id_to_port_shaping_config = 1;
+  map<uint64, TofinoConfig.TofinoQosConfig> node_id_to_qos_config = 3; }
+message TofinoConfig.PacketShape { uint64 rate_pps = 1; uint32 burst_packets = 2; }
+message TofinoConfig.ByteShape { uint64 rate_bps = 1; uint32 burst_bytes = 2; }
+message TofinoConfig.BfPortShapingConfig {
+  map<uint32, TofinoConfig.BfPortShapingConfig.BfPerPortShapingConfig> per_port_shaping_configs = 1; }
+message TofinoConfig.BfPortShapingConfig.BfPerPortShapingConfig {
+  oneof shaping { TofinoConfig.PacketShape packet_shaping = 1; TofinoConfig.ByteShape byte_shaping = 2; } }
+message TofinoConfig.TofinoQosConfig { repeated TofinoConfig.TofinoQosConfig.QueueConfig queue_configs = 6; }
+message TofinoConfig.TofinoQosConfig.QueueConfig {
+  oneof port_type { uint32 port = 1; uint32 sdk_port = 2; }
+  repeated TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping queue_mapping = 3; }
+message TofinoConfig.TofinoQosConfig.QueueConfig.QueueMapping {
+  int32 queue_id = 1; TofinoConfig.TofinoQosConfig.SchedulingPriority priority = 2; uint32 weight = 3;
+  uint32 minimum_guaranteed_cells = 4; TofinoConfig.TofinoQosConfig.ApplicationPool pool = 5;
+  uint32 base_use_limit = 6; TofinoConfig.TofinoQosConfig.Baf baf = 7; uint32 hysteresis = 8; }
+enum TofinoConfig.TofinoQosConfig.ApplicationPool {
+  UNKNOWN_APP_POOL = 0; INGRESS_APP_POOL_0 = 1; INGRESS_APP_POOL_1 = 2; INGRESS_APP_POOL_2 = 3;
+  INGRESS_APP_POOL_3 = 4; EGRESS_APP_POOL_0 = 5; EGRESS_APP_POOL_1 = 6; EGRESS_APP_POOL_2 = 7;
+  EGRESS_APP_POOL_3 = 8; }
+enum TofinoConfig.TofinoQosConfig.Baf {
+  UNKNOWN_BAF = 0; BAF_1_POINT_5_PERCENT = 1; BAF_3_PERCENT = 2; BAF_6_PERCENT = 3; BAF_11_PERCENT = 4;
+  BAF_20_PERCENT = 5; BAF_33_PERCENT = 6; BAF_50_PERCENT = 7; BAF_66_PERCENT = 8; BAF_80_PERCENT = 9;
+  DISABLE_BAF = 10; }
+enum TofinoConfig.TofinoQosConfig.SchedulingPriority {
+  UNKNOWN_PRIO = 0; PRIO_0 = 1; PRIO_1 = 2; PRIO_2 = 3; PRIO_3 = 4; PRIO_4 = 5; PRIO_5 = 6; PRIO_6 = 7; PRIO_7 = 8; }
+"""
 #: Stratum's checks on a queue config (bf_chassis_manager.cc): at most this many mappings, in
 #: ascending queue_id from 0
 STRATUM_MAX_QUEUES_PER_PORT = 32
@@ -199,9 +183,9 @@ _stratum_schema = None
 def stratum_schema():
     global _stratum_schema
     if _stratum_schema is None:
-        from .protodesc import build
+        from .protodesc import build, parse
         _stratum_schema = build("stratum/hal/lib/common/common.proto", STRATUM_PACKAGE,
-                                STRATUM_QOS_FIELDS, STRATUM_QOS_ENUMS)
+                                *parse(STRATUM_QOS_PROTO, "tm.STRATUM_QOS_PROTO"))
     return _stratum_schema
 
 
