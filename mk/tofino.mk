@@ -1,7 +1,10 @@
 # Tofino (TNA) data plane (issue 17), included by the top-level Makefile.
 #   make p4-tofino        compile p4src/tna/coflow_tna.p4 with the open-source Tofino backend
-#                         (bf-p4c, else p4c-barefoot) into build/tofino/: a standard P4Info,
-#                         bfrt.json, pipe/context.json, pipe/tofino.bin, pipe/logs/ (resources)
+#                         (bf-p4c, else p4c-barefoot) into build/tofino/ (ports translated for
+#                         Stratum): a standard P4Info, bfrt.json, pipe/context.json,
+#                         pipe/tofino.bin, pipe/logs/ (resources); and into
+#                         build/tofino-bf_switchd/ with -DTNA_UNTRANSLATED_PORTS (SDK ports, 9
+#                         bits: bf_switchd's P4Runtime server translates nothing)
 #   make p4-tofino-fit    the fit table from build/tofino/pipe/logs, written into p4src/README.md
 #   make p4-tofino-sweep  compile with 2^15 .. 2^18 hashed slots (2x that in all) into
 #                         build/tofino-sweep/<bits>/, say which fit, write
@@ -11,9 +14,11 @@
 # Without it each target prints one line saying so (and make test's Tofino tests skip).
 
 TOFINO_BUILD := build/tofino
+TOFINO_BFSWITCHD_BUILD := build/tofino-bf_switchd
 TOFINO_MAIN := p4src/tna/coflow_tna.p4
 TOFINO_P4INFO := $(TOFINO_BUILD)/coflow_tna.p4info.txt
 TOFINO_STAMP := $(TOFINO_BUILD)/.compiled
+TOFINO_BFSWITCHD_STAMP := $(TOFINO_BFSWITCHD_BUILD)/.compiled
 TOFINO_SOURCES := $(shell find p4src/tna p4src/include -name '*.p4' 2>/dev/null)
 TOFINO_TOOLCHAIN := PYTHONPATH=controller $(shell command -v python3) -m coflow.dataplane.toolchain
 BF_P4C_BIN = $(shell $(TOFINO_TOOLCHAIN) --print tofino)
@@ -32,11 +37,16 @@ TOFINO_COMPILE = $(BF_P4C_BIN) --target tofino --arch tna --std p4-16 -g $(TOFIN
 
 p4-tofino:
 	@if [ -z "$(BF_P4C_BIN)" ]; then echo "p4-tofino: $(TOFINO_MISSING)"; \
-	else $(MAKE) --no-print-directory $(TOFINO_STAMP); fi
+	else $(MAKE) --no-print-directory $(TOFINO_STAMP) $(TOFINO_BFSWITCHD_STAMP); fi
 
 $(TOFINO_STAMP): $(TOFINO_SOURCES)
 	@mkdir -p $(TOFINO_BUILD)
 	$(call TOFINO_COMPILE,$(TOFINO_BUILD))
+	@touch $@
+
+$(TOFINO_BFSWITCHD_STAMP): $(TOFINO_SOURCES)
+	@mkdir -p $(TOFINO_BFSWITCHD_BUILD)
+	$(call TOFINO_COMPILE,$(TOFINO_BFSWITCHD_BUILD)) -DTNA_UNTRANSLATED_PORTS
 	@touch $@
 
 p4-tofino-fit: $(VENV)/.installed p4-tofino

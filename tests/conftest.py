@@ -22,6 +22,20 @@ def fb_trace():
     return FB_TRACE
 
 
+@pytest.fixture(scope="session")
+def tofino_build():
+    """``make p4-tofino``'s output (build/tofino; build/tofino-bf_switchd beside it), compiled
+    once per run; skips with the reason when bf-p4c is not installed."""
+    import subprocess
+    from coflow.dataplane.toolchain import find_tofino_compiler, tofino_missing_reason
+    if not find_tofino_compiler():
+        pytest.skip(tofino_missing_reason())
+    r = subprocess.run(["make", "--no-print-directory", "-s", "p4-tofino"], cwd=REPO,
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return os.path.join(REPO, "build", "tofino")
+
+
 def pytest_terminal_summary(terminalreporter):
     """One loud line per skip reason with its count, so that a skipped live test never looks
     like a pass (``make test`` on a machine without the P4 toolchain or Mininet)."""

@@ -6,25 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
 from coflow.dataplane import constants as C
-from coflow.dataplane.toolchain import find_tofino_compiler, tofino_missing_reason
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.path.join(REPO, "build", "tofino")
-
-
-@pytest.fixture(scope="module")
-def tofino_build():
-    if not find_tofino_compiler():
-        pytest.skip(tofino_missing_reason())
-    r = subprocess.run(["make", "--no-print-directory", "-s", "p4-tofino"], cwd=REPO,
-                       capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return BUILD
 
 
 def test_outputs(tofino_build):

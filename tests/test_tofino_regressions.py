@@ -17,8 +17,9 @@ when bf-p4c is missing (the mechanism of tests/test_tofino_compile.py, whose bui
 3. Slot ages across the 48-bit timestamp's wrap, with the stateful ALU's exact compare
    (bf-p4c mau/stateful_alu.cpp: ``geq.u``, no wrap): the program's clock keeps an idle slot
    idle after the wrap.
-4. Ports: translated (``tna/PortId_t``, 32 bits) in the source and in the compiled P4Info; the
-   controller names them per server.
+4. Ports: translated (``tna/PortId_t``, 32 bits) in Stratum's build, the SDK port's 9 bits in
+   bf_switchd's (whose P4Runtime server translates nothing), in the source and in each compiled
+   P4Info, each refused for the other server; the controller names them per server.
 5. ECN depth in cells (no shift that wraps at 4.2 MB), the FCS in the controller's payload
    conversion per target, and the byte registers' count capped at the MTU.
 """
@@ -32,7 +33,6 @@ import subprocess
 import pytest
 
 from coflow.dataplane import constants as C
-from coflow.dataplane.toolchain import find_tofino_compiler, tofino_missing_reason
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TNA = os.path.join(REPO, "p4src", "tna")
@@ -201,16 +201,6 @@ def test_egress_ecn_rewrite_keeps_the_checksum_right():
                 marked.tos = tos_hi | C.ECN_CE
                 del marked.chksum
                 assert got == IP(bytes(marked)).chksum, (ecn, tos_hi, opts)
-
-
-@pytest.fixture(scope="module")
-def tofino_build():
-    if not find_tofino_compiler():
-        pytest.skip(tofino_missing_reason())
-    r = subprocess.run(["make", "--no-print-directory", "-s", "p4-tofino"], cwd=REPO,
-                       capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return BUILD
 
 
 def _bfa(build: str) -> str:
@@ -440,18 +430,65 @@ def test_ports_are_translated_in_the_source():
     assert re.search(r"meta\.eg_port:\s*exact\s*@name\(\"egress_port\"\)", _src("include/control/ecn_marker.p4"))
 
 
-def test_compiled_p4info_translates_the_controllers_ports(tofino_build):
-    from coflow.ctl import model as M
+def test_ports_are_untranslated_in_bf_switchds_build():
+    """bf_switchd's P4Runtime server translates nothing (ports.py): its build keeps 9 bits."""
+    meta = _src("include/metadata.p4")
+    m = re.search(r"#ifdef TNA_UNTRANSLATED_PORTS\s*\n\s*type\s+bit<9>\s+tna_port_t;\s*\n#else", meta)
+    assert m, "no untranslated tna_port_t for bf_switchd's build"
+    assert "-DTNA_UNTRANSLATED_PORTS" in open(os.path.join(REPO, "mk", "tofino.mk")).read()
+
+
+def test_compiled_p4infos_carry_ports_as_each_server_needs(tofino_build):
+    """build/tofino: translated (tna/PortId_t, 32 bits) for Stratum; build/tofino-bf_switchd: the
+    SDK port's 9 bits, untranslated. Each is refused for the other server."""
     from coflow.dataplane.p4rt import P4InfoHelper
+    from coflow.tofino import ports
     h = P4InfoHelper.from_file(os.path.join(tofino_build, "coflow_tna.p4info.txt"))
-    for kind, obj, name in (("tables", M.T_PORT_ROLE, "ingress_port"),
-                            ("tables", M.T_ECN_PORT, "egress_port"),
-                            ("actions", M.A_NEXT_HOP, "port")):
-        o = h.get(kind, obj)
-        f = next(x for x in (o.match_fields if kind == "tables" else o.params) if x.name == name)
-        assert f.bitwidth == 32 and f.type_name.name == "tna_port_t", (obj, name)
     nt = h.p4info.type_info.new_types["tna_port_t"]
     assert nt.translated_type.uri == "tna/PortId_t" and nt.translated_type.sdn_bitwidth == 32
+    ports.check_build(h, "stratum")
+    with pytest.raises(ValueError, match=r"port_role.ingress_port is translated.*build/tofino-bf_switchd"):
+        ports.check_build(h, "bf_switchd")
+    bf = P4InfoHelper.from_file(os.path.join(REPO, "build", "tofino-bf_switchd", "coflow_tna.p4info.txt"))
+    ports.check_build(bf, "bf_switchd")
+    with pytest.raises(ValueError, match=r"is untranslated, 9 bits; stratum needs the build in build/tofino "):
+        ports.check_build(bf, "stratum")
+    from coflow.tofino.p4info import compare_files
+    v1 = os.path.join(REPO, "build", "coflow.p4info.txt")
+    if os.path.exists(v1):   # make p4's: the bf_switchd build serves the controller as BMv2's does
+        assert compare_files(v1, os.path.join(REPO, "build", "tofino-bf_switchd", "coflow_tna.p4info.txt")) == []
+
+
+def test_check_build_reads_each_port_field():
+    """A P4Info with one port field of the other kind is refused, naming that field."""
+    from coflow.ctl import model as M
+    from coflow.dataplane.p4rt import P4InfoHelper
+    from coflow.tofino import ports
+
+    def info(widths):
+        tab = "".join(f"""tables {{ preamble {{ id: {i + 1} name: "{t}" }}
+  match_fields {{ id: 1 name: "{f}" bitwidth: {w} match_type: EXACT {tn} }} }}
+""" for i, (t, f, w, tn) in enumerate(widths[:2]))
+        t, f, w, tn = widths[2]
+        act = f"""actions {{ preamble {{ id: 9 name: "{t}" }} params {{ id: 1 name: "{f}" bitwidth: {w} {tn} }} }}
+"""
+        types = """type_info { new_types { key: "tna_port_t" value { translated_type {
+  uri: "tna/PortId_t" sdn_bitwidth: 32 } } } }
+"""
+        return P4InfoHelper.from_text(tab + act + types)
+    tr = 'type_name { name: "tna_port_t" }'
+    good = [(M.T_PORT_ROLE, "ingress_port", 32, tr), (M.T_ECN_PORT, "egress_port", 32, tr),
+            (M.A_NEXT_HOP, "port", 32, tr)]
+    ports.check_build(info(good), "stratum")
+    for i in range(3):
+        bad = list(good)
+        bad[i] = bad[i][:2] + (9, "")
+        with pytest.raises(ValueError, match=f"{bad[i][1]} is untranslated, 9 bits"):
+            ports.check_build(info(bad), "stratum")
+    with pytest.raises(ValueError, match="unknown Tofino server"):
+        ports.check_build(info(good), "tofino-model")
+    with pytest.raises(ValueError, match="P4Info: no table CoflowIngress.config.port_role"):
+        ports.check_build(P4InfoHelper.from_text(""), "bf_switchd")
 
 
 def test_controller_names_ports_per_server(tmp_path):

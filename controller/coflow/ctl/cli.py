@@ -3,7 +3,7 @@
     coflow ctl run --topo topologies/fattree-k4.json --mode dclas [--set K=8 --set link_mbps=10]
                    [--switch e0=127.0.0.1:50001 ... | --grpc-base 50000]
                    [--p4info build/coflow.p4info.txt --json build/coflow.json]
-                   [--target tofino [--tofino-server bf_switchd|stratum] [--tofino-build build/tofino]
+                   [--target tofino [--tofino-server bf_switchd|stratum] [--tofino-build DIR]
                                     [--tofino-port-map F] [--tofino-chassis-config F|DIR]
                                     [--tofino-bfrt-port 50052]]
                    [--api 127.0.0.1:50051] [--api-unix /tmp/coflow-api.sock] [--db reg.sqlite]
@@ -162,14 +162,21 @@ def _tofino_pipeline(args) -> None:
     """``--target tofino``: the P4Info and the device config of ``make p4-tofino``'s output
     (``--tofino-build``), the config built for ``--tofino-server`` (coflow.tofino.device_config)
     unless ``--json`` names a ready one."""
+    from ..dataplane.p4rt import P4InfoHelper
     from ..tofino import device_config as dc
-    build = args.tofino_build or os.path.join(REPO, "build", "tofino")
+    from ..tofino import ports
+    build = args.tofino_build or os.path.join(REPO, "build", ports.BUILDS[args.tofino_server][0])
     args.p4info = args.p4info or os.path.join(build, dc.P4INFO_NAME)
     if args.json is None:
         try:
             args.json = dc.write_device_config(build, args.tofino_server)
         except (OSError, ValueError) as exc:
             raise _ArgError(f"--tofino-build {build}: {exc} (run `make p4-tofino`)") from None
+    if os.path.exists(args.p4info):   # (a missing one is reported with the other inputs)
+        try:
+            ports.check_build(P4InfoHelper.from_file(args.p4info), args.tofino_server, args.p4info)
+        except (OSError, ValueError) as exc:
+            raise _ArgError(f"--tofino-server {args.tofino_server}: {exc}") from None
 
 
 def _tofino_tm(args, topo, settings: dict) -> dict:
@@ -233,7 +240,8 @@ def add_commands(sub) -> None:
                         "from --tofino-build for --tofino-server)")
     p.add_argument("--tofino-server", choices=("bf_switchd", "stratum"), default="bf_switchd",
                    help="the Tofino P4Runtime server's device-config format")
-    p.add_argument("--tofino-build", default=None, help="make p4-tofino's output (build/tofino)")
+    p.add_argument("--tofino-build", default=None, help="make p4-tofino's output for the server "
+                   "(build/tofino for stratum, build/tofino-bf_switchd for bf_switchd)")
     p.add_argument("--tofino-port-map", default=None, metavar="FILE",
                    help="topology port -> SDK device port per switch (coflow.tofino.ports; "
                         "bf_switchd's table entries and TM writes; default the same number)")

@@ -10,10 +10,15 @@ server maps to the SDK device port the pipeline sees (``ig_intr_md.ingress_port`
   ``node_id_to_port_id_to_sdk_port_id``): the controller writes the topology's port number,
   which must be the singleton port's ``id`` in the chassis config; its QoS section names the
   port the same way (``QueueConfig.port``, :mod:`coflow.tofino.tm`).
-- **bf_switchd**'s P4Runtime server writes the value as given, so the controller writes the SDK
-  device port itself: :class:`PortMap` (a file, ``--tofino-port-map``) maps each switch's
-  topology ports to SDK ports; without one the SDK port is the topology port (tofino-model's
-  veth ports 0.. are SDK ports 0..). The traffic manager's tables are keyed by SDK port too.
+- **bf_switchd**'s P4Runtime server translates nothing (PI's ``device_mgr.cpp`` reads no
+  ``translated_type``; bf-drivers' ``pi_tables_imp.c`` sizes a key from the P4Info's bitwidth),
+  so a 32-bit translated port would reach the 9-bit key as 4 bytes. bf_switchd runs its own build
+  of the program, ``build/tofino-bf_switchd`` (``-DTNA_UNTRANSLATED_PORTS``: ``tna_port_t`` is
+  9 bits, untranslated), and the controller writes the SDK device port itself: :class:`PortMap`
+  (a file, ``--tofino-port-map``) maps each switch's topology ports to SDK ports; without one
+  the SDK port is the topology port (tofino-model's veth ports 0.. are SDK ports 0..). The
+  traffic manager's tables are keyed by SDK port too. :func:`check_build` refuses a P4Info built
+  for the other server.
 
 Counters indexed by port in the data plane (``queue_enq`` etc. at ``port * 8 + class``,
 ``ecn_marked``) see SDK ports on both servers: :meth:`PortMap.sdk_port`.
@@ -35,6 +40,12 @@ from ..ctl import model as M
 FORMAT = "coflow-tofino-ports/1"
 SDK_PORT_BITS = 9                    # PortId_t on Tofino 1
 P4RT_PORT_BITS = 32                  # the translated width (tna/PortId_t, 32)
+TRANSLATED_PORT_URI = "tna/PortId_t"
+#: server -> (make p4-tofino's build directory under build/, whether its ports are translated)
+BUILDS = {"stratum": ("tofino", True), "bf_switchd": ("tofino-bf_switchd", False)}
+#: the entities that hold a port: (P4Info kind, controller name, field or parameter)
+PORT_FIELDS = (("tables", M.T_PORT_ROLE, "ingress_port"), ("tables", M.T_ECN_PORT, "egress_port"),
+               ("actions", M.A_NEXT_HOP, "port"))
 #: match fields and action parameters of the controller's entities that hold a port
 PORT_MATCH_FIELDS = ("ingress_port", "egress_port")
 PORT_PARAMS = ("port",)
@@ -57,6 +68,32 @@ class PortMap:
         if server == "bf_switchd":
             return self.sdk_port(switch, port)
         raise ValueError(f"unknown Tofino server {server!r}")
+
+
+def check_build(p4info, server: str, where: str = "P4Info") -> None:
+    """Raise ValueError (one line) unless the port fields of ``p4info`` (a
+    :class:`coflow.dataplane.p4rt.P4InfoHelper`) are as ``server`` carries them: translated
+    (``tna/PortId_t``, 32 bits) for Stratum, the SDK port's 9 bits untranslated for bf_switchd."""
+    if server not in BUILDS:
+        raise ValueError(f"unknown Tofino server {server!r}")
+    build, translated = BUILDS[server]
+    new_types = p4info.p4info.type_info.new_types
+    for kind, name, fname in PORT_FIELDS:
+        try:
+            obj = p4info.get(kind, name)
+        except KeyError:
+            raise ValueError(f"{where}: no {kind[:-1]} {name}") from None
+        fields = obj.match_fields if kind == "tables" else obj.params
+        f = next((x for x in fields if x.name == fname), None)
+        if f is None:
+            raise ValueError(f"{where}: {name} has no {fname}")
+        nt = new_types.get(f.type_name.name) if f.type_name.name else None
+        uri = nt.translated_type.uri if nt is not None and nt.HasField("translated_type") else None
+        want = (TRANSLATED_PORT_URI, P4RT_PORT_BITS) if translated else (None, SDK_PORT_BITS)
+        if (uri, f.bitwidth) != want:
+            got = f"translated ({uri}), {f.bitwidth} bits" if uri else f"untranslated, {f.bitwidth} bits"
+            raise ValueError(f"{where}: {name}.{fname} is {got}; {server} needs the build in "
+                             f"build/{build} (make p4-tofino)")
 
 
 def load(path: str | None, topo=None) -> PortMap:

@@ -9,13 +9,23 @@
 
 typedef bit<TNA_SLOT_BITS> tna_slot_t;
 
-/* A port as the controller names it (issue 28): P4Runtime carries it translated, 32 bits wide,
- * and the server maps it to the SDK device port the pipeline sees (Stratum with
- * --experimental_enable_p4runtime_translation: the chassis config's singleton port id). The
- * pattern of stratum/fabric-tna p4src/shared/define.p4 (FabricPortId_t). Tables key on it and
- * actions take it; the intrinsic PortId_t is cast at the boundary (the parsers, set_next_hop). */
+/* A port as the controller names it (issue 28). Tables key on it and actions take it; the
+ * intrinsic PortId_t is cast at the boundary (the parsers, set_next_hop).
+ * - Stratum's build (build/tofino): P4Runtime carries it translated, 32 bits wide, and Stratum
+ *   (--experimental_enable_p4runtime_translation) maps the chassis config's singleton port id to
+ *   the SDK device port the pipeline sees. The pattern of stratum/fabric-tna
+ *   p4src/shared/define.p4 (FabricPortId_t).
+ * - bf_switchd's build (build/tofino-bf_switchd, -DTNA_UNTRANSLATED_PORTS): bf_switchd's
+ *   P4Runtime server (PI and bf-drivers' pi_*.c) reads no translated_type and sizes a key from
+ *   the P4Info's bitwidth, so a 32-bit translated port would be handed to a 9-bit key as 4
+ *   bytes; this build keeps the SDK port's 9 bits and the controller writes SDK ports
+ *   (coflow.tofino.ports). */
+#ifdef TNA_UNTRANSLATED_PORTS
+type bit<9> tna_port_t;
+#else
 @p4runtime_translation("tna/PortId_t", 32)
 type bit<9> tna_port_t;
+#endif
 const bit<2> ECN_ECT0 = 2;         /* ECT(0) (RFC 3168); ECT(1) is 1 */
 typedef bit<32> tna_units_t;       /* 2^TNA_BYTES_UNIT_SHIFT-byte units (a stateful ALU word) */
 typedef bit<32> tna_tag_t;         /* slot owner: {1, CRC-32C(ext, int)[30:0]}, 0 = free */
