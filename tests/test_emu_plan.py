@@ -291,3 +291,20 @@ def test_tcp_sysctl_option_parses_and_rejects_in_one_line():
         with pytest.raises(P.PlanError) as e:
             ecli.config_from_args(ap.parse_args(["--tcp", bad]))
         assert e.value.field == "tcp" and "\n" not in str(e.value)
+
+
+def test_class_floor_guarantees_every_strict_class_a_share():
+    """``--class-floor``: each strict class's HTB ``rate`` is the floor's share of the port (its
+    ``ceil`` the port, its ``prio`` its priority), so no class starves outright; 0 keeps the
+    minimal 1 kbit/s of pure strict priority."""
+    from coflow.emu.fabric import tm_commands
+    def classes(cfg):
+        return {c[c.index("classid") + 1]: (c[c.index("rate") + 1], c[c.index("ceil") + 1], c[c.index("prio") + 1])
+                for c in tm_commands("e0-eth1", cfg) if "class" in c and c[c.index("classid") + 1] != "1:1"}
+    floored = classes(tm_config(tm_for_mode("sincronia"), 1000, class_floor=0.02))
+    assert floored == {f"1:1{p}": ("20kbit", "1000kbit", str(7 - p)) for p in range(8)}
+    pure = classes(tm_config(tm_for_mode("sincronia"), 1000))
+    assert {r for r, _, _ in pure.values()} == {"1kbit"}
+    with pytest.raises(P.PlanError) as e:
+        EmuConfig(modes=("fair",), class_floor=0.2).validate()
+    assert e.value.field == "class-floor"

@@ -56,6 +56,10 @@ def _common(p) -> None:
     p.add_argument("--tcp", action="append", default=[], metavar="SYSCTL=VALUE",
                    help="a net.ipv4 TCP sysctl of every host, over the defaults (coflow.emu.switch."
                         "TCP_SYSCTLS), e.g. tcp_rto_max_ms=8000, tcp_rto_min_us=1000000 (repeatable)")
+    p.add_argument("--class-floor", type=float, default=0.0,
+                   help="strict-priority TMs: every class is guaranteed this fraction of its port "
+                        "(HTB rate; spare bandwidth still by priority), so no class starves "
+                        "outright (default 0: pure strict priority)")
     p.add_argument("--out", default="out/emu", help="reports and plots (default out/emu)")
 
 
@@ -86,7 +90,8 @@ def config_from_args(args):
                      connections=getattr(args, "connections", "per-flow"),
                      pool_per_pair=getattr(args, "pool_per_pair", POOL_PER_PAIR),
                      pool_overflow=getattr(args, "pool_overflow", "wait"),
-                     pacing=getattr(args, "pacing", "on") == "on")
+                     pacing=getattr(args, "pacing", "on") == "on",
+                     class_floor=getattr(args, "class_floor", 0.0))
 
 
 def preflight() -> str | None:
