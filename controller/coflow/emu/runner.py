@@ -87,7 +87,7 @@ class EmuConfig:
     # metered modes: senders paced at the controller's rates (WatchRates), meters with headroom
     pacing: bool = True
     # strict TMs: every class guaranteed this fraction of the port (0: pure strict priority)
-    class_floor: float = 0.0
+    class_floor: float = P.CLASS_FLOOR
 
     def validate(self) -> None:
         bad = [m for m in self.modes if m not in EMU_MODES]
@@ -188,6 +188,7 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
             s["meter_peak_bursts"] = str(P.METER_PEAK_BURSTS)
     if paced(cfg, mode):
         s["meter_headroom"] = repr(P.METER_HEADROOM)
+        s["rate_capacity_frac"] = repr(P.RATE_CAPACITY_FRAC)
     if ENFORCEMENT.get(mode) == "meters":
         s["rate_audit"] = "1"      # achieved vs set rate per flow, from flow_bytes
     s.update(CTL_DEFAULTS)
