@@ -89,9 +89,12 @@ def test_scaled_thresholds():
     assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3",
                                              "ecn_threshold_bytes": str(P.ECN_FRAMES * 1514),
                                              "meter_headroom": repr(P.METER_HEADROOM),
+                                             "rate_capacity_frac": repr(P.RATE_CAPACITY_FRAC),
                                              "rate_audit": "1"}
+    assert P.RATE_CAPACITY_FRAC < 1      # paced rates leave room for the ACKs and unpaced segments
     # paced senders only in the metered modes, and only with pacing on
-    assert "meter_headroom" not in mode_settings(EmuConfig(rate_mbps=2.0, pacing=False), "sebf", p)
+    unpaced = mode_settings(EmuConfig(rate_mbps=2.0, pacing=False), "sebf", p)
+    assert "meter_headroom" not in unpaced and "rate_capacity_frac" not in unpaced
     assert "meter_headroom" not in mode_settings(cfg, "sincronia", p)
     assert "meter_headroom" not in mode_settings(cfg, "dclas", p)
     off = EmuConfig(ecn_frames=0)
@@ -305,6 +308,7 @@ def test_class_floor_guarantees_every_strict_class_a_share():
     assert floored == {f"1:1{p}": ("20kbit", "1000kbit", str(7 - p)) for p in range(8)}
     pure = classes(tm_config(tm_for_mode("sincronia"), 1000))
     assert {r for r, _, _ in pure.values()} == {"1kbit"}
+    assert EmuConfig().class_floor == P.CLASS_FLOOR > 0     # the emulation's default
     with pytest.raises(P.PlanError) as e:
         EmuConfig(modes=("fair",), class_floor=0.2).validate()
     assert e.value.field == "class-floor"
