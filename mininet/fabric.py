@@ -32,6 +32,7 @@ def main() -> int:
 
     from mininet.cli import CLI
     from coflow.emu.fabric import Fabric, tm_for_mode
+    from coflow.emu.plan import CLASS_FLOOR
     from coflow.emu.runner import CTL_DEFAULTS, ControllerProc, REPO as PKG_REPO, load_topology
 
     t = load_topology(args.topo)
@@ -41,7 +42,7 @@ def main() -> int:
     ctl = None
     try:
         fab.start()
-        fab.apply_tm(tm_for_mode(args.mode), int(args.rate_mbps * 1000))
+        fab.apply_tm(tm_for_mode(args.mode), int(args.rate_mbps * 1000), class_floor=CLASS_FLOOR)
         topo_file = os.path.join(fab.run_dir, "topology.json")
         t.save(topo_file)
         sock = os.path.join(fab.run_dir, "api.sock")

@@ -336,3 +336,30 @@ def test_seeded_indices_are_kept_for_live_flows_and_freed_for_done_ones():
     assert ctx.pool.index_of == {((1, 0), 0, 1): ("s0", 5)}   # 6 released (held a round)
     ctx.update([(1, 0)], np.array([0]), np.array([0]), np.array([1]), np.array([1e5]), None, S)
     assert 6 in ctx.pool._free["s0"]
+
+
+@pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
+                    reason="build/coflow.p4info.txt missing: run `make p4`")
+@pytest.mark.parametrize("frac", [1.0, 0.9, 0.5])
+def test_rate_modes_share_rate_capacity_frac_of_the_payload_capacity(frac):
+    """``rate_capacity_frac`` (issue 27): SEBF gives a coflow alone on its links the capacity
+    the controller shares, this fraction of the link's payload capacity; its meter's CIR is
+    that rate's frame rate (no headroom here)."""
+    from coflow.api.registry import CoflowRegistry
+    from coflow.ctl.daemon import Controller
+    t = T.bigswitch(4)
+    reg = CoflowRegistry([h.name for h in t.hosts])
+    c = Controller(t, "sebf", P4INFO, BMV2_JSON, {s.name: "127.0.0.1:1" for s in t.switches},
+                   registry=reg, settings={"link_mbps": "10", "rate_capacity_frac": str(frac)})
+    try:
+        reg.register([("h0", "h1", 10_000_000)])
+        with c._mu:
+            c._refresh_coflows()
+            c._compute_rates(1000.0)
+        s = c.ctl
+        assert s.rate_capacity_Bps == pytest.approx(frac * s.link_payload_Bps)
+        (m,) = [e for e in c._desired()["s0"].entities.values() if isinstance(e, M.MeterConfig)]
+        assert m.cir == TR.meter_config(0, frac * s.link_payload_Bps, s).cir
+    finally:
+        c.stop()
+        reg.close()

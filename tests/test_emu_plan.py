@@ -89,9 +89,12 @@ def test_scaled_thresholds():
     assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3",
                                              "ecn_threshold_bytes": str(P.ECN_FRAMES * 1514),
                                              "meter_headroom": repr(P.METER_HEADROOM),
+                                             "rate_capacity_frac": repr(P.RATE_CAPACITY_FRAC),
                                              "rate_audit": "1"}
+    assert P.RATE_CAPACITY_FRAC < 1      # paced rates leave room for the ACKs and unpaced segments
     # paced senders only in the metered modes, and only with pacing on
-    assert "meter_headroom" not in mode_settings(EmuConfig(rate_mbps=2.0, pacing=False), "sebf", p)
+    unpaced = mode_settings(EmuConfig(rate_mbps=2.0, pacing=False), "sebf", p)
+    assert "meter_headroom" not in unpaced and "rate_capacity_frac" not in unpaced
     assert "meter_headroom" not in mode_settings(cfg, "sincronia", p)
     assert "meter_headroom" not in mode_settings(cfg, "dclas", p)
     off = EmuConfig(ecn_frames=0)
@@ -291,3 +294,21 @@ def test_tcp_sysctl_option_parses_and_rejects_in_one_line():
         with pytest.raises(P.PlanError) as e:
             ecli.config_from_args(ap.parse_args(["--tcp", bad]))
         assert e.value.field == "tcp" and "\n" not in str(e.value)
+
+
+def test_class_floor_guarantees_every_strict_class_a_share():
+    """``--class-floor``: each strict class's HTB ``rate`` is the floor's share of the port (its
+    ``ceil`` the port, its ``prio`` its priority), so no class starves outright; 0 keeps the
+    minimal 1 kbit/s of pure strict priority."""
+    from coflow.emu.fabric import tm_commands
+    def classes(cfg):
+        return {c[c.index("classid") + 1]: (c[c.index("rate") + 1], c[c.index("ceil") + 1], c[c.index("prio") + 1])
+                for c in tm_commands("e0-eth1", cfg) if "class" in c and c[c.index("classid") + 1] != "1:1"}
+    floored = classes(tm_config(tm_for_mode("sincronia"), 1000, class_floor=0.02))
+    assert floored == {f"1:1{p}": ("20kbit", "1000kbit", str(7 - p)) for p in range(8)}
+    pure = classes(tm_config(tm_for_mode("sincronia"), 1000))
+    assert {r for r, _, _ in pure.values()} == {"1kbit"}
+    assert EmuConfig().class_floor == P.CLASS_FLOOR > 0     # the emulation's default
+    with pytest.raises(P.PlanError) as e:
+        EmuConfig(modes=("fair",), class_floor=0.2).validate()
+    assert e.value.field == "class-floor"

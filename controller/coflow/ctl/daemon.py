@@ -776,7 +776,7 @@ class Controller:
         records = self._claimed_records()
         measured = self.progress.measured(records, self.host_port) if self.progress.version else None
         p = rate_plan(self.mode, self.sched, records, self.host_port,
-                      self.ctl.link_payload_Bps, time.time() if now is None else now,
+                      self.ctl.rate_capacity_Bps, time.time() if now is None else now,
                       self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache, timings,
                       measured)
         t0 = time.perf_counter()

@@ -105,6 +105,10 @@ class CtlSettings:
       trusting that coflow's sizes for the rest of its life (its flows are ordered as flows of
       unknown size, last; :func:`coflow.ctl.rates.overrun`). ``claim_margin_bytes < 0`` turns
       the check off.
+    - ``rate_capacity_frac``: the rate modes' scheduler shares this fraction of each host link's
+      payload capacity (``link_payload_Bps``); below 1 it leaves room for what a link carries
+      besides the scheduled payload (the ACKs of the flows coming the other way, the segments
+      Linux does not pace), so that paced rates are reachable. 1 = the whole payload capacity.
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -128,6 +132,7 @@ class CtlSettings:
     rate_audit: int = 0
     claim_margin_frac: float = 0.25
     claim_margin_bytes: int = 64 * 1024
+    rate_capacity_frac: float = 1.0
 
     @property
     def link_Bps(self) -> float:
@@ -138,6 +143,12 @@ class CtlSettings:
         """The link's capacity in TCP payload bytes/s (what the rate modes' scheduler shares):
         full-size segments, ``TCP_MSS_BYTES`` of every ``MAX_FRAME_BYTES``."""
         return self.link_Bps * TCP_MSS_BYTES / MAX_FRAME_BYTES
+
+    @property
+    def rate_capacity_Bps(self) -> float:
+        """What the rate modes' scheduler shares of a host link: ``rate_capacity_frac`` of its
+        payload capacity."""
+        return self.link_payload_Bps * self.rate_capacity_frac
 
 
 def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dict[str, str]]:
@@ -164,6 +175,8 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
         raise ValueError("setting control_max_len: must be in 0..65535 (0 = off)")
     if not 1 <= s.slot_idle_epochs < 1 << EPOCH_BITS:
         raise ValueError(f"setting slot_idle_epochs: must be in 1..{(1 << EPOCH_BITS) - 1}")
+    if not (math.isfinite(s.rate_capacity_frac) and 0 < s.rate_capacity_frac <= 1):
+        raise ValueError(f"setting rate_capacity_frac: must be in (0, 1], got {s.rate_capacity_frac}")
     if not 0 <= s.min_rate_frac <= 1:
         raise ValueError("setting min_rate_frac: must be in 0..1")
     if not (math.isfinite(s.progress_s) and s.progress_s >= 0):

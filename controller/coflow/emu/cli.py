@@ -13,7 +13,7 @@ import sys
 
 
 def _common(p) -> None:
-    from .plan import DEFAULT_MODES, ECN_FRAMES, LOAD, POOL_PER_PAIR, QUEUE_BUDGET
+    from .plan import CLASS_FLOOR, DEFAULT_MODES, ECN_FRAMES, LOAD, POOL_PER_PAIR, QUEUE_BUDGET
     p.add_argument("--topo", default="fattree:4",
                    help="fattree:K, leafspine:L,S,H, bigswitch:H or a topology file (default fattree:4)")
     p.add_argument("--trace", default="", help="trace (default: the FB trace in ../shared/traces, "
@@ -56,11 +56,15 @@ def _common(p) -> None:
     p.add_argument("--tcp", action="append", default=[], metavar="SYSCTL=VALUE",
                    help="a net.ipv4 TCP sysctl of every host, over the defaults (coflow.emu.switch."
                         "TCP_SYSCTLS), e.g. tcp_rto_max_ms=8000, tcp_rto_min_us=1000000 (repeatable)")
+    p.add_argument("--class-floor", type=float, default=CLASS_FLOOR,
+                   help="strict-priority TMs: every class is guaranteed this fraction of its port "
+                        "(HTB rate; spare bandwidth still by priority), so no class starves "
+                        f"into timeouts (default {CLASS_FLOOR}; 0: pure strict priority)")
     p.add_argument("--out", default="out/emu", help="reports and plots (default out/emu)")
 
 
 def config_from_args(args):
-    from .plan import POOL_PER_PAIR, PlanError
+    from .plan import CLASS_FLOOR, POOL_PER_PAIR, PlanError
     from .runner import EmuConfig
     settings = {}
     for it in args.set:
@@ -86,7 +90,8 @@ def config_from_args(args):
                      connections=getattr(args, "connections", "per-flow"),
                      pool_per_pair=getattr(args, "pool_per_pair", POOL_PER_PAIR),
                      pool_overflow=getattr(args, "pool_overflow", "wait"),
-                     pacing=getattr(args, "pacing", "on") == "on")
+                     pacing=getattr(args, "pacing", "on") == "on",
+                     class_floor=getattr(args, "class_floor", CLASS_FLOOR))
 
 
 def preflight() -> str | None:

@@ -53,13 +53,18 @@ def tm_for_mode(mode: str, weighted_dclas: bool = False) -> TmPlan:
     return TmPlan(tm.STRICT, tm.NUM_PRIOS)
 
 
-def tm_config(plan: TmPlan, rate_kbit: int, budget: int = QUEUE_BUDGET) -> tm.TmConfig:
+def tm_config(plan: TmPlan, rate_kbit: int, budget: int = QUEUE_BUDGET,
+              class_floor: float = 0.0) -> tm.TmConfig:
     """One class holds the whole budget; with several, each leaf holds half of it: under strict
     priority the backlog sits in one or two queues at a time (the lowest busy ones), and a
-    leaf of budget/8 frames starves the bulk queue's TCP flows into timeouts."""
+    leaf of budget/8 frames starves the bulk queue's TCP flows into timeouts.
+    ``class_floor``: under strict priority every class is guaranteed this fraction of the port
+    (HTB ``rate``; spare bandwidth still goes by priority), so that no class is starved
+    outright; 0 = the minimal 1 kbit/s (pure strict priority)."""
     limit = budget if plan.queues == 1 else max(2, budget // 2)
+    floor = max(1, int(round(rate_kbit * class_floor)))
     return tm.TmConfig(rate_kbit=rate_kbit, discipline=plan.discipline, weights=plan.weights,
-                       queues=plan.queues, limit_pkts=limit)
+                       queues=plan.queues, limit_pkts=limit, min_rate_kbit=floor)
 
 
 #: The two highest classes hold up to 64 packets: new coflows start there, and a burst of
@@ -265,12 +270,13 @@ class Fabric:
     def egress_interfaces(self) -> list[str]:
         return [s.intf(p) for s in self.t.switches for p in s.ports]
 
-    def apply_tm(self, plan: TmPlan, rate_kbit: int, budget: int | None = None) -> tm.TmConfig:
+    def apply_tm(self, plan: TmPlan, rate_kbit: int, budget: int | None = None,
+                 class_floor: float = 0.0) -> tm.TmConfig:
         budget = self.queue_budget if budget is None else budget
         if budget > self.queue_budget:
             raise FabricError(f"queue budget {budget} > the {self.queue_budget} frames the "
                               "switches' sockets were sized for (Fabric(queue_budget=...))")
-        cfg = tm_config(plan, rate_kbit, budget)
+        cfg = tm_config(plan, rate_kbit, budget, class_floor)
         devs = self.egress_interfaces()
         # one `tc -batch` for every port (thousands of tc processes otherwise); the removal of
         # the previous mode's trees may fail where there was none (-force goes on)

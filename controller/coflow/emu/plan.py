@@ -66,6 +66,16 @@ METER_PEAK_BURSTS = 4
 #: than the rate the senders pace at (``meter_headroom``): a cooperating sender never meets the
 #: meter, one that does not pace is held to just above its rate.
 METER_HEADROOM = 0.1
+#: With paced senders, the rate modes' scheduler shares this fraction of each host link's
+#: payload capacity (``rate_capacity_frac``): the links also carry the ACKs of the flows coming
+#: the other way and the segments Linux does not pace (measured on the default run: paced flows
+#: achieved 0.54x of rates filling the payload capacity, 0.68x of rates filling 90% of it).
+RATE_CAPACITY_FRAC = 0.9
+#: Every class of a strict-priority TM is guaranteed this fraction of its port (``--class-floor``,
+#: HTB ``rate``; spare bandwidth still goes by priority), so that no class is starved into
+#: retransmission timeouts (measured under FIFO-LM: 3,096 -> 1,168 timeouts, gain over fair
+#: 0.36x -> 0.86x).
+CLASS_FLOOR = 0.02
 #: the modes ``coflow emu run`` and ``make run`` emulate by default, in order
 DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "sincronia")
 

@@ -86,6 +86,8 @@ class EmuConfig:
     tcp_sysctls: dict[str, str] = field(default_factory=dict)
     # metered modes: senders paced at the controller's rates (WatchRates), meters with headroom
     pacing: bool = True
+    # strict TMs: every class guaranteed this fraction of the port (0: pure strict priority)
+    class_floor: float = P.CLASS_FLOOR
 
     def validate(self) -> None:
         bad = [m for m in self.modes if m not in EMU_MODES]
@@ -106,6 +108,8 @@ class EmuConfig:
         if not 0 <= self.ecn_frames <= self.queue_budget:
             raise P.PlanError("ecn-frames", f"must be in 0..queue-budget ({self.queue_budget}), "
                               f"got {self.ecn_frames!r}")
+        if not 0 <= self.class_floor <= 1 / 8:
+            raise P.PlanError("class-floor", f"must be in 0..0.125 (8 classes), got {self.class_floor!r}")
         if self.pool_overflow not in ("wait", "open"):
             raise P.PlanError("pool-overflow", f"must be wait or open, got {self.pool_overflow!r}")
         if self.connections not in CONNECTIONS:
@@ -184,6 +188,7 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
             s["meter_peak_bursts"] = str(P.METER_PEAK_BURSTS)
     if paced(cfg, mode):
         s["meter_headroom"] = repr(P.METER_HEADROOM)
+        s["rate_capacity_frac"] = repr(P.RATE_CAPACITY_FRAC)
     if ENFORCEMENT.get(mode) == "meters":
         s["rate_audit"] = "1"      # achieved vs set rate per flow, from flow_bytes
     s.update(CTL_DEFAULTS)
@@ -383,7 +388,7 @@ class Experiment:
             fab.restart_switches()
         links0 = fab.link_stats()
         tmp = tm_for_mode(mode, cfg.weighted_dclas)
-        tmc = fab.apply_tm(tmp, cfg.rate_kbit, cfg.queue_budget)
+        tmc = fab.apply_tm(tmp, cfg.rate_kbit, cfg.queue_budget, cfg.class_floor)
         sock = os.path.join(fab.run_dir, f"api-{mode}.sock")
         settings = mode_settings(cfg, mode, plan, self.t)
         self.ctl = ControllerProc(topo_file, mode, p4info, bmv2, fab.switch_addrs(), sock, settings,
