@@ -47,11 +47,10 @@ def _warm(dask_worker=None):
 
 
 def run_with(workers: int, tasks: list[dict]) -> dict:
-    from distributed import Client, LocalCluster
-    from coflow.reproduce.sweep import run_sweep
+    from distributed import Client
+    from coflow.reproduce.sweep import local_cluster, run_sweep
     t0 = time.perf_counter()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=40) as cluster, Client(cluster) as client:
+    with local_cluster(workers) as cluster, Client(cluster) as client:
         client.run(_warm)
         startup = time.perf_counter() - t0
         with tempfile.TemporaryDirectory() as cache:

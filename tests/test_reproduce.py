@@ -177,3 +177,29 @@ def test_sweep_bench_judges_speedup_and_overhead_by_hand():
     assert j["overhead_ok"]
     assert not b.judge({"1": {"wall_s": 100.0, "task_wall_sum_s": 90.0, "ran": 40, "task_wall_median_s": 2.0}})["overhead_ok"]
     assert len(b.grid_tasks("full")) == 41 and len(b.grid_tasks("small")) == 7
+
+
+def test_a_local_cluster_is_quiet_when_port_8787_is_taken():
+    """Two sweeps at once (or a user's notebook on Dask's default port): the second cluster's
+    scheduler must not warn "Port 8787 is already in use" (the HTTP server takes a free port,
+    no dashboard)."""
+    import socket
+    import warnings
+    pytest.importorskip("distributed")
+    from coflow.reproduce.sweep import local_cluster
+    holder = socket.socket()
+    try:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            holder.bind(("127.0.0.1", 8787))
+            holder.listen(1)
+        except OSError:
+            pass                      # taken already (another cluster): the case under test
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with local_cluster(1) as cluster:
+                assert cluster.scheduler.http_server.port != 8787
+    finally:
+        holder.close()
+    msgs = [str(w.message) for w in caught]
+    assert not [m for m in msgs if "already in use" in m], msgs

@@ -11,7 +11,9 @@ A summary keeps what its table shows (normalized CCT rows and, for the emulation
 counters and the simulator's table on the same scaled flows) plus where and when the run
 happened (machine, load, commit), so that a timing column always says which run it is from.
 ``make results`` reruns the simulator comparisons and saves them; ``make results-emu`` saves
-the last ``make run`` (``out/run/compare.json``).
+the last ``make run`` (``out/run/compare.json``); a full passing ``make ptf`` and every ``make
+bench-p4`` save theirs (``results/p4-ptf.json``, ``results/p4-bench.json``: README's "P4 data
+plane").
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ class ResultsError(ValueError):
 
 # where and when ---------------------------------------------------------------------------------
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -48,7 +50,7 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _git_commit(cwd: str) -> str | None:
+def git_commit(cwd: str = ".") -> str | None:
     try:
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=cwd, capture_output=True,
                            text=True, timeout=10)
@@ -65,9 +67,9 @@ def run_info(source_path: str) -> dict:
     except OSError:
         load = [None, None, None]
     return {"date": time.strftime("%Y-%m-%d", time.gmtime(os.path.getmtime(source_path))),
-            "cpus": os.cpu_count(), "cpu_model": _cpu_model(),
+            "cpus": os.cpu_count(), "cpu_model": cpu_model(),
             "loadavg_1_5_15": [round(x, 2) if x is not None else None for x in load],
-            "commit": _git_commit(os.path.dirname(os.path.abspath(source_path)) or ".")}
+            "commit": git_commit(os.path.dirname(os.path.abspath(source_path)) or ".")}
 
 
 # summaries --------------------------------------------------------------------------------------
@@ -157,7 +159,38 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
             "run": run_info(source_path)}
 
 
-SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu, "scale": summarize_scale}
+def _need(d: dict, keys: tuple, source_path: str, what: str) -> None:
+    for k in keys:
+        if k not in d:
+            raise ResultsError(f"{source_path}: no {k!r}: not the JSON of `{what}`")
+
+
+def summarize_ptf(res: dict, source_path: str, command: str) -> dict:
+    """Summary of ``make ptf``'s ``out/ptf/summary.json`` (ptf-tests/runner.py --summary): a
+    full run that passed (a selection or a failure is no figure for README)."""
+    _need(res, ("rc", "ran", "passed", "failed", "seconds", "switch"), source_path, "make ptf")
+    if res["rc"] != 0 or res["failed"]:
+        raise ResultsError(f"{source_path}: the run failed ({res['failed']} failed, exit {res['rc']}): not saved")
+    if res.get("selected"):
+        raise ResultsError(f"{source_path}: only {' '.join(res['selected'])} ran: save a full `make ptf`")
+    return {"schema": SCHEMA, "kind": "ptf", "command": command,
+            **{k: res[k] for k in ("ran", "passed", "failed", "seconds", "switch")},
+            "skipped": res.get("skipped") or 0, "weighted": res.get("weighted"), "run": run_info(source_path)}
+
+
+def summarize_bench_p4(res: dict, source_path: str, command: str) -> dict:
+    """Summary of ``make bench-p4``'s ``out/bench/bench_p4.json`` (p4src/bench/bench_p4.py --json)."""
+    _need(res, ("median_pps", "median_cpu_us_per_pkt", "ratio_pps", "ratio_cpu", "target_pps_ratio",
+                "rounds", "switch"), source_path, "make bench-p4")
+    return {"schema": SCHEMA, "kind": "bench-p4", "command": command,
+            **{k: res[k] for k in ("median_pps", "median_cpu_us_per_pkt", "ratio_pps", "ratio_cpu",
+                                   "target_pps_ratio", "rounds", "switch")},
+            "pps": res.get("pps"), "frame_bytes": res.get("frame_bytes"), "trial_s": res.get("trial_s"),
+            "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")], "run": run_info(source_path)}
+
+
+SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu, "scale": summarize_scale, "ptf": summarize_ptf,
+               "bench-p4": summarize_bench_p4}
 
 
 # rendering --------------------------------------------------------------------------------------
@@ -319,7 +352,43 @@ def plot_scale(s: dict, path: str) -> bool:
     return True
 
 
-RENDERERS = {"sim": render_sim, "emu": render_emu, "scale": render_scale}
+def _switch(sw: dict) -> str:
+    lm = sw.get("logging_macros")
+    build = "build unknown" if lm is None else f"logging macros compiled {'in' if lm else 'out'}"
+    return f"BMv2 {sw.get('version') or '?'} `simple_switch_grpc` ({build})"
+
+
+def render_ptf(s: dict) -> str:
+    w = s.get("weighted") or {}
+    shares = "/".join(f"{x:.3f}" for x in w.get("shares") or [])
+    return (f"`{s['command']}`: {s['ran']} PTF tests against {_switch(s['switch'])} with "
+            f"`--priority-queues 8`: {s['passed']} passed, {s['failed']} failed"
+            + (f", {s['skipped']} skipped" if s.get("skipped") else "")
+            + f", in {s['seconds']:.0f} s ({_machine(s['run'])})"
+            + (f"; weighted sharing 3:2:1 at an HTB-shaped port measured {shares} over "
+               f"{w.get('window')} departures" if shares else "") + ".\n")
+
+
+def render_bench_p4(s: dict) -> str:
+    pps, cpu = s["median_pps"], s["median_cpu_us_per_pkt"]
+    load = s.get("loadavg") or [None]
+    ok = "met" if s["ratio_pps"] >= s["target_pps_ratio"] else "missed"
+    out = [f"`{s['command']}`: `coflow.p4` against a minimal L3 program (`p4src/bench/l3fwd.p4`) on the "
+           f"same {_switch(s['switch'])}, medians of {s['rounds']} alternating rounds of "
+           f"{_f(s.get('trial_s'), '{:g}')} s trials ({_machine(s['run'])}; load average "
+           f"{_f(load[0] and load[0][0], '{:.1f}')} at the start). **The target (>= "
+           f"{s['target_pps_ratio']:.2f}x) is on the packet rate**, the highest rate forwarded with <= 1% loss: "
+           f"{ok}. The switch's CPU time per packet is the pipeline's own cost; the rate also "
+           "depends on the sender and the veths, the same for both programs.", "",
+           "| | l3fwd | coflow | coflow vs l3fwd |", "|---|---:|---:|---:|",
+           f"| packets/s (<= 1% loss) | {pps['l3fwd']:,} | {pps['coflow']:,} | **{s['ratio_pps']:.2f}x** |",
+           f"| switch CPU per packet (us) | {cpu['l3fwd']:.1f} | {cpu['coflow']:.1f} | {s['ratio_cpu']:.2f}x "
+           "(l3fwd's / coflow's) |"]
+    return "\n".join(out) + "\n"
+
+
+RENDERERS = {"sim": render_sim, "emu": render_emu, "scale": render_scale, "ptf": render_ptf,
+             "bench-p4": render_bench_p4}
 
 
 def load_summary(path: str) -> dict:
@@ -389,7 +458,8 @@ def add_commands(sub) -> None:
     rs = p.add_subparsers(dest="rcmd", required=True)
     s = rs.add_parser("save", help="summarize a run's JSON into results/NAME.json")
     s.add_argument("source", help="coflow compare --json output, make run's out/run/compare.json, "
-                                  "or make bench-scale's out/bench/bench_scale.json")
+                                  "make bench-scale's out/bench/bench_scale.json, make ptf's "
+                                  "out/ptf/summary.json or make bench-p4's out/bench/bench_p4.json")
     s.add_argument("--kind", choices=sorted(SUMMARIZERS), required=True)
     s.add_argument("--command", required=True, help="the command that made the run (shown with the table)")
     s.add_argument("-o", "--out", required=True)
