@@ -25,9 +25,10 @@ import time
 
 import numpy as np
 
+from coflow.reproduce.render import BUDGET_ALL_S
+
 TARGET_SPEEDUP = 1.8
 TARGET_OVERHEAD = 0.05
-BUDGET_ALL_S = 3600.0
 
 
 def grid_tasks(kind: str) -> list[dict]:
@@ -104,7 +105,8 @@ def main(argv=None) -> int:
         print("bench_sweep: dask and distributed are not installed: pip install -e '.[sweep]'", file=sys.stderr)
         return 2
     tasks = grid_tasks(a.grid)
-    res = {"grid": a.grid, "loadavg_start": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(), "runs": {}}
+    res = {"grid": a.grid, "loadavg_start": [round(x, 2) for x in os.getloadavg()], "cpus": os.cpu_count(),
+           "targets": {"speedup": TARGET_SPEEDUP, "overhead": TARGET_OVERHEAD}, "runs": {}}
     for w in [int(x) for x in a.workers.split(",")]:
         print(f"bench_sweep: {len(tasks)} tasks of the Fig. 12 grid on {w} worker(s) ...", file=sys.stderr, flush=True)
         res["runs"][str(w)] = run_with(w, tasks)

@@ -203,3 +203,19 @@ def test_a_local_cluster_is_quiet_when_port_8787_is_taken():
         holder.close()
     msgs = [str(w.message) for w in caught]
     assert not [m for m in msgs if "already in use" in m], msgs
+
+
+def test_run_time_is_given_only_for_one_all_run_from_an_empty_cache():
+    run = {"commit": "abc", "wall_s": 3000.0, "ran": 263, "cached": 0, "engine": "LocalCluster(2 workers)",
+           "loadavg_1_5_15": [4.0, 3.0, 2.0], "loadavg_start": [1.5, 1.0, 1.0], "cpus": 2}
+    sums = {"a": {"run": dict(run, tasks_wall_s=4000.0)}, "b": {"run": dict(run, tasks_wall_s=2000.0)}}
+    line = R.run_time(sums, ["a", "b"])
+    assert "263 tasks in **50 min** of wall time (budget 60 min, the issue's target: within), 100 min" in line
+    assert "load average 1.5 at the start and 4.0 at the end on this 2-core machine" in line
+    sums["b"]["run"]["wall_s"] = 3700.0                    # another run
+    assert "do not all come from one" in R.run_time(sums, ["a", "b"])
+    sums = {k: {"run": dict(run, wall_s=3700.0, tasks_wall_s=1.0)} for k in "ab"}
+    assert "(budget 60 min, the issue's target: over)" in R.run_time(sums, ["a", "b"])
+    assert "do not all come from one" in R.run_time(sums, ["a", "b", "c"])        # one not run
+    sums = {k: {"run": dict(run, cached=5, tasks_wall_s=1.0)} for k in "ab"}
+    assert "do not all come from one" in R.run_time(sums, ["a", "b"])             # a warm cache

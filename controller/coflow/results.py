@@ -1,7 +1,9 @@
 """README results from runs: small JSON summaries under ``results/`` and the tables made from them.
 
 Every results table in README.md sits between ``<!-- results:NAME -->`` and
-``<!-- /results:NAME -->`` and is rendered from ``results/NAME.json`` and nothing else:
+``<!-- /results:NAME -->`` and is rendered from ``results/NAME.json`` and nothing else; a block
+``NAME+VIEW`` renders another view of the same summary (``sim-fb+what``: the figures README's
+prose discusses, so that no figure there is written by hand):
 
     coflow results save --kind sim out/fb/compare.json -o results/sim-fb.json   # after a run
     coflow results readme             # rewrite README.md's tables from results/*.json
@@ -30,7 +32,7 @@ import time
 from .trace import BINS
 
 SCHEMA = 1
-BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
+BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+(?:\+\w+)?) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
 
 
 class ResultsError(ValueError):
@@ -185,12 +187,26 @@ def summarize_bench_p4(res: dict, source_path: str, command: str) -> dict:
     return {"schema": SCHEMA, "kind": "bench-p4", "command": command,
             **{k: res[k] for k in ("median_pps", "median_cpu_us_per_pkt", "ratio_pps", "ratio_cpu",
                                    "target_pps_ratio", "rounds", "switch")},
-            "pps": res.get("pps"), "frame_bytes": res.get("frame_bytes"), "trial_s": res.get("trial_s"),
+            "pps": res.get("pps"), "round_ratios_pps": res.get("round_ratios_pps"),
+            "round_ratios_cpu": res.get("round_ratios_cpu"), "frame_bytes": res.get("frame_bytes"),
+            "trial_s": res.get("trial_s"),
             "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")], "run": run_info(source_path)}
 
 
+def summarize_sweep(res: dict, source_path: str, command: str) -> dict:
+    """Summary of ``make bench-sweep``'s ``out/bench/bench_sweep.json`` (bench/bench_sweep.py)."""
+    _need(res, ("runs", "judged", "loadavg_start"), source_path, "make bench-sweep")
+    for w in ("1", "2"):
+        if w not in res["runs"]:
+            raise ResultsError(f"{source_path}: no run with {w} worker(s): not a full `make bench-sweep`")
+    return {"schema": SCHEMA, "kind": "sweep", "command": command, "grid": res.get("grid"),
+            "runs": res["runs"], "judged": res["judged"], "reproduce_all": res.get("reproduce_all"),
+            "targets": res.get("targets"), "loadavg": [res["loadavg_start"], res.get("loadavg_end")],
+            "run": run_info(source_path)}
+
+
 SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu, "scale": summarize_scale, "ptf": summarize_ptf,
-               "bench-p4": summarize_bench_p4}
+               "bench-p4": summarize_bench_p4, "sweep": summarize_sweep}
 
 
 # rendering --------------------------------------------------------------------------------------
@@ -373,22 +389,114 @@ def render_bench_p4(s: dict) -> str:
     pps, cpu = s["median_pps"], s["median_cpu_us_per_pkt"]
     load = s.get("loadavg") or [None]
     ok = "met" if s["ratio_pps"] >= s["target_pps_ratio"] else "missed"
+    rr = lambda k: (f" (rounds: {', '.join(f'{x:.2f}' for x in s[k])})" if s.get(k) else "")  # noqa: E731
     out = [f"`{s['command']}`: `coflow.p4` against a minimal L3 program (`p4src/bench/l3fwd.p4`) on the "
-           f"same {_switch(s['switch'])}, medians of {s['rounds']} alternating rounds of "
-           f"{_f(s.get('trial_s'), '{:g}')} s trials ({_machine(s['run'])}; load average "
-           f"{_f(load[0] and load[0][0], '{:.1f}')} at the start). **The target (>= "
+           f"same {_switch(s['switch'])}, {s['rounds']} rounds of {_f(s.get('trial_s'), '{:g}')} s trials, the "
+           f"programs alternated; each ratio is the median of the rounds' own ratios ({_machine(s['run'])}; "
+           f"load average {_f(load[0] and load[0][0], '{:.1f}')} at the start). **The target (>= "
            f"{s['target_pps_ratio']:.2f}x) is on the packet rate**, the highest rate forwarded with <= 1% loss: "
            f"{ok}. The switch's CPU time per packet is the pipeline's own cost; the rate also "
            "depends on the sender and the veths, the same for both programs.", "",
-           "| | l3fwd | coflow | coflow vs l3fwd |", "|---|---:|---:|---:|",
-           f"| packets/s (<= 1% loss) | {pps['l3fwd']:,} | {pps['coflow']:,} | **{s['ratio_pps']:.2f}x** |",
+           "| | l3fwd (median) | coflow (median) | coflow vs l3fwd |", "|---|---:|---:|---|",
+           f"| packets/s (<= 1% loss) | {pps['l3fwd']:,} | {pps['coflow']:,} | **{s['ratio_pps']:.2f}x**"
+           f"{rr('round_ratios_pps')} |",
            f"| switch CPU per packet (us) | {cpu['l3fwd']:.1f} | {cpu['coflow']:.1f} | {s['ratio_cpu']:.2f}x "
-           "(l3fwd's / coflow's) |"]
+           f"(l3fwd's / coflow's){rr('round_ratios_cpu')} |"]
     return "\n".join(out) + "\n"
 
 
+def render_sweep(s: dict) -> str:
+    one, two, j = s["runs"]["1"], s["runs"]["2"], s["judged"]
+    t = s.get("targets") or {"speedup": 1.8, "overhead": 0.05}
+    load = s.get("loadavg") or [None, None]
+    ok = lambda b: "met" if b else "missed"  # noqa: E731
+    out = (f"`{s['command']}` ({_machine(s['run'])}; load average {_f(load[0] and load[0][0], '{:.1f}')} at the "
+           f"start, {_f(load[1] and load[1][0], '{:.1f}')} at the end): the Fig. 12 grid ({one['tasks']} tasks) took "
+           f"{one['wall_s']:.0f} s on 1 worker and {two['wall_s']:.0f} s on 2, a speed-up of **{j['speedup']:.2f}x** "
+           f"(target >= {t['speedup']}x: {ok(j.get('speedup_ok'))}); the engine kept {j.get('concurrency_2', 0):.2f} "
+           f"tasks running at once with 2 workers, and the median task took {one['task_wall_median_s']:.2f} s alone "
+           f"and {two['task_wall_median_s']:.2f} s beside the other worker. Engine overhead: "
+           f"{1000 * j['overhead_per_task_s']:.1f} ms per task, {100 * j['overhead_share_of_median']:.1f}% of the "
+           f"median task (target < {100 * t['overhead']:.0f}%: {ok(j.get('overhead_ok'))}).")
+    ra = s.get("reproduce_all")
+    if ra:
+        out += (f" `coflow reproduce --all --workers {ra['workers']}` from an empty cache: {ra['wall_s'] / 60:.0f} min "
+                f"(budget {ra['budget_s'] / 60:.0f} min: {'within' if ra['within_budget'] else 'over'}).")
+    return out + "\n"
+
+
 RENDERERS = {"sim": render_sim, "emu": render_emu, "scale": render_scale, "ptf": render_ptf,
-             "bench-p4": render_bench_p4}
+             "bench-p4": render_bench_p4, "sweep": render_sweep}
+
+
+# views: the figures README's prose discusses ------------------------------------------------------
+
+#: the seeds' numbers these views compare with ([VARYS], [DISS], [AALO]; ../shared/docs/seeds-digest.md)
+SEEDS_SEBF_OVER_FAIR = (2.16, 3.66)
+SEEDS_FIFO_OVER_SEBF = (3.33, 5.65)
+AALO_FIFO_LM_OVER_DCLAS = 18.6
+
+
+def render_sim_what(s: dict) -> str:
+    """README's "What we see" on a simulator comparison: each figure read from the summary."""
+    rows, base = s["rows"], s["baseline"]
+    r = lambda n, k: (rows.get(n) or {}).get(k)  # noqa: E731
+    out = []
+    if r("sebf", "avg"):
+        lo, hi = SEEDS_SEBF_OVER_FAIR
+        v = r("sebf", "avg")
+        out.append(f"SEBF+MADD reaches {v:.2f}x over {base} avg, "
+                   f"{'inside' if lo <= v <= hi else 'outside'} the seeds' {lo}x-{hi}x range")
+        near = [n for n in ("sincronia", "utopia") if r(n, "avg")]
+        if near:
+            gap = max(abs(1 - r(n, "avg") / v) for n in near)
+            out[-1] += f"; {' and '.join(n.capitalize() for n in near)} {'are' if len(near) > 1 else 'is'} within {gap:.0%} of it"
+        if r("fifo", "avg_cct_s") and r("sebf", "avg_cct_s"):
+            lo, hi = SEEDS_FIFO_OVER_SEBF
+            out[-1] += (f", and FIFO's average CCT is {r('fifo', 'avg_cct_s') / r('sebf', 'avg_cct_s'):.1f}x SEBF's "
+                        f"(seeds: {lo}x-{hi}x)")
+    d, ds = "dclas", "dclas-strict"
+    if r(d, "avg") and r(ds, "avg"):
+        out.append(f"D-CLAS reaches {r(d, 'avg'):.2f}x avg with Aalo's weighted queues ({r(d, 'p95'):.2f}x at p95) "
+                   f"and {r(ds, 'avg'):.2f}x with strict priority across queues ({r(ds, 'p95'):.2f}x at p95); with "
+                   f"strict priority the small coflows gain {r(ds, 'SN_avg'):.1f}x (SN) and {r(ds, 'LN_avg'):.1f}x (LN), "
+                   f"the wide ones {r(ds, 'SW_avg'):.2f}x (SW) and {r(ds, 'LW_avg'):.2f}x (LW)")
+    if r("fifo-lm", "avg_cct_s") and r(ds, "avg_cct_s"):
+        out.append(f"FIFO-LM (Baraat)'s average CCT is {r('fifo-lm', 'avg_cct_s') / r(ds, 'avg_cct_s'):.1f}x "
+                   f"dclas-strict's (Aalo reports {AALO_FIFO_LM_OVER_DCLAS}x) and it is at {r('fifo-lm', 'avg'):.2f}x "
+                   f"of {base} on average")
+    if r("fai", "avg"):
+        out.append(f"Fai is at {r('fai', 'avg'):.2f}x avg and {r('fai', 'p95'):.2f}x at p95")
+    return f"What we see (`{s['command']}`'s table): " + "; ".join(out) + ".\n"
+
+
+def render_emu_what(s: dict) -> str:
+    """The figures README discusses under the emulation's table: the modes ranked, retransmissions
+    (and how many of them D-SACKed), and each mode's emulated gain against the simulator's."""
+    rows, base = s["rows"], s["baseline"]
+    modes = sorted((m for m in rows if m != base and rows[m].get("avg") is not None), key=lambda m: -rows[m]["avg"])
+    out = ["In this run, ranked by average CCT over " + base + ": "
+           + ", ".join(f"{m} {rows[m]['avg']:.2f}x" for m in modes)]
+    retx = []
+    for m in rows:
+        t = (s.get("tcp") or {}).get(m) or {}
+        g = (s.get("regime") or {}).get(m) or {}
+        if t.get("RetransSegs") is not None and t.get("OutSegs"):
+            share = t["RetransSegs"] / t["OutSegs"]
+            ds = g.get("spurious_retrans_segs")
+            retx.append(f"{m} {share:.1%}" + (f" ({ds / t['RetransSegs']:.0%} of them D-SACKed)"
+                                               if ds is not None and t["RetransSegs"] else ""))
+    if retx:
+        out.append("segments retransmitted: " + ", ".join(retx))
+    sim = s.get("sim_rows") or {}
+    both = [m for m in modes if (sim.get(m) or {}).get("avg") is not None]
+    if both:
+        out.append("emulated vs simulated gain: " + ", ".join(f"{m} {rows[m]['avg']:.2f}x vs {sim[m]['avg']:.2f}x"
+                                                                for m in both))
+    return "; ".join(out) + ".\n"
+
+
+VIEWS = {("sim", "what"): render_sim_what, ("emu", "what"): render_emu_what}
 
 
 def load_summary(path: str) -> dict:
@@ -407,13 +515,24 @@ def load_summary(path: str) -> dict:
 def render_readme(text: str, results_dir: str) -> str:
     """``text`` with every results block re-rendered from ``results_dir``."""
     def sub(m: re.Match) -> str:
-        s = load_summary(os.path.join(results_dir, m.group("name") + ".json"))
-        return m.group(1) + RENDERERS[s["kind"]](s) + m.group(4)
+        name, _, view = m.group("name").partition("+")
+        path = os.path.join(results_dir, name + ".json")
+        s = load_summary(path)
+        fn = VIEWS.get((s["kind"], view)) if view else RENDERERS[s["kind"]]
+        if fn is None:
+            raise ResultsError(f"{path}: no view {view!r} of a {s['kind']!r} summary "
+                               f"(views: {', '.join(f'{k}+{v}' for k, v in VIEWS) or 'none'})")
+        return m.group(1) + fn(s) + m.group(4)
     return BLOCK.sub(sub, text)
 
 
 def blocks(text: str) -> list[str]:
     return [m.group("name") for m in BLOCK.finditer(text)]
+
+
+def summaries_used(text: str) -> set[str]:
+    """The summaries (``results/NAME.json``) the blocks of ``text`` render."""
+    return {b.partition("+")[0] for b in blocks(text)}
 
 
 # CLI --------------------------------------------------------------------------------------------

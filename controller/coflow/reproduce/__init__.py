@@ -50,6 +50,10 @@ def reproduce(names: list[str], workers: int = 2, scheduler: str | None = None, 
               cache_dir: str = DEFAULT_CACHE, progress: bool = True, doc: str | None = R.DOC) -> dict:
     from .sweep import run_sweep
     from .tasks import task_key
+    try:
+        load0: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load0 = None
     entries = [C.BY_NAME[n] for n in names]
     per = {e["name"]: entry_tasks(e) for e in entries}
     tasks = [t for ts in per.values() for t in ts.values()]
@@ -60,7 +64,7 @@ def reproduce(names: list[str], workers: int = 2, scheduler: str | None = None, 
     except OSError:
         load = [None, None, None]
     run = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "cpus": os.cpu_count(), "cpu_model": cpu_model(),
-           "loadavg_1_5_15": load, "commit": git_commit(), "engine": res.engine.get("scheduler", "cache only"),
+           "loadavg_1_5_15": load, "loadavg_start": load0, "commit": git_commit(), "engine": res.engine.get("scheduler", "cache only"),
            "ran": res.ran, "cached": res.cached, "wall_s": round(res.wall_s, 1)}
     os.makedirs(results_dir, exist_ok=True)
     for e in entries:
