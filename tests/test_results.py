@@ -196,3 +196,44 @@ def test_ptf_runner_reads_counts_and_the_weighted_shares(tmp_path):
     assert rc == 0 and line == "ptf: 37 passed, 0 failed, 1 skipped"
     assert counts == {"ran": 38, "passed": 37, "failed": 0, "skipped": 1,
                       "weighted": {"window": 94, "shares": [0.495, 0.336, 0.168]}}
+
+
+def test_sweep_summary_renders_speedup_overhead_and_load(tmp_path):
+    run = lambda w, wall, s, med: {"workers": w, "tasks": 41, "ran": 41, "failed": 0, "startup_s": 1.0,  # noqa: E731
+                                   "wall_s": wall, "task_wall_sum_s": s, "task_wall_median_s": med}
+    res = {"grid": "full", "loadavg_start": [1.3, 0.7, 1.2], "loadavg_end": [5.5, 2.5, 1.7],
+           "targets": {"speedup": 1.8, "overhead": 0.05},
+           "runs": {"1": run(1, 98.63, 98.54, 2.255), "2": run(2, 95.47, 190.36, 4.593)},
+           "judged": {"speedup": 1.03, "speedup_ok": False, "concurrency_2": 1.99, "overhead_per_task_s": 0.0022,
+                      "overhead_share_of_median": 0.001, "overhead_ok": True}}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(res))
+    out = R.render_sweep(R.summarize_sweep(res, str(p), "make bench-sweep"))
+    assert "load average 1.3 at the start, 5.5 at the end" in out
+    assert "took 99 s on 1 worker and 95 s on 2, a speed-up of **1.03x** (target >= 1.8x: missed)" in out
+    assert "the median task took 2.25 s alone and 4.59 s beside the other worker" in out
+    assert "2.2 ms per task, 0.1% of the median task (target < 5%: met)" in out
+    del res["runs"]["2"]
+    with pytest.raises(R.ResultsError, match="no run with 2 worker"):
+        R.summarize_sweep(res, str(p), "make bench-sweep")
+
+
+def test_views_render_the_prose_figures_and_an_unknown_view_is_one_line(tmp_path):
+    cmp, path = _cmp(tmp_path)
+    cmp["table"]["rows"].update({
+        "fifo": dict(cmp["table"]["rows"]["sebf"], avg_cct_s=10.0, avg=0.3),
+        "dclas": dict(cmp["table"]["rows"]["sebf"], avg=1.2, p95=1.5),
+        "dclas-strict": dict(cmp["table"]["rows"]["sebf"], avg_cct_s=2.5, avg=1.25, p95=3.0, SN_avg=30.0,
+                             LN_avg=40.0, SW_avg=2.0, LW_avg=1.1),
+        "fifo-lm": dict(cmp["table"]["rows"]["sebf"], avg_cct_s=7.5, avg=0.4)})
+    d = tmp_path / "results"
+    d.mkdir()
+    (d / "x.json").write_text(json.dumps(R.summarize_sim(cmp, path, "c")))
+    text = R.render_readme("<!-- results:x+what -->\n<!-- /results:x+what -->\n", str(d))
+    assert "SEBF+MADD reaches 1.50x over fair avg, outside the seeds' 2.16x-3.66x range" in text
+    assert "FIFO's average CCT is 5.0x SEBF's" in text and "D-CLAS reaches 1.20x avg" in text
+    assert "small coflows gain 30.0x (SN) and 40.0x (LN), the wide ones 2.00x (SW) and 1.10x (LW)" in text
+    assert "FIFO-LM (Baraat)'s average CCT is 3.0x dclas-strict's" in text
+    assert R.summaries_used(text) == {"x"}
+    with pytest.raises(R.ResultsError, match="no view 'nope' of a 'sim' summary"):
+        R.render_readme("<!-- results:x+nope -->\n<!-- /results:x+nope -->\n", str(d))
