@@ -28,6 +28,7 @@ import re
 import subprocess
 import sys
 import time
+from typing import Any
 
 from .trace import BINS
 
@@ -440,7 +441,9 @@ AALO_FIFO_LM_OVER_DCLAS = 18.6
 def render_sim_what(s: dict) -> str:
     """README's "What we see" on a simulator comparison: each figure read from the summary."""
     rows, base = s["rows"], s["baseline"]
-    r = lambda n, k: (rows.get(n) or {}).get(k)  # noqa: E731
+
+    def r(n: str, k: str) -> Any:
+        return (rows.get(n) or {}).get(k)
     out = []
     if r("sebf", "avg"):
         lo, hi = SEEDS_SEBF_OVER_FAIR
