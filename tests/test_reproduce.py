@@ -173,6 +173,11 @@ def test_sweep_bench_judges_speedup_and_overhead_by_hand():
                  "2": {"wall_s": 56.0, "task_wall_sum_s": 110.0}})
     assert j["speedup"] == pytest.approx(1.79) and not j["speedup_ok"]  # 1.8x is the target
     assert j["concurrency_2"] == pytest.approx(1.96)
+    assert j["task_work_ratio"] == pytest.approx(1.12) and j["speedup_per_work"] == pytest.approx(2.0)
+    assert not j["confounded"]
+    j2 = b.judge({"1": {"wall_s": 190.0, "task_wall_sum_s": 190.0, "ran": 41, "task_wall_median_s": 4.4},
+                  "2": {"wall_s": 76.0, "task_wall_sum_s": 150.0}})     # the machine got quieter
+    assert j2["speedup"] == pytest.approx(2.5) and j2["confounded"] and j2["speedup_per_work"] == pytest.approx(1.97)
     assert j["overhead_per_task_s"] == pytest.approx(0.05) and j["overhead_share_of_median"] == pytest.approx(0.025)
     assert j["overhead_ok"]
     assert not b.judge({"1": {"wall_s": 100.0, "task_wall_sum_s": 90.0, "ran": 40, "task_wall_median_s": 2.0}})["overhead_ok"]

@@ -414,7 +414,11 @@ def render_sweep(s: dict) -> str:
     out = (f"`{s['command']}` ({_machine(s['run'])}; load average {_f(load[0] and load[0][0], '{:.1f}')} at the "
            f"start, {_f(load[1] and load[1][0], '{:.1f}')} at the end): the Fig. 12 grid ({one['tasks']} tasks) took "
            f"{one['wall_s']:.0f} s on 1 worker and {two['wall_s']:.0f} s on 2, a speed-up of **{j['speedup']:.2f}x** "
-           f"(target >= {t['speedup']}x: {ok(j.get('speedup_ok'))}); the engine kept {j.get('concurrency_2', 0):.2f} "
+           f"(target >= {t['speedup']}x: {ok(j.get('speedup_ok'))}"
+           + (f", but confounded by the machine's load: the same tasks' own times summed to "
+              f"{j['task_work_ratio']:.2f}x with 2 workers of those with 1, so per unit of task work 2 workers "
+              f"were {j['speedup_per_work']:.2f}x faster" if j.get("confounded") else "")
+           + f"); the engine kept {j.get('concurrency_2', 0):.2f} "
            f"tasks running at once with 2 workers, and the median task took {one['task_wall_median_s']:.2f} s alone "
            f"and {two['task_wall_median_s']:.2f} s beside the other worker. Engine overhead: "
            f"{1000 * j['overhead_per_task_s']:.1f} ms per task, {100 * j['overhead_share_of_median']:.1f}% of the "
