@@ -17,7 +17,6 @@ counts, time, switch build and the weighted-sharing test's measured shares as JS
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -180,10 +179,9 @@ def main(argv=None) -> int:
         print(summary)
     if args.summary:
         from coflow.dataplane.toolchain import bmv2_build
-        os.makedirs(os.path.dirname(os.path.abspath(args.summary)), exist_ok=True)
-        with open(args.summary, "w") as f:
-            json.dump({"rc": rc, "seconds": round(seconds, 1), "selected": args.tests, **(counts or {}),
-                       "switch": bmv2_build(binary)}, f, indent=1)
+        from coflow.report import write_json
+        write_json({"rc": rc, "seconds": round(seconds, 1), "selected": args.tests, **(counts or {}),
+                    "switch": bmv2_build(binary)}, args.summary)
         print(f"ptf runner: {args.summary}")
     return rc
 

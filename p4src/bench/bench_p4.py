@@ -20,7 +20,6 @@ test: it fails only if nothing was forwarded.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -205,6 +204,7 @@ def main(argv=None) -> int:
           f"(target >= {TARGET}x, on packets per second)")
     if args.json:
         from coflow.dataplane.toolchain import bmv2_build
+        from coflow.report import write_json
         res = {"frame_bytes": FRAME, "loss": LOSS, "trial_s": args.seconds, "rounds": args.rounds,
                "pps": {k: [round(r) for r, _ in v] for k, v in rates.items()},
                "cpu_us_per_pkt": {k: [round(c * 1e6, 2) for _, c in v] for k, v in rates.items()},
@@ -214,9 +214,7 @@ def main(argv=None) -> int:
                "ratio_pps": round(ratio_pps, 3), "ratio_cpu": round(ratio_cpu, 3),
                "target_pps_ratio": TARGET, "switch": bmv2_build(),
                "loadavg_start": load0, "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
+        write_json(res, args.json)
         print(f"bench-p4: {args.json}")
     return 0
 
