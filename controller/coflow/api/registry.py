@@ -4,7 +4,8 @@ Ids are Aalo's two-part CoflowId ``external.internal``: external = job / DAG id 
 internal = stage within the job (< 2^8), the widths of the packet's CoflowId option
 (p4src/README.md). A new coflow gets a new external id (1, 2, 3, ... in registration order, so
 FIFO-LM's "oldest external id first" is registration order) and internal 0. A child stage
-(``parents=``, the deprecated ``parent=`` for one) or a new stage of a known job (``external=``) gets the job's next free internal id.
+(``parents=``, or the deprecated ``parent=`` for one) or a new stage of a known job
+(``external=``) gets the job's next free internal id.
 Ids are never reused, even after the coflow is unregistered.
 
 Every mutating call validates the whole request first and changes nothing when it fails: it
