@@ -131,7 +131,8 @@ def main(argv=None) -> int:
     print(f"bench_sweep: speed-up 2 vs 1 worker {j.get('speedup', '-')}x (target >= {TARGET_SPEEDUP}x: "
           f"{'ok' if j.get('speedup_ok') else 'MISSED'}"
           + (f"; confounded by the machine's load: the tasks took {j['task_work_ratio']}x as long with 2 workers, "
-             f"{j['speedup_per_work']}x per unit of task work" if j.get("confounded") else "") + "); engine overhead {j.get('overhead_per_task_s', '-')} s per task = "
+             f"{j['speedup_per_work']}x per unit of task work" if j.get("confounded") else "")
+          + f"); engine overhead {j.get('overhead_per_task_s', '-')} s per task = "
           f"{100 * j.get('overhead_share_of_median', 0):.1f}% of the median task (target < {100 * TARGET_OVERHEAD:.0f}%: "
           f"{'ok' if j.get('overhead_ok') else 'MISSED'}); load {res['loadavg_start']} -> {res['loadavg_end']}; "
           f"{os.path.join(a.out, 'bench_sweep.json')}")
