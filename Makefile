@@ -94,6 +94,9 @@ bench: $(VENV)/.installed
 # SWEEP_ARGS="--reproduce-all" also times `coflow reproduce --all --workers 2` from an empty cache
 bench-sweep: $(VENV)/.installed
 	FB_TRACE=$(FB_TRACE) $(PY) bench/bench_sweep.py --out out/bench $(SWEEP_ARGS)
+	$(COFLOW) results save --kind sweep out/bench/bench_sweep.json -o results/bench-sweep.json \
+	  --command "make bench-sweep$(if $(SWEEP_ARGS), SWEEP_ARGS=\"$(SWEEP_ARGS)\")"
+	$(COFLOW) results readme
 
 # controller: SEBF+MADD round (100 coflows / 10k flows) and D-CLAS coordination over a k=4
 # fat-tree's 8 edges (20 BMv2 processes; needs `make p4` and simple_switch_grpc)
@@ -130,7 +133,11 @@ results: $(VENV)/.installed
 	@if [ -f $(FB_TRACE) ]; then \
 	  $(SIM_CMD) --trace $(FB_TRACE) --json out/results/sim-fb.json --plots out/results/fb && \
 	  $(COFLOW) results save --kind sim out/results/sim-fb.json -o results/sim-fb.json \
-	    --command "coflow compare --trace FB2010-1Hr-150-0.txt"; \
+	    --command "coflow compare --trace FB2010-1Hr-150-0.txt" && \
+	  $(SIM_CMD) --trace $(FB_TRACE) --schedulers sebf,dclas-strict --set fair.max_concurrent=5 \
+	    --json out/results/sim-fb-cap5.json && \
+	  $(COFLOW) results save --kind sim out/results/sim-fb-cap5.json -o results/sim-fb-cap5.json \
+	    --command "coflow compare --trace FB2010-1Hr-150-0.txt --schedulers sebf,dclas-strict --set fair.max_concurrent=5"; \
 	else echo "results: $(FB_TRACE) not found: results/sim-fb.json kept"; fi
 	@$(MAKE) --no-print-directory readme
 

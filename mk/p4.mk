@@ -4,6 +4,9 @@
 #                  (PTF_TESTS="test_dclas" to select; PTF_SWITCH_LOG=trace for a per-packet log)
 #   make bench-p4  packets/s of coflow.p4 vs a minimal L3 program on the same BMv2, as a ratio
 #   make p4-tests-count   how many PTF tests exist
+# A full `make ptf` that passes and every `make bench-p4` save their summaries (results/p4-ptf.json,
+# results/p4-bench.json) and re-render README.md's "P4 data plane" blocks from them; P4_SAVE=0
+# (what `make test` passes) keeps results/ as it is.
 # The toolchain is found by controller/coflow/dataplane/toolchain.py: $P4C / $SIMPLE_SWITCH_GRPC,
 # PATH, then /opt/p4/bin.
 
@@ -19,6 +22,7 @@ P4_TOOL_PY := $(shell command -v python3)
 P4_TOOLCHAIN := PYTHONPATH=controller $(P4_TOOL_PY) -m coflow.dataplane.toolchain
 P4C_BIN = $(shell $(P4_TOOLCHAIN) --print p4c-bm2-ss)
 PTF_TESTS ?=
+P4_SAVE ?= 1
 
 .PHONY: p4 ptf bench-p4 p4-tests-count p4-toolchain-check p4c-check p4-if-available
 
@@ -41,11 +45,17 @@ $(P4_BENCH_JSON): p4src/bench/l3fwd.p4 | p4c-check
 	  --p4runtime-files $(P4_BENCH_INFO) -o $(P4_BENCH_JSON) $<
 
 ptf: $(VENV)/.installed $(P4_JSON) | p4-toolchain-check
-	$(PY) ptf-tests/runner.py --p4info $(P4_INFO) --json $(P4_JSON) $(PTF_TESTS)
+	$(PY) ptf-tests/runner.py --p4info $(P4_INFO) --json $(P4_JSON) --summary out/ptf/summary.json $(PTF_TESTS)
+	@if [ "$(P4_SAVE)" = 1 ] && [ -z "$(PTF_TESTS)" ]; then \
+	  $(COFLOW) results save --kind ptf out/ptf/summary.json -o results/p4-ptf.json --command "make ptf" && \
+	  $(COFLOW) results readme; fi
 
 bench-p4: $(VENV)/.installed $(P4_JSON) $(P4_BENCH_JSON) | p4-toolchain-check
 	$(PY) p4src/bench/bench_p4.py --coflow $(P4_JSON) --coflow-p4info $(P4_INFO) \
-	  --l3fwd $(P4_BENCH_JSON) --l3fwd-p4info $(P4_BENCH_INFO)
+	  --l3fwd $(P4_BENCH_JSON) --l3fwd-p4info $(P4_BENCH_INFO) --json out/bench/bench_p4.json
+	@if [ "$(P4_SAVE)" = 1 ]; then \
+	  $(COFLOW) results save --kind bench-p4 out/bench/bench_p4.json -o results/p4-bench.json --command "make bench-p4" && \
+	  $(COFLOW) results readme; fi
 
 p4-tests-count:
 	@$(P4_TOOL_PY) ptf-tests/count_tests.py
@@ -53,7 +63,7 @@ p4-tests-count:
 # `make test` calls this: the PTF tests when the toolchain is present, else one skip line.
 p4-tests-or-skip::
 	@reason=$$($(P4_TOOLCHAIN) --check); \
-	if [ $$? -eq 0 ]; then $(MAKE) --no-print-directory ptf; \
+	if [ $$? -eq 0 ]; then $(MAKE) --no-print-directory ptf P4_SAVE=0; \
 	else echo "p4: skipped $$($(P4_TOOL_PY) ptf-tests/count_tests.py) PTF tests: $$reason"; fi
 
 # `make test` compiles the pipeline first when p4c is there, so that the controller's and the

@@ -10,7 +10,9 @@
 5. stop the switch and delete the namespace (which deletes the veths) -- in a finally block,
    so also on failure, SIGINT or SIGTERM.
 
-Needs root (namespaces, veths, tc). Exit status: ptf's.
+Needs root (namespaces, veths, tc). Exit status: ptf's. ``--summary PATH`` writes the run's
+counts, time, switch build and the weighted-sharing test's measured shares as JSON (what
+``coflow results save --kind ptf`` turns into README's "P4 data plane" block).
 """
 from __future__ import annotations
 
@@ -136,6 +138,7 @@ def main(argv=None) -> int:
     ap.add_argument("--log-dir", default=os.path.join(ROOT, "build", "ptf"))
     ap.add_argument("--switch-log-level", default=os.environ.get("PTF_SWITCH_LOG", "warn"))
     ap.add_argument("--ptf", default=os.path.join(os.path.dirname(sys.executable), "ptf"))
+    ap.add_argument("--summary", help="write the run's summary (counts, time, switch, measured shares) as JSON")
     ap.add_argument("tests", nargs="*", help="ptf test specs (default: all)")
     args = ap.parse_args(argv)
 
@@ -144,11 +147,12 @@ def main(argv=None) -> int:
         return 2
     signal.signal(signal.SIGTERM, _raise_interrupt)
     t0 = time.time()
-    summary = None
+    summary = counts = binary = None
     tb = Testbed(args.netns, args.ports, args.log_dir, args.switch_log_level)
     try:
         with tb:
             tb.push_pipeline(os.path.abspath(args.p4info), os.path.abspath(args.json))
+            binary = tb.bmv2.binary if tb.bmv2 is not None else None
             swports = ",".join(tb.swport(i) for i in range(args.ports))
             params = (f"grpc='{tb.grpc_addr}';p4info='{os.path.abspath(args.p4info)}';"
                       f"device_id=0;swports='{swports}';thrift={tb.thrift_port}")
@@ -158,7 +162,7 @@ def main(argv=None) -> int:
             for i in range(args.ports):
                 cmd += ["--interface", f"0-{i}@{tb.hostport(i)}"]
             cmd += args.tests
-            rc, summary = run_ptf(cmd, dict(os.environ))
+            rc, summary, counts = run_ptf(cmd, dict(os.environ))
             if tb.switch is not None and tb.switch.poll() is not None:
                 print(f"simple_switch_grpc died during the tests (exit {tb.switch.returncode})",
                       file=sys.stderr)
@@ -169,21 +173,38 @@ def main(argv=None) -> int:
     except RuntimeError as exc:
         print(f"ptf runner: {exc}", file=sys.stderr)
         return 1
-    print(f"ptf runner: finished in {time.time() - t0:.1f} s (exit {rc})")
+    seconds = time.time() - t0
+    print(f"ptf runner: finished in {seconds:.1f} s (exit {rc})")
     if summary:
         print(summary)
+    if args.summary:
+        from coflow.dataplane.toolchain import bmv2_build
+        from coflow.report import write_json
+        write_json({"rc": rc, "seconds": round(seconds, 1), "selected": args.tests, **(counts or {}),
+                    "switch": bmv2_build(binary)}, args.summary)
+        print(f"ptf runner: {args.summary}")
     return rc
 
 
-def run_ptf(cmd, env) -> tuple[int, str | None]:
+#: the weighted-sharing test's line (test_tm.WeightedSharingTest): its measured shares
+WEIGHTED_LINE = re.compile(r"weighted window (\d+) departures: (.*)")
+
+
+def run_ptf(cmd, env) -> tuple[int, str | None, dict | None]:
     """Run ptf, echo its output, and turn unittest's closing lines into
-    'ptf: N passed, N failed[, N skipped]'."""
+    'ptf: N passed, N failed[, N skipped]' and counts (with the weighted-sharing test's
+    measured shares when it ran)."""
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, bufsize=1)
     ran = failed = skipped = None
+    weighted = None
     for line in proc.stdout:
         sys.stdout.write(line)
         sys.stdout.flush()
+        w = WEIGHTED_LINE.search(line)
+        if w:
+            weighted = {"window": int(w.group(1)),
+                        "shares": [float(x) for x in re.findall(r"prio \d+: ([0-9.]+)", w.group(2))]}
         m = re.match(r"Ran (\d+) tests? in", line)
         if m:
             ran = int(m.group(1))
@@ -194,11 +215,12 @@ def run_ptf(cmd, env) -> tuple[int, str | None]:
             skipped = counts.get("skipped", 0)
     rc = proc.wait()
     if ran is None or failed is None:
-        return rc, None
+        return rc, None, None
     line = f"ptf: {ran - failed - skipped} passed, {failed} failed"
     if skipped:
         line += f", {skipped} skipped"
-    return rc, line
+    return rc, line, {"ran": ran, "passed": ran - failed - skipped, "failed": failed, "skipped": skipped,
+                      "weighted": weighted}
 
 
 if __name__ == "__main__":

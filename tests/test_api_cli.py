@@ -41,6 +41,9 @@ def test_client_commands(server, capsys):
     assert d["coflow_id"] == "1.0" and [f["size_bytes"] for f in d["flows"]] == [1000, None]
     rc, out, _ = run(capsys, "api", "register", "--address", unix, "--flow", "h3:h0:5", "--parent", "1.0")
     assert rc == 0 and json.loads(out)["coflow_id"] == "1.1"
+    rc, out, _ = run(capsys, "api", "register", "--address", addr, "--flow", "h2:h0:5", "--parent", "1.1",
+                     "--parent", "1.0")                    # a child of two coflows
+    assert rc == 0 and json.loads(out)["coflow_id"] == "1.2" and json.loads(out)["parents"] == ["1.1", "1.0"]
     rc, out, _ = run(capsys, "api", "add-flows", "1.0", "--address", addr, "--flow", "h3:h1:7")
     assert rc == 0 and len(json.loads(out)["flows"]) == 3
     rc, out, _ = run(capsys, "api", "update", "1.0", "--address", addr, "--size", "1=20", "--sent", "0=999")
@@ -49,7 +52,8 @@ def test_client_commands(server, capsys):
     rc, out, _ = run(capsys, "api", "status", "1.0", "--address", unix)
     assert rc == 0 and json.loads(out) == reg.get("1.0").to_dict()
     rc, out, _ = run(capsys, "api", "list", "--address", addr)
-    assert rc == 0 and [x["coflow_id"] for x in json.loads(out)] == ["1.0", "1.1"]
+    assert rc == 0 and [x["coflow_id"] for x in json.loads(out)] == ["1.0", "1.1", "1.2"]
+    assert run(capsys, "api", "unregister", "1.2", "--address", addr)[0] == 0
     rc, out, _ = run(capsys, "api", "unregister", "1.1", "--address", addr)
     assert rc == 0 and json.loads(out)["coflow_id"] == "1.1"
     assert [r.cid.internal for r in reg.list()] == [0]
@@ -59,6 +63,7 @@ def test_client_commands(server, capsys):
     (["register", "--flow", "h0:h1:1000", "--flow", "h2:h1:-5"], "error: INVALID_ARGUMENT: flows[1].size_bytes: must be >= 0"),
     (["register", "--flow", "h0:h9"], "error: INVALID_ARGUMENT: flows[0].dst: unknown host 'h9' (not in the topology)"),
     (["register", "--flow", "h0:h1", "--parent", "8.0"], "error: NOT_FOUND: parent: coflow 8.0 was never registered"),
+    (["register", "--flow", "h0:h1", "--parent", "1.0", "--parent", "1.0"], "error: INVALID_ARGUMENT: parents[1]: 1.0 is listed twice"),
     (["register", "--flow", "h0:h1:5", "--deadline", "0"], "error: INVALID_ARGUMENT: deadline_s: "),
     (["status", "1.x"], "error: INVALID_ARGUMENT: coflow_id: '1.x' is not a CoflowId"),
     (["status", "4.0"], "error: NOT_FOUND: coflow_id: coflow 4.0 is not registered"),

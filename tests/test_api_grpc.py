@@ -114,6 +114,22 @@ MALFORMED = [
     ("parent stage never issued", "Register", dict(flows=[F(src="h0", dst="h1")], parent="1.7"), "NOT_FOUND", "parent"),
     ("malformed parent", "Register", dict(flows=[F(src="h0", dst="h1")], parent="1.0.0"), "INVALID_ARGUMENT", "parent"),
     ("unknown job", "Register", dict(flows=[F(src="h0", dst="h1")], external=77), "NOT_FOUND", "external"),
+    # several parents (issue 26): the fixture's 1.0 is the only coflow
+    ("unknown one of the parents", "Register", dict(flows=[F(src="h0", dst="h1")], parents=["1.0", "1.5"]),
+     "NOT_FOUND", "parents[1]"),
+    ("unknown sole parent", "Register", dict(flows=[F(src="h0", dst="h1")], parents=["42.0"]), "NOT_FOUND", "parents[0]"),
+    ("parent is the coflow itself (a cycle)", "Register", dict(flows=[F(src="h0", dst="h1")], parents=["1.0", "1.1"]),
+     "INVALID_ARGUMENT", "parents[1]"),
+    ("parent given twice", "Register", dict(flows=[F(src="h0", dst="h1")], parents=["1.0", "1.0"]),
+     "INVALID_ARGUMENT", "parents[1]"),
+    ("parent and parents disagree", "Register", dict(flows=[F(src="h0", dst="h1")], parent="1.0", parents=["1.7", "1.0"]),
+     "INVALID_ARGUMENT", "parent"),
+    ("parents of two jobs", "Register", dict(flows=[F(src="h0", dst="h1")], parents=["1.0", "2.0"]),
+     "INVALID_ARGUMENT", "parents[1]"),
+    ("malformed one of the parents", "Register", dict(flows=[F(src="h0", dst="h1")], parents=["1.0", "1.x"]),
+     "INVALID_ARGUMENT", "parents[1]"),
+    ("parents and another job", "Register", dict(flows=[F(src="h0", dst="h1")], parents=["1.0"], external=3),
+     "INVALID_ARGUMENT", "external"),
     ("external out of range", "Register", dict(flows=[F(src="h0", dst="h1")], external=2**32), "INVALID_ARGUMENT", "external"),
     ("negative external", "Register", dict(flows=[F(src="h0", dst="h1")], external=-1), "INVALID_ARGUMENT", "external"),
     ("unknown coflow add", "AddFlows", dict(coflow_id="5.0", flows=[F(src="h0", dst="h1")]), "NOT_FOUND", "coflow_id"),
@@ -161,6 +177,23 @@ def test_malformed_requests(api, name, method, fields, code, field):
     after = (reg.snapshot(), stub.List(pb2.ListRequest(), timeout=5))
     assert after == before
     assert after[1].version == 1
+
+
+def test_child_of_several_parents(api):
+    """A child with a barrier on two coflows: ``parents`` over gRPC, the reply and Status list
+    both, ``parent`` (deprecated) is the first; the deprecated field alone still works, and with
+    both fields ``parent`` must be ``parents[0]``."""
+    reg, c, stub = api
+    root = c.register([("h0", "h1", 10)])
+    a = c.register([("h2", "h3", 10)], parent=root)                       # the old field alone
+    b = c.register([("h4", "h5", 10)], parents=[root])
+    assert (root, a, b) == ("1.0", "1.1", "1.2") and c.status(a)["parents"] == ["1.0"]
+    d = c.register_coflow([("h6", "h7", 10)], parents=[b, a])
+    assert d["coflow_id"] == "1.3" and d["parents"] == ["1.2", "1.1"] and d["parent"] == "1.2"
+    assert c.status("1.3") == reg.get("1.3").to_dict() == d
+    r = _raw(stub, "Register", flows=[F(src="h0", dst="h2")], parent="1.1", parents=["1.1", "1.3"])
+    assert r.coflow.coflow_id == "1.4" and list(r.coflow.parents) == ["1.1", "1.3"] and r.coflow.parent == "1.1"
+    assert [x["parents"] for x in c.list()] == [[], ["1.0"], ["1.0"], ["1.2", "1.1"], ["1.1", "1.3"]]
 
 
 def test_client_error_carries_code_and_field(api):

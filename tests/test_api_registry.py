@@ -275,6 +275,24 @@ def test_crash_without_close_keeps_committed_changes(tmp_path):
     r.close()
 
 
+def test_reopen_keeps_every_parent(tmp_path):
+    """A child of several parents keeps them all, in order, through a reopen (and its parent is
+    the first); a registry that cannot say that would lose a DAG's barrier after a restart."""
+    db = str(tmp_path / "reg.sqlite")
+    r = CoflowRegistry(HOSTS, db_path=db)
+    a = r.register([("h0", "h1", 10)]).cid
+    b = r.register([("h2", "h3", 10)], external=1).cid
+    c = r.register([("h4", "h5", 10)], parents=[str(b), str(a)]).cid
+    assert c == CoflowId(1, 2) and r.get(c).parents == (b, a)
+    before = state(r)
+    r.close()
+    r2 = CoflowRegistry(HOSTS, db_path=db)
+    assert state(r2) == before
+    assert r2.get(c).parents == (b, a) and r2.get(c).parent == b and r2.get(b).parents == ()
+    assert r2.get(c).to_dict()["parents"] == ["1.1", "1.0"]
+    r2.close()
+
+
 def test_second_registry_on_the_same_db_is_refused(tmp_path):
     db = str(tmp_path / "reg.sqlite")
     r = CoflowRegistry(HOSTS, db_path=db)

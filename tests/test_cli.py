@@ -98,3 +98,16 @@ def test_sim_reschedule_option(trace, tmp_path, capsys):
         main(["sim", "--trace", trace, "--scheduler", "dclas", "--reschedule", "sometimes", "--json", str(bad)])
     assert e.value.code == 2 and not bad.exists()
     assert "--reschedule" in capsys.readouterr().err
+
+
+def test_plots_of_the_baseline_alone_warn_nothing(trace, tmp_path):
+    """`compare` of the baseline alone (as `make run --modes fair` plots it): a CDF, no per-bin
+    plot (nothing to compare) and no matplotlib warning about a legend without labels."""
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["compare", "--trace", trace, "--schedulers", "fair", "--quiet",
+                     "--plots", str(tmp_path / "p")]) == 0
+    assert (tmp_path / "p" / "cct_cdf.png").exists() and not (tmp_path / "p" / "per_bin.png").exists()
+    assert not [w for w in caught if "legend" in str(w.message) or "artists" in str(w.message)], \
+        [str(w.message) for w in caught]

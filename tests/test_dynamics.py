@@ -483,7 +483,7 @@ def test_driver_releases_waves_and_children_through_the_api(tmp_path):
     assert calls[0] == ("register", {})
     assert ("add_flows", "1.0", [("h1", "h8")]) in calls
     assert ("update", "1.0", {0: 150_000}) in calls          # h0 -> h8 grows by wave 2's 30 kB
-    assert ("register", {"parent": "1.0"}) in calls and ("register", {"parent": "1.1"}) in calls
+    assert ("register", {"parents": ["1.0"]}) in calls and ("register", {"parents": ["1.1"]}) in calls
     assert [c for c in calls if c[0] == "unregister"] == [("unregister", "1.0"), ("unregister", "1.1"),
                                                          ("unregister", "1.2")]
     done = {k: max(r.t_done for r in res.records if r.coflow == k) - res.t0 for k in range(4)}
@@ -497,3 +497,30 @@ def test_driver_releases_waves_and_children_through_the_api(tmp_path):
     recs, jobs = P.dynamic_report_records(plan, res.start, res.complete, res.registered)
     assert [r["coflow_id"] for r in recs] == ["1.0", "1.1", "1.2"] and len(jobs) == 1
     assert jobs[0]["jct_s"] >= jobs[0]["critical_path_s"] * 0.99
+
+
+def test_driver_registers_a_child_with_every_parent(tmp_path):
+    """A child with a barrier on two coflows is registered with both parents (``parents``), as
+    the registry records them; it starts only after both are complete."""
+    from coflow.api.registry import CoflowRegistry
+    from coflow.emu import plan as P
+    from coflow.emu.driver import drive
+    p = tmp_path / "dag2.txt"
+    p.write_text("16 3\n1 0 1 0 1 8:60\n2 0 1 1 1 9:120\n3 0 1 2 1 10:20 after=1,2\n")
+    plan = P.build_plan(T.read_trace(str(p)), [f"h{i}" for i in range(16)], 10, 16e6,
+                        bytes_factor=1e-3, time_factor=1.0)
+    reg = CoflowRegistry([f"h{i}" for i in range(16)])
+    calls = []
+
+    def register(flows, **kw):
+        calls.append(kw)
+        return str(reg.register(flows, **kw).cid)
+
+    agents = FakeAgents()
+    res = drive(plan, agents, register, lambda cid: None, run=1, clairvoyant=True, timeout_s=20,
+                progress=False, add_flows=None, update=None, lead_s=0.05)
+    assert not res.timed_out and res.errors == []
+    assert res.registered == {0: "1.0", 1: "1.1", 2: "1.2"}
+    assert calls == [{}, {"external": 1}, {"parents": ["1.0", "1.1"]}]
+    assert reg.get("1.2").to_dict()["parents"] == ["1.0", "1.1"] and str(reg.get("1.2").parent) == "1.0"
+    assert res.start[2] >= max(res.complete[0], res.complete[1])

@@ -108,12 +108,14 @@ def test_reopened_registry_is_the_same(cluster, prefix):
     assert wait_for(el.is_leader)
     a.register([("h0", "h1", 5)], request_id="x", lease_s=9, owner="app")
     c = a.register([("h0", "h2", None)], parent=None)
-    a.register([("h1", "h2", 1)], parent=str(c.cid))
+    d = a.register([("h1", "h2", 1)], parent=str(c.cid))
+    a.register([("h1", "h3", 1)], parents=[str(d.cid), str(c.cid)])      # a child of two coflows
     snap = (a.snapshot(), a.next_external)
     a.close()
     from coflow.api.etcd_registry import EtcdCoflowRegistry
     b = EtcdCoflowRegistry(HOSTS, e, prefix, election=el)
     assert (b.snapshot(), b.next_external) == snap
+    assert b.get("2.2").parents == (d.cid, c.cid) and b.get("2.2").parent == d.cid
     assert b.register([("h0", "h1", 5)], request_id="x", lease_s=9, owner="app").cid == snap[0][1][0].cid
     b.close()
     el.stop()

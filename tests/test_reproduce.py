@@ -173,7 +173,54 @@ def test_sweep_bench_judges_speedup_and_overhead_by_hand():
                  "2": {"wall_s": 56.0, "task_wall_sum_s": 110.0}})
     assert j["speedup"] == pytest.approx(1.79) and not j["speedup_ok"]  # 1.8x is the target
     assert j["concurrency_2"] == pytest.approx(1.96)
+    assert j["task_work_ratio"] == pytest.approx(1.12) and j["speedup_per_work"] == pytest.approx(2.0)
+    assert not j["confounded"]
+    j2 = b.judge({"1": {"wall_s": 190.0, "task_wall_sum_s": 190.0, "ran": 41, "task_wall_median_s": 4.4},
+                  "2": {"wall_s": 76.0, "task_wall_sum_s": 150.0}})     # the machine got quieter
+    assert j2["speedup"] == pytest.approx(2.5) and j2["confounded"] and j2["speedup_per_work"] == pytest.approx(1.97)
     assert j["overhead_per_task_s"] == pytest.approx(0.05) and j["overhead_share_of_median"] == pytest.approx(0.025)
     assert j["overhead_ok"]
     assert not b.judge({"1": {"wall_s": 100.0, "task_wall_sum_s": 90.0, "ran": 40, "task_wall_median_s": 2.0}})["overhead_ok"]
     assert len(b.grid_tasks("full")) == 41 and len(b.grid_tasks("small")) == 7
+
+
+def test_a_local_cluster_is_quiet_when_port_8787_is_taken():
+    """Two sweeps at once (or a user's notebook on Dask's default port): the second cluster's
+    scheduler must not warn "Port 8787 is already in use" (the HTTP server takes a free port,
+    no dashboard)."""
+    import socket
+    import warnings
+    pytest.importorskip("distributed")
+    from coflow.reproduce.sweep import local_cluster
+    holder = socket.socket()
+    try:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            holder.bind(("127.0.0.1", 8787))
+            holder.listen(1)
+        except OSError:
+            pass                      # taken already (another cluster): the case under test
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with local_cluster(1) as cluster:
+                assert cluster.scheduler.http_server.port != 8787
+    finally:
+        holder.close()
+    msgs = [str(w.message) for w in caught]
+    assert not [m for m in msgs if "already in use" in m], msgs
+
+
+def test_run_time_is_given_only_for_one_all_run_from_an_empty_cache():
+    run = {"commit": "abc", "wall_s": 3000.0, "ran": 263, "cached": 0, "engine": "LocalCluster(2 workers)",
+           "loadavg_1_5_15": [4.0, 3.0, 2.0], "loadavg_start": [1.5, 1.0, 1.0], "cpus": 2}
+    sums = {"a": {"run": dict(run, tasks_wall_s=4000.0)}, "b": {"run": dict(run, tasks_wall_s=2000.0)}}
+    line = R.run_time(sums, ["a", "b"])
+    assert "263 tasks in **50 min** of wall time (budget 60 min, the issue's target: within), 100 min" in line
+    assert "load average 1.5 at the start and 4.0 at the end on this 2-core machine" in line
+    sums["b"]["run"]["wall_s"] = 3700.0                    # another run
+    assert "do not all come from one" in R.run_time(sums, ["a", "b"])
+    sums = {k: {"run": dict(run, wall_s=3700.0, tasks_wall_s=1.0)} for k in "ab"}
+    assert "(budget 60 min, the issue's target: over)" in R.run_time(sums, ["a", "b"])
+    assert "do not all come from one" in R.run_time(sums, ["a", "b", "c"])        # one not run
+    sums = {k: {"run": dict(run, cached=5, tasks_wall_s=1.0)} for k in "ab"}
+    assert "do not all come from one" in R.run_time(sums, ["a", "b"])             # a warm cache

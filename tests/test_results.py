@@ -24,7 +24,7 @@ def test_every_summary_is_used_and_small():
     files = sorted(f[:-5] for f in os.listdir(os.path.join(REPO, "results")) if f.endswith(".json"))
     # blocks of other renderers name their JSON in the begin marker (the Tofino slot sweep's)
     others = re.findall(r"<!-- [\w-]+:begin \([^)]*\bresults/([\w.-]+)\.json\) -->", text)
-    assert files == sorted(R.blocks(text) + others)
+    assert files == sorted(R.summaries_used(text) | set(others))
     for f in files:
         assert os.path.getsize(os.path.join(REPO, "results", f + ".json")) < 64 * 1024
 
@@ -130,3 +130,113 @@ def test_emu_summary_renders_the_regime(tmp_path):
     assert ("| meters; 38 of 40 flows paced; achieved / set rate 0.97 (median flow 0.99, 80% within "
             "10%); closed loop: 1,234 reads of the switches' flow counters; "
             "2 coflows unmetered | 1,234 |") in out
+
+
+# make ptf / make bench-p4 (README's "P4 data plane", issue 26) ------------------------------------
+
+SWITCH = {"binary": "/opt/p4/bin/simple_switch_grpc", "version": "1.15.5", "logging_macros": True}
+
+
+def _ptf_run(tmp_path, **kw):
+    res = {"rc": 0, "seconds": 41.3, "selected": [], "ran": 38, "passed": 38, "failed": 0, "skipped": 0,
+           "weighted": {"window": 94, "shares": [0.495, 0.336, 0.168]}, "switch": SWITCH, **kw}
+    p = tmp_path / "summary.json"
+    p.write_text(json.dumps(res))
+    return res, str(p)
+
+
+def test_ptf_summary_renders_counts_switch_and_shares(tmp_path):
+    res, path = _ptf_run(tmp_path)
+    out = R.render_ptf(R.summarize_ptf(res, path, "make ptf"))
+    assert out.startswith("`make ptf`: 38 PTF tests against BMv2 1.15.5 `simple_switch_grpc` (logging macros compiled in)")
+    assert "38 passed, 0 failed, in 41 s" in out and "measured 0.495/0.336/0.168 over 94 departures" in out
+
+
+@pytest.mark.parametrize("change,msg", [
+    ({"rc": 1, "failed": 2, "passed": 36}, "the run failed"),
+    ({"selected": ["test_dclas"]}, "only test_dclas ran"),
+])
+def test_ptf_summary_refuses_a_partial_or_failed_run(tmp_path, change, msg):
+    res, path = _ptf_run(tmp_path, **change)
+    with pytest.raises(R.ResultsError, match=msg):
+        R.summarize_ptf(res, path, "make ptf")
+    assert R.main(["save", "--kind", "ptf", path, "--command", "c", "-o", str(tmp_path / "o.json")]) == 2
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_bench_p4_summary_says_which_ratio_the_target_is_about(tmp_path):
+    res = {"frame_bytes": 256, "loss": 0.01, "trial_s": 1.5, "rounds": 3,
+           "pps": {"l3fwd": [10000, 11000, 9000], "coflow": [9400, 9000, 9800]},
+           "median_pps": {"l3fwd": 10000, "coflow": 9400}, "median_cpu_us_per_pkt": {"l3fwd": 30.0, "coflow": 52.6},
+           "ratio_pps": 0.94, "ratio_cpu": 0.57, "target_pps_ratio": 0.85, "round_ratios_pps": [0.94, 0.82, 1.09], "switch": dict(SWITCH, logging_macros=False),
+           "loadavg_start": [4.0, 3.0, 2.0], "loadavg_end": [4.5, 3.0, 2.0]}
+    p = tmp_path / "b.json"
+    p.write_text(json.dumps(res))
+    out = R.render_bench_p4(R.summarize_bench_p4(res, str(p), "make bench-p4"))
+    assert "**The target (>= 0.85x) is on the packet rate**" in out and ": met." in out
+    assert "| packets/s (<= 1% loss) | 10,000 | 9,400 | **0.94x** (rounds: 0.94, 0.82, 1.09) |" in out
+    assert "| switch CPU per packet (us) | 30.0 | 52.6 | 0.57x (l3fwd's / coflow's) |" in out
+    assert "logging macros compiled out" in out and "load average 4.0 at the start" in out
+    res["ratio_pps"] = 0.80
+    assert ": missed." in R.render_bench_p4(R.summarize_bench_p4(res, str(p), "make bench-p4"))
+    del res["ratio_cpu"]
+    with pytest.raises(R.ResultsError, match="no 'ratio_cpu'"):
+        R.summarize_bench_p4(res, str(p), "make bench-p4")
+
+
+def test_ptf_runner_reads_counts_and_the_weighted_shares(tmp_path):
+    """runner.py's reading of ptf's output (the summary's source), on a fake ptf."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "ptf-tests"))
+    try:
+        import runner
+    finally:
+        sys.path.pop(0)
+    fake = tmp_path / "ptf.py"
+    fake.write_text("print('weighted window 94 departures: prio 7: 0.495, prio 6: 0.336, prio 5: 0.168')\n"
+                    "print('Ran 38 tests in 41.2s')\nprint('OK (skipped=1)')\n")
+    rc, line, counts = runner.run_ptf([sys.executable, str(fake)], dict(os.environ))
+    assert rc == 0 and line == "ptf: 37 passed, 0 failed, 1 skipped"
+    assert counts == {"ran": 38, "passed": 37, "failed": 0, "skipped": 1,
+                      "weighted": {"window": 94, "shares": [0.495, 0.336, 0.168]}}
+
+
+def test_sweep_summary_renders_speedup_overhead_and_load(tmp_path):
+    run = lambda w, wall, s, med: {"workers": w, "tasks": 41, "ran": 41, "failed": 0, "startup_s": 1.0,  # noqa: E731
+                                   "wall_s": wall, "task_wall_sum_s": s, "task_wall_median_s": med}
+    res = {"grid": "full", "loadavg_start": [1.3, 0.7, 1.2], "loadavg_end": [5.5, 2.5, 1.7],
+           "targets": {"speedup": 1.8, "overhead": 0.05},
+           "runs": {"1": run(1, 98.63, 98.54, 2.255), "2": run(2, 95.47, 190.36, 4.593)},
+           "judged": {"speedup": 1.03, "speedup_ok": False, "concurrency_2": 1.99, "overhead_per_task_s": 0.0022,
+                      "overhead_share_of_median": 0.001, "overhead_ok": True}}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(res))
+    out = R.render_sweep(R.summarize_sweep(res, str(p), "make bench-sweep"))
+    assert "load average 1.3 at the start, 5.5 at the end" in out
+    assert "took 99 s on 1 worker and 95 s on 2, a speed-up of **1.03x** (target >= 1.8x: missed)" in out
+    assert "the median task took 2.25 s alone and 4.59 s beside the other worker" in out
+    assert "2.2 ms per task, 0.1% of the median task (target < 5%: met)" in out
+    del res["runs"]["2"]
+    with pytest.raises(R.ResultsError, match="no run with 2 worker"):
+        R.summarize_sweep(res, str(p), "make bench-sweep")
+
+
+def test_views_render_the_prose_figures_and_an_unknown_view_is_one_line(tmp_path):
+    cmp, path = _cmp(tmp_path)
+    cmp["table"]["rows"].update({
+        "fifo": dict(cmp["table"]["rows"]["sebf"], avg_cct_s=10.0, avg=0.3),
+        "dclas": dict(cmp["table"]["rows"]["sebf"], avg=1.2, p95=1.5),
+        "dclas-strict": dict(cmp["table"]["rows"]["sebf"], avg_cct_s=2.5, avg=1.25, p95=3.0, SN_avg=30.0,
+                             LN_avg=40.0, SW_avg=2.0, LW_avg=1.1),
+        "fifo-lm": dict(cmp["table"]["rows"]["sebf"], avg_cct_s=7.5, avg=0.4)})
+    d = tmp_path / "results"
+    d.mkdir()
+    (d / "x.json").write_text(json.dumps(R.summarize_sim(cmp, path, "c")))
+    text = R.render_readme("<!-- results:x+what -->\n<!-- /results:x+what -->\n", str(d))
+    assert "SEBF+MADD reaches 1.50x over fair avg, outside the seeds' 2.16x-3.66x range" in text
+    assert "FIFO's average CCT is 5.0x SEBF's" in text and "D-CLAS reaches 1.20x avg" in text
+    assert "small coflows gain 30.0x (SN) and 40.0x (LN), the wide ones 2.00x (SW) and 1.10x (LW)" in text
+    assert "FIFO-LM (Baraat)'s average CCT is 3.0x dclas-strict's" in text
+    assert R.summaries_used(text) == {"x"}
+    with pytest.raises(R.ResultsError, match="no view 'nope' of a 'sim' summary"):
+        R.render_readme("<!-- results:x+nope -->\n<!-- /results:x+nope -->\n", str(d))

@@ -138,15 +138,16 @@ def plot_reports(reports: dict[str, dict], outdir: str, baseline: str | None = N
     ax.set_ylabel("fraction of coflows")
     ax.set_title(title or "CCT CDF")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
+    if ax.get_legend_handles_labels()[0]:      # no completed coflow anywhere: no lines, no legend
+        ax.legend(fontsize=7)
     p = os.path.join(outdir, "cct_cdf.png")
     fig.tight_layout()
     fig.savefig(p, dpi=120)
     plt.close(fig)
     paths.append(p)
-    if baseline and baseline in reports:
+    names = [n for n in reports if n != baseline]
+    if baseline and baseline in reports and names:   # the baseline alone: nothing to compare
         tab = compare_table(reports, baseline)
-        names = [n for n in reports if n != baseline]
         fig, ax = plt.subplots(figsize=(7, 4))
         groups = list(BINS) + ["ALL"]
         wbar = 0.8 / max(1, len(names))

@@ -1,7 +1,9 @@
 """README results from runs: small JSON summaries under ``results/`` and the tables made from them.
 
 Every results table in README.md sits between ``<!-- results:NAME -->`` and
-``<!-- /results:NAME -->`` and is rendered from ``results/NAME.json`` and nothing else:
+``<!-- /results:NAME -->`` and is rendered from ``results/NAME.json`` and nothing else; a block
+``NAME+VIEW`` renders another view of the same summary (``sim-fb+what``: the figures README's
+prose discusses, so that no figure there is written by hand):
 
     coflow results save --kind sim out/fb/compare.json -o results/sim-fb.json   # after a run
     coflow results readme             # rewrite README.md's tables from results/*.json
@@ -11,7 +13,9 @@ A summary keeps what its table shows (normalized CCT rows and, for the emulation
 counters and the simulator's table on the same scaled flows) plus where and when the run
 happened (machine, load, commit), so that a timing column always says which run it is from.
 ``make results`` reruns the simulator comparisons and saves them; ``make results-emu`` saves
-the last ``make run`` (``out/run/compare.json``).
+the last ``make run`` (``out/run/compare.json``); a full passing ``make ptf`` and every ``make
+bench-p4`` save theirs (``results/p4-ptf.json``, ``results/p4-bench.json``: README's "P4 data
+plane").
 """
 from __future__ import annotations
 
@@ -24,11 +28,12 @@ import re
 import subprocess
 import sys
 import time
+from typing import Any
 
 from .trace import BINS
 
 SCHEMA = 1
-BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
+BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+(?:\+\w+)?) -->\n)(?P<body>.*?)(<!-- /results:(?P=name) -->)", re.S)
 
 
 class ResultsError(ValueError):
@@ -37,7 +42,7 @@ class ResultsError(ValueError):
 
 # where and when ---------------------------------------------------------------------------------
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -48,7 +53,7 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _git_commit(cwd: str) -> str | None:
+def git_commit(cwd: str = ".") -> str | None:
     try:
         r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=cwd, capture_output=True,
                            text=True, timeout=10)
@@ -65,9 +70,9 @@ def run_info(source_path: str) -> dict:
     except OSError:
         load = [None, None, None]
     return {"date": time.strftime("%Y-%m-%d", time.gmtime(os.path.getmtime(source_path))),
-            "cpus": os.cpu_count(), "cpu_model": _cpu_model(),
+            "cpus": os.cpu_count(), "cpu_model": cpu_model(),
             "loadavg_1_5_15": [round(x, 2) if x is not None else None for x in load],
-            "commit": _git_commit(os.path.dirname(os.path.abspath(source_path)) or ".")}
+            "commit": git_commit(os.path.dirname(os.path.abspath(source_path)) or ".")}
 
 
 # summaries --------------------------------------------------------------------------------------
@@ -157,7 +162,52 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
             "run": run_info(source_path)}
 
 
-SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu, "scale": summarize_scale}
+def _need(d: dict, keys: tuple, source_path: str, what: str) -> None:
+    for k in keys:
+        if k not in d:
+            raise ResultsError(f"{source_path}: no {k!r}: not the JSON of `{what}`")
+
+
+def summarize_ptf(res: dict, source_path: str, command: str) -> dict:
+    """Summary of ``make ptf``'s ``out/ptf/summary.json`` (ptf-tests/runner.py --summary): a
+    full run that passed (a selection or a failure is no figure for README)."""
+    _need(res, ("rc", "ran", "passed", "failed", "seconds", "switch"), source_path, "make ptf")
+    if res["rc"] != 0 or res["failed"]:
+        raise ResultsError(f"{source_path}: the run failed ({res['failed']} failed, exit {res['rc']}): not saved")
+    if res.get("selected"):
+        raise ResultsError(f"{source_path}: only {' '.join(res['selected'])} ran: save a full `make ptf`")
+    return {"schema": SCHEMA, "kind": "ptf", "command": command,
+            **{k: res[k] for k in ("ran", "passed", "failed", "seconds", "switch")},
+            "skipped": res.get("skipped") or 0, "weighted": res.get("weighted"), "run": run_info(source_path)}
+
+
+def summarize_bench_p4(res: dict, source_path: str, command: str) -> dict:
+    """Summary of ``make bench-p4``'s ``out/bench/bench_p4.json`` (p4src/bench/bench_p4.py --json)."""
+    _need(res, ("median_pps", "median_cpu_us_per_pkt", "ratio_pps", "ratio_cpu", "target_pps_ratio",
+                "rounds", "switch"), source_path, "make bench-p4")
+    return {"schema": SCHEMA, "kind": "bench-p4", "command": command,
+            **{k: res[k] for k in ("median_pps", "median_cpu_us_per_pkt", "ratio_pps", "ratio_cpu",
+                                   "target_pps_ratio", "rounds", "switch")},
+            "pps": res.get("pps"), "round_ratios_pps": res.get("round_ratios_pps"),
+            "round_ratios_cpu": res.get("round_ratios_cpu"), "frame_bytes": res.get("frame_bytes"),
+            "trial_s": res.get("trial_s"),
+            "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")], "run": run_info(source_path)}
+
+
+def summarize_sweep(res: dict, source_path: str, command: str) -> dict:
+    """Summary of ``make bench-sweep``'s ``out/bench/bench_sweep.json`` (bench/bench_sweep.py)."""
+    _need(res, ("runs", "judged", "loadavg_start"), source_path, "make bench-sweep")
+    for w in ("1", "2"):
+        if w not in res["runs"]:
+            raise ResultsError(f"{source_path}: no run with {w} worker(s): not a full `make bench-sweep`")
+    return {"schema": SCHEMA, "kind": "sweep", "command": command, "grid": res.get("grid"),
+            "runs": res["runs"], "judged": res["judged"], "reproduce_all": res.get("reproduce_all"),
+            "targets": res.get("targets"), "loadavg": [res["loadavg_start"], res.get("loadavg_end")],
+            "run": run_info(source_path)}
+
+
+SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu, "scale": summarize_scale, "ptf": summarize_ptf,
+               "bench-p4": summarize_bench_p4, "sweep": summarize_sweep}
 
 
 # rendering --------------------------------------------------------------------------------------
@@ -319,7 +369,141 @@ def plot_scale(s: dict, path: str) -> bool:
     return True
 
 
-RENDERERS = {"sim": render_sim, "emu": render_emu, "scale": render_scale}
+def _switch(sw: dict) -> str:
+    lm = sw.get("logging_macros")
+    build = "build unknown" if lm is None else f"logging macros compiled {'in' if lm else 'out'}"
+    return f"BMv2 {sw.get('version') or '?'} `simple_switch_grpc` ({build})"
+
+
+def render_ptf(s: dict) -> str:
+    w = s.get("weighted") or {}
+    shares = "/".join(f"{x:.3f}" for x in w.get("shares") or [])
+    return (f"`{s['command']}`: {s['ran']} PTF tests against {_switch(s['switch'])} with "
+            f"`--priority-queues 8`: {s['passed']} passed, {s['failed']} failed"
+            + (f", {s['skipped']} skipped" if s.get("skipped") else "")
+            + f", in {s['seconds']:.0f} s ({_machine(s['run'])})"
+            + (f"; weighted sharing 3:2:1 at an HTB-shaped port measured {shares} over "
+               f"{w.get('window')} departures" if shares else "") + ".\n")
+
+
+def render_bench_p4(s: dict) -> str:
+    pps, cpu = s["median_pps"], s["median_cpu_us_per_pkt"]
+    load = s.get("loadavg") or [None]
+    ok = "met" if s["ratio_pps"] >= s["target_pps_ratio"] else "missed"
+    rr = lambda k: (f" (rounds: {', '.join(f'{x:.2f}' for x in s[k])})" if s.get(k) else "")  # noqa: E731
+    out = [f"`{s['command']}`: `coflow.p4` against a minimal L3 program (`p4src/bench/l3fwd.p4`) on the "
+           f"same {_switch(s['switch'])}, {s['rounds']} rounds of {_f(s.get('trial_s'), '{:g}')} s trials, the "
+           f"programs alternated; each ratio is the median of the rounds' own ratios ({_machine(s['run'])}; "
+           f"load average {_f(load[0] and load[0][0], '{:.1f}')} at the start). **The target (>= "
+           f"{s['target_pps_ratio']:.2f}x) is on the packet rate**, the highest rate forwarded with <= 1% loss: "
+           f"{ok}. The switch's CPU time per packet is the pipeline's own cost; the rate also "
+           "depends on the sender and the veths, the same for both programs.", "",
+           "| | l3fwd (median) | coflow (median) | coflow vs l3fwd |", "|---|---:|---:|---|",
+           f"| packets/s (<= 1% loss) | {pps['l3fwd']:,} | {pps['coflow']:,} | **{s['ratio_pps']:.2f}x**"
+           f"{rr('round_ratios_pps')} |",
+           f"| switch CPU per packet (us) | {cpu['l3fwd']:.1f} | {cpu['coflow']:.1f} | {s['ratio_cpu']:.2f}x "
+           f"(l3fwd's / coflow's){rr('round_ratios_cpu')} |"]
+    return "\n".join(out) + "\n"
+
+
+def render_sweep(s: dict) -> str:
+    one, two, j = s["runs"]["1"], s["runs"]["2"], s["judged"]
+    t = s.get("targets") or {"speedup": 1.8, "overhead": 0.05}
+    load = s.get("loadavg") or [None, None]
+    ok = lambda b: "met" if b else "missed"  # noqa: E731
+    out = (f"`{s['command']}` ({_machine(s['run'])}; load average {_f(load[0] and load[0][0], '{:.1f}')} at the "
+           f"start, {_f(load[1] and load[1][0], '{:.1f}')} at the end): the Fig. 12 grid ({one['tasks']} tasks) took "
+           f"{one['wall_s']:.0f} s on 1 worker and {two['wall_s']:.0f} s on 2, a speed-up of **{j['speedup']:.2f}x** "
+           f"(target >= {t['speedup']}x: {ok(j.get('speedup_ok'))}"
+           + (f", but confounded by the machine's load: the same tasks' own times summed to "
+              f"{j['task_work_ratio']:.2f}x with 2 workers of those with 1, so per unit of task work 2 workers "
+              f"were {j['speedup_per_work']:.2f}x faster" if j.get("confounded") else "")
+           + f"); the engine kept {j.get('concurrency_2', 0):.2f} "
+           f"tasks running at once with 2 workers, and the median task took {one['task_wall_median_s']:.2f} s alone "
+           f"and {two['task_wall_median_s']:.2f} s beside the other worker. Engine overhead: "
+           f"{1000 * j['overhead_per_task_s']:.1f} ms per task, {100 * j['overhead_share_of_median']:.1f}% of the "
+           f"median task (target < {100 * t['overhead']:.0f}%: {ok(j.get('overhead_ok'))}).")
+    ra = s.get("reproduce_all")
+    if ra:
+        out += (f" `coflow reproduce --all --workers {ra['workers']}` from an empty cache: {ra['wall_s'] / 60:.0f} min "
+                f"(budget {ra['budget_s'] / 60:.0f} min: {'within' if ra['within_budget'] else 'over'}).")
+    return out + "\n"
+
+
+RENDERERS = {"sim": render_sim, "emu": render_emu, "scale": render_scale, "ptf": render_ptf,
+             "bench-p4": render_bench_p4, "sweep": render_sweep}
+
+
+# views: the figures README's prose discusses ------------------------------------------------------
+
+#: the seeds' numbers these views compare with ([VARYS], [DISS], [AALO]; ../shared/docs/seeds-digest.md)
+SEEDS_SEBF_OVER_FAIR = (2.16, 3.66)
+SEEDS_FIFO_OVER_SEBF = (3.33, 5.65)
+AALO_FIFO_LM_OVER_DCLAS = 18.6
+
+
+def render_sim_what(s: dict) -> str:
+    """README's "What we see" on a simulator comparison: each figure read from the summary."""
+    rows, base = s["rows"], s["baseline"]
+
+    def r(n: str, k: str) -> Any:
+        return (rows.get(n) or {}).get(k)
+    out = []
+    if r("sebf", "avg"):
+        lo, hi = SEEDS_SEBF_OVER_FAIR
+        v = r("sebf", "avg")
+        out.append(f"SEBF+MADD reaches {v:.2f}x over {base} avg, "
+                   f"{'inside' if lo <= v <= hi else 'outside'} the seeds' {lo}x-{hi}x range")
+        near = [n for n in ("sincronia", "utopia") if r(n, "avg")]
+        if near:
+            gap = max(abs(1 - r(n, "avg") / v) for n in near)
+            out[-1] += f"; {' and '.join(n.capitalize() for n in near)} {'are' if len(near) > 1 else 'is'} within {gap:.0%} of it"
+        if r("fifo", "avg_cct_s") and r("sebf", "avg_cct_s"):
+            lo, hi = SEEDS_FIFO_OVER_SEBF
+            out[-1] += (f", and FIFO's average CCT is {r('fifo', 'avg_cct_s') / r('sebf', 'avg_cct_s'):.1f}x SEBF's "
+                        f"(seeds: {lo}x-{hi}x)")
+    d, ds = "dclas", "dclas-strict"
+    if r(d, "avg") and r(ds, "avg"):
+        out.append(f"D-CLAS reaches {r(d, 'avg'):.2f}x avg with Aalo's weighted queues ({r(d, 'p95'):.2f}x at p95) "
+                   f"and {r(ds, 'avg'):.2f}x with strict priority across queues ({r(ds, 'p95'):.2f}x at p95); with "
+                   f"strict priority the small coflows gain {r(ds, 'SN_avg'):.1f}x (SN) and {r(ds, 'LN_avg'):.1f}x (LN), "
+                   f"the wide ones {r(ds, 'SW_avg'):.2f}x (SW) and {r(ds, 'LW_avg'):.2f}x (LW)")
+    if r("fifo-lm", "avg_cct_s") and r(ds, "avg_cct_s"):
+        out.append(f"FIFO-LM (Baraat)'s average CCT is {r('fifo-lm', 'avg_cct_s') / r(ds, 'avg_cct_s'):.1f}x "
+                   f"dclas-strict's (Aalo reports {AALO_FIFO_LM_OVER_DCLAS}x) and it is at {r('fifo-lm', 'avg'):.2f}x "
+                   f"of {base} on average")
+    if r("fai", "avg"):
+        out.append(f"Fai is at {r('fai', 'avg'):.2f}x avg and {r('fai', 'p95'):.2f}x at p95")
+    return f"What we see (`{s['command']}`'s table): " + "; ".join(out) + ".\n"
+
+
+def render_emu_what(s: dict) -> str:
+    """The figures README discusses under the emulation's table: the modes ranked, retransmissions
+    (and how many of them D-SACKed), and each mode's emulated gain against the simulator's."""
+    rows, base = s["rows"], s["baseline"]
+    modes = sorted((m for m in rows if m != base and rows[m].get("avg") is not None), key=lambda m: -rows[m]["avg"])
+    out = ["In this run, ranked by average CCT over " + base + ": "
+           + ", ".join(f"{m} {rows[m]['avg']:.2f}x" for m in modes)]
+    retx = []
+    for m in rows:
+        t = (s.get("tcp") or {}).get(m) or {}
+        g = (s.get("regime") or {}).get(m) or {}
+        if t.get("RetransSegs") is not None and t.get("OutSegs"):
+            share = t["RetransSegs"] / t["OutSegs"]
+            ds = g.get("spurious_retrans_segs")
+            retx.append(f"{m} {share:.1%}" + (f" ({ds / t['RetransSegs']:.0%} of them D-SACKed)"
+                                               if ds is not None and t["RetransSegs"] else ""))
+    if retx:
+        out.append("segments retransmitted: " + ", ".join(retx))
+    sim = s.get("sim_rows") or {}
+    both = [m for m in modes if (sim.get(m) or {}).get("avg") is not None]
+    if both:
+        out.append("emulated vs simulated gain: " + ", ".join(f"{m} {rows[m]['avg']:.2f}x vs {sim[m]['avg']:.2f}x"
+                                                                for m in both))
+    return "; ".join(out) + ".\n"
+
+
+VIEWS = {("sim", "what"): render_sim_what, ("emu", "what"): render_emu_what}
 
 
 def load_summary(path: str) -> dict:
@@ -338,13 +522,24 @@ def load_summary(path: str) -> dict:
 def render_readme(text: str, results_dir: str) -> str:
     """``text`` with every results block re-rendered from ``results_dir``."""
     def sub(m: re.Match) -> str:
-        s = load_summary(os.path.join(results_dir, m.group("name") + ".json"))
-        return m.group(1) + RENDERERS[s["kind"]](s) + m.group(4)
+        name, _, view = m.group("name").partition("+")
+        path = os.path.join(results_dir, name + ".json")
+        s = load_summary(path)
+        fn = VIEWS.get((s["kind"], view)) if view else RENDERERS[s["kind"]]
+        if fn is None:
+            raise ResultsError(f"{path}: no view {view!r} of a {s['kind']!r} summary "
+                               f"(views: {', '.join(f'{k}+{v}' for k, v in VIEWS) or 'none'})")
+        return m.group(1) + fn(s) + m.group(4)
     return BLOCK.sub(sub, text)
 
 
 def blocks(text: str) -> list[str]:
     return [m.group("name") for m in BLOCK.finditer(text)]
+
+
+def summaries_used(text: str) -> set[str]:
+    """The summaries (``results/NAME.json``) the blocks of ``text`` render."""
+    return {b.partition("+")[0] for b in blocks(text)}
 
 
 # CLI --------------------------------------------------------------------------------------------
@@ -389,7 +584,8 @@ def add_commands(sub) -> None:
     rs = p.add_subparsers(dest="rcmd", required=True)
     s = rs.add_parser("save", help="summarize a run's JSON into results/NAME.json")
     s.add_argument("source", help="coflow compare --json output, make run's out/run/compare.json, "
-                                  "or make bench-scale's out/bench/bench_scale.json")
+                                  "make bench-scale's out/bench/bench_scale.json, make ptf's "
+                                  "out/ptf/summary.json or make bench-p4's out/bench/bench_p4.json")
     s.add_argument("--kind", choices=sorted(SUMMARIZERS), required=True)
     s.add_argument("--command", required=True, help="the command that made the run (shown with the table)")
     s.add_argument("-o", "--out", required=True)

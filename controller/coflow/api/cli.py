@@ -4,7 +4,7 @@
                      [--unix /tmp/coflow-api.sock] [--admit-gbps 1] [--lease-s 30]
                      [--apps apps.json] [--tls-cert api.crt --tls-key api.key]
     coflow api new-token NAME
-    coflow api register --flow h0:h1:1000 --flow h2:h1 [--parent 7.0 | --external 7] [--deadline 2.5]
+    coflow api register --flow h0:h1:1000 --flow h2:h1 [--parent 7.0 [--parent 7.1] | --external 7] [--deadline 2.5]
                         [--lease-s 600] [--request-id KEY]
     coflow api keepalive 7.0 [7.1 ...]
     coflow api add-flows 7.0 --flow h3:h1:500
@@ -84,7 +84,9 @@ def _run(args, fn) -> int:
 
 def cmd_register(args) -> int:
     flows = [_parse_flow(f) for f in args.flow]
-    return _run(args, lambda c: c.register_coflow(flows, parent=args.parent, deadline_s=args.deadline,
+    pars = args.parent or []       # one --parent goes as the (deprecated) single field, as before
+    return _run(args, lambda c: c.register_coflow(flows, parent=pars[0] if len(pars) == 1 else None,
+                                                  parents=pars if len(pars) > 1 else None, deadline_s=args.deadline,
                                                   external=args.external, request_id=args.request_id,
                                                   lease_s=args.lease_s))
 
@@ -246,7 +248,8 @@ def add_commands(sub) -> None:
 
     p = client_parser("register", "register a coflow; prints it as JSON")
     p.add_argument("--flow", action="append", required=True, metavar="SRC:DST[:SIZE]")
-    p.add_argument("--parent", help="parent CoflowId (the new coflow is the job's next stage)")
+    p.add_argument("--parent", action="append", help="a parent CoflowId (the new coflow is the job's next "
+                                                     "stage); repeat it for a child of several coflows")
     p.add_argument("--external", type=int, help="a new stage of this known job id")
     p.add_argument("--deadline", type=float, help="deadline in seconds (Varys admission)")
     p.add_argument("--lease-s", type=float, help="the coflow's lease (default: the server's); renew "

@@ -56,6 +56,7 @@ def coflow_to_dict(c) -> dict:
         "registered_at": c.registered_at,
         "deadline_s": c.deadline_s if c.HasField("deadline_s") else None,
         "parent": c.parent or None,
+        "parents": list(c.parents),
         "admitted": c.admitted,
         "clairvoyant": c.clairvoyant,
         "total_bytes": c.total_bytes if c.HasField("total_bytes") else None,
@@ -184,11 +185,13 @@ class CoflowClient:
 
     def register_coflow(self, flows, parent: str | None = None, deadline_s: float | None = None,
                         external: int | None = None, request_id: str | None = None,
-                        lease_s: float | None = None) -> dict:
-        """Register; returns the whole coflow (``["coflow_id"]`` is its id). ``request_id``:
+                        lease_s: float | None = None, parents=None) -> dict:
+        """Register; returns the whole coflow (``["coflow_id"]`` is its id). ``parents``: the
+        parent stages' CoflowIds (``parent``: deprecated, one). ``request_id``:
         the idempotency key (a fresh one when None); retried with it on UNAVAILABLE /
         DEADLINE_EXCEEDED / CANCELLED for up to ``retry_s``."""
         req = pb2.RegisterRequest(flows=_flow_msgs(flows), parent=parent or "",
+                                  parents=[str(p) for p in parents or ()],
                                   request_id=request_id or uuid.uuid4().hex)
         if deadline_s is not None:
             req.deadline_s = deadline_s
@@ -218,9 +221,9 @@ class CoflowClient:
 
     def register(self, flows: Iterable, parent: str | None = None, deadline_s: float | None = None,
                  external: int | None = None, request_id: str | None = None,
-                 lease_s: float | None = None) -> str:
+                 lease_s: float | None = None, parents=None) -> str:
         """``flows``: ``(src, dst)`` / ``(src, dst, size_bytes or None)`` tuples or dicts. Returns the CoflowId string."""
-        return self.register_coflow(flows, parent, deadline_s, external, request_id, lease_s)["coflow_id"]
+        return self.register_coflow(flows, parent, deadline_s, external, request_id, lease_s, parents)["coflow_id"]
 
     def keep_alive(self, cids: Iterable[str] = ()) -> tuple[list[str], list[str]]:
         """Renew leases; returns (renewed ids, ids no longer registered). Empty ``cids``: every

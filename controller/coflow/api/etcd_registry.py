@@ -111,7 +111,8 @@ class EtcdCoflowRegistry(CoflowRegistry):
                 sent = {i: int(x[3]) for i, x in enumerate(d["flows"]) if x[3]}
                 rec = CoflowRecord(cid, flows, float(d["at"]), d.get("dl"),
                                    parse_cid(d["parent"]) if d.get("parent") else None, sent,
-                                   bool(d.get("adm", True)), d.get("lease_s"), d.get("owner"), d.get("rid"))
+                                   bool(d.get("adm", True)), d.get("lease_s"), d.get("owner"), d.get("rid"),
+                                   tuple(parse_cid(p) for p in d.get("parents") or ()))
                 parsed.append((int(d["seq"]), rec, d.get("fp") or ""))
         except (ValueError, KeyError, TypeError, ApiError) as e:
             raise RegistryDbError(f"{where}: damaged registry ({type(e).__name__}: {e})") from None
@@ -136,7 +137,8 @@ class EtcdCoflowRegistry(CoflowRegistry):
     def _value(self, rec: CoflowRecord, seq: int, fp: str) -> bytes:
         return json.dumps({
             "e": rec.cid.external, "i": rec.cid.internal, "seq": seq, "at": rec.registered_at,
-            "dl": rec.deadline_s, "parent": str(rec.parent) if rec.parent else None, "adm": rec.admitted,
+            "dl": rec.deadline_s, "parent": str(rec.parent) if rec.parent else None,
+            "parents": [str(p) for p in rec.parents] if len(rec.parents) > 1 else None, "adm": rec.admitted,
             "flows": [[f.src, f.dst, f.size_bytes, rec.sent_bytes.get(i, 0)] for i, f in enumerate(rec.flows)],
             "lease_s": rec.lease_s, "owner": rec.owner, "rid": rec.request_id, "fp": fp or None},
             separators=(",", ":")).encode()

@@ -4,7 +4,8 @@ Ids are Aalo's two-part CoflowId ``external.internal``: external = job / DAG id 
 internal = stage within the job (< 2^8), the widths of the packet's CoflowId option
 (p4src/README.md). A new coflow gets a new external id (1, 2, 3, ... in registration order, so
 FIFO-LM's "oldest external id first" is registration order) and internal 0. A child stage
-(``parent=``) or a new stage of a known job (``external=``) gets the job's next free internal id.
+(``parents=``, or the deprecated ``parent=`` for one) or a new stage of a known job
+(``external=``) gets the job's next free internal id.
 Ids are never reused, even after the coflow is unregistered.
 
 Every mutating call validates the whole request first and changes nothing when it fails: it
@@ -151,6 +152,14 @@ class CoflowRecord:
     lease_s: float | None = None      # None: no lease (never expires)
     owner: str | None = None          # the identity that registered it (None: API without identities)
     request_id: str | None = None     # the client's idempotency key of its Register
+    # every parent stage (a child with a barrier on several coflows); ``parent`` is the first
+    parents: tuple[CoflowId, ...] = ()
+
+    def __post_init__(self):
+        if not self.parents and self.parent is not None:
+            self.parents = (self.parent,)
+        elif self.parents and self.parent is None:
+            self.parent = self.parents[0]
 
     @property
     def clairvoyant(self) -> bool:
@@ -179,6 +188,7 @@ class CoflowRecord:
             "registered_at": self.registered_at,
             "deadline_s": self.deadline_s,
             "parent": str(self.parent) if self.parent is not None else None,
+            "parents": [str(p) for p in self.parents],
             "admitted": self.admitted,
             "clairvoyant": self.clairvoyant,
             "total_bytes": self.total_bytes,
@@ -330,22 +340,25 @@ class CoflowRegistry:
 
     def register(self, flows, parent=None, deadline_s: float | None = None, external: int | None = None,
                  request_id: str | None = None, lease_s: float | None = None,
-                 owner: str | None = None) -> CoflowRecord:
-        """``request_id``: the client's idempotency key (a retry returns the same coflow);
-        ``lease_s``: the coflow's lease (None: the registry's default); ``owner``: the
-        authenticated identity registering it (None without identities)."""
+                 owner: str | None = None, parents=None) -> CoflowRecord:
+        """``parents``: the parent stages' CoflowIds (``parent``: the deprecated single one;
+        with both, ``parent`` must be ``parents[0]``); ``request_id``: the client's idempotency
+        key (a retry returns the same coflow); ``lease_s``: the coflow's lease (None: the
+        registry's default); ``owner``: the authenticated identity registering it (None
+        without identities)."""
         with self._lock:
             self._writable()
             specs = self._check_flows(flows, "flows", existing=())
             deadline = self._check_deadline(deadline_s, specs)
-            par = parse_cid(parent, "parent") if parent is not None and parent != "" else None
+            pars = self._check_parents(parent, parents)
+            par = pars[0] if pars else None
             if external is not None:
                 if not isinstance(external, int) or isinstance(external, bool) or not 0 <= external < EXTERNAL_LIMIT:
                     raise _invalid("external", f"{external!r} is not an integer in [0, 2^32)")
             lease = self._check_lease(lease_s, "lease_s") if lease_s is not None else self.default_lease_s
             if request_id is not None:
                 request_id = self._check_request_id(request_id)
-                fp = repr(([(f.src, f.dst, f.size_bytes) for f in specs], str(par) if par else "",
+                fp = repr(([(f.src, f.dst, f.size_bytes) for f in specs], ",".join(map(str, pars)),
                            deadline, external, lease_s))
                 seen = self._requests.get((owner or "", request_id))
                 if seen is not None:
@@ -357,8 +370,17 @@ class CoflowRegistry:
                     self._renew(cid)
                     return _copy(self._recs[cid])
             if par is not None:
-                if not self._issued(par):
-                    raise ApiError("NOT_FOUND", "parent", f"coflow {par} was never registered")
+                pf = "parents[{}]" if parents else "parent"
+                for i, p in enumerate(pars):
+                    if p.external != par.external:
+                        raise _invalid(pf.format(i), f"{p} is of job {p.external}, {par} of job {par.external}: "
+                                                     "a coflow's parents are stages of one job")
+                for i, p in enumerate(pars):
+                    if p.internal == self._next_internal.get(p.external):
+                        raise _invalid(pf.format(i), f"{p} is the id this coflow would get: a coflow cannot be "
+                                                     "its own parent (a cycle)")
+                    if not self._issued(p):
+                        raise ApiError("NOT_FOUND", pf.format(i), f"coflow {p} was never registered")
                 if external is not None and external != par.external:
                     raise _invalid("external", f"{external} differs from the job of parent {par} ({par.external})")
                 job = par.external
@@ -378,7 +400,7 @@ class CoflowRegistry:
             cid = next_cid(self._next_external, self._next_internal, job)
             rec = CoflowRecord(cid=cid, flows=specs, registered_at=float(self.clock()), deadline_s=deadline,
                                parent=par, sent_bytes={}, admitted=True, lease_s=lease, owner=owner,
-                               request_id=request_id)
+                               request_id=request_id, parents=pars)
             fingerprint = fp if request_id is not None else ""
             self._check_quota(owner, 1, len(specs))
             if deadline is not None:
@@ -397,6 +419,26 @@ class CoflowRegistry:
             self._changed("register", rec)
         self._emit()
         return _copy(rec)
+
+    @staticmethod
+    def _check_parents(parent, parents) -> tuple[CoflowId, ...]:
+        """The parents of a Register: ``parents`` (a list of CoflowIds) and/or the deprecated
+        ``parent`` (one, "" or None = none); with both, ``parent`` must be ``parents[0]``."""
+        one = parse_cid(parent, "parent") if parent is not None and parent != "" else None
+        if parents is None:
+            parents = []
+        if isinstance(parents, str) or not isinstance(parents, (list, tuple)):
+            raise _invalid("parents", f"{parents!r} is not a list of CoflowIds")
+        pars: list[CoflowId] = []
+        for i, p in enumerate(parents):
+            cid = parse_cid(p, f"parents[{i}]")
+            if cid in pars:
+                raise _invalid(f"parents[{i}]", f"{cid} is listed twice (also parents[{pars.index(cid)}])")
+            pars.append(cid)
+        if one is not None and pars and one != pars[0]:
+            raise _invalid("parent", f"{one} differs from parents[0] {pars[0]} (parent is deprecated: "
+                                     "give parents only, or parent == parents[0])")
+        return tuple(pars) if pars else ((one,) if one is not None else ())
 
     def add_flows(self, cid, flows, owner: str | None = None) -> CoflowRecord:
         cid = parse_cid(cid)
@@ -863,7 +905,7 @@ class CoflowRegistry:
                 "SELECT external, internal, seq, registered_at, deadline_s, parent, admitted FROM coflows ORDER BY seq"):
             try:
                 cid = CoflowId(e, i)
-                par = parse_cid(parent) if parent else None
+                pars = tuple(parse_cid(p) for p in parent.split(",")) if parent else ()
             except (ValueError, ApiError) as ex:
                 raise bad(f"coflow {e}.{i}: {ex}") from None
             fl = flows.pop((e, i), [])
@@ -879,7 +921,7 @@ class CoflowRegistry:
                     sent[fid] = s
             if not self._issued(cid):
                 raise bad(f"coflow {cid}: id beyond the job's next internal id")
-            self._recs[cid] = CoflowRecord(cid, specs, at, dl, par, sent, bool(adm))
+            self._recs[cid] = CoflowRecord(cid, specs, at, dl, None, sent, bool(adm), parents=pars)
             self._seq[cid] = seq
         if flows:
             raise bad(f"flows of unknown coflow {'.'.join(map(str, next(iter(flows))))}")
@@ -922,7 +964,7 @@ class CoflowRegistry:
                        (c.external, c.internal, rec.lease_s, rec.owner, rec.request_id, fingerprint or None))
         db.execute("INSERT INTO coflows VALUES (?, ?, ?, ?, ?, ?, ?)",
                    (c.external, c.internal, seq, rec.registered_at, rec.deadline_s,
-                    str(rec.parent) if rec.parent else None, int(rec.admitted)))
+                    ",".join(map(str, rec.parents)) or None, int(rec.admitted)))
         db.executemany("INSERT INTO flows VALUES (?, ?, ?, ?, ?, ?, 0)",
                        [(c.external, c.internal, i, f.src, f.dst, f.size_bytes) for i, f in enumerate(rec.flows)])
         db.execute("INSERT INTO jobs VALUES (?, ?) ON CONFLICT(external) DO UPDATE SET next_internal = excluded.next_internal",

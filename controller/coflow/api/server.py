@@ -29,7 +29,7 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 def record_to_pb(rec: CoflowRecord):
     c = pb2.Coflow(coflow_id=str(rec.cid), registered_at=rec.registered_at,
                    parent=str(rec.parent) if rec.parent is not None else "", admitted=rec.admitted,
-                   clairvoyant=rec.clairvoyant, sent_bytes=rec.total_sent)
+                   clairvoyant=rec.clairvoyant, sent_bytes=rec.total_sent, parents=[str(p) for p in rec.parents])
     for i, f in enumerate(rec.flows):
         fs = c.flows.add(flow_id=i, src=f.src, dst=f.dst, sent_bytes=rec.sent_bytes.get(i, 0))
         if f.size_bytes is not None:
@@ -116,6 +116,7 @@ class CoflowServicer(pb2_grpc.CoflowServiceServicer):
     def Register(self, request, context):
         app = self._app(context)
         return self._call(context, self._register, _flows(request.flows), parent=request.parent or None,
+                          parents=list(request.parents),
                           deadline_s=request.deadline_s if request.HasField("deadline_s") else None,
                           external=request.external if request.HasField("external") else None,
                           request_id=request.request_id or None,

@@ -13,6 +13,7 @@ import argparse
 import os
 import shutil
 import socket
+import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -117,6 +118,28 @@ def find_tofino_compiler(env: dict[str, str] | None = None,
 def tofino_missing_reason() -> str:
     return ("bf-p4c not found (set BF_P4C, or put bf-p4c / p4c-barefoot on PATH or in "
             + ", ".join(DEFAULT_DIRS) + ")")
+
+
+def bmv2_build(binary: str | None = None) -> dict:
+    """What a benchmark or a PTF summary says about the switch it ran: the binary, its
+    ``--version``, and whether BMv2's logging macros are compiled in (their per-packet format
+    strings, e.g. "Applying table", are in the binary only then; such a build is slower per
+    packet even at ``--log-level off``, p4src/README.md)."""
+    path = binary or find_tool("simple_switch_grpc")
+    out: dict = {"binary": path, "version": None, "logging_macros": None}
+    if not path:
+        return out
+    try:
+        r = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10)
+        out["version"] = (r.stdout or r.stderr).strip().splitlines()[0] if (r.stdout or r.stderr).strip() else None
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    try:
+        with open(path, "rb") as f:
+            out["logging_macros"] = b"Applying table" in f.read()
+    except OSError:
+        pass
+    return out
 
 
 def discover(env: dict[str, str] | None = None, dirs: tuple[str, ...] = DEFAULT_DIRS) -> Toolchain:

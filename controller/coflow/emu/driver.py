@@ -320,8 +320,8 @@ def _unregister(fn, cid: str, trace_id: int, errors: list) -> None:
 class _Dynamic:
     """The registrations of a dynamic plan (waves, DAGs; ``coflow.dynamics``): released units
     (the :class:`~coflow.dynamics.Releaser`, clocked in seconds after t0) become API calls.
-    Wave 1 of a coflow: ``register(flows, parent=, external=)`` with the CoflowId of its first
-    parent (Aalo's rule: the child gets ``parent.(1 + max sibling)``), or the job's external id
+    Wave 1 of a coflow: ``register(flows, parents=, external=)`` with the CoflowIds of its
+    parents (Aalo's rule: the child gets ``job.(1 + max sibling)``), or the job's external id
     for a second root of a DAG, or nothing (a new DAG: ``next.0``).  A later wave (or restarted
     tasks): ``add_flows(cid, new pairs)`` under the coflow's CoflowId, and for host pairs the
     coflow already has, the flow grows (``update`` of its size, clairvoyant modes).  A unit
@@ -353,7 +353,7 @@ class _Dynamic:
                 return None
             known = [self.cid[p] for p in parents if p in self.cid]
             if known:
-                return self._register, (c, flows), {"parent": known[0]}
+                return self._register, (c, flows), {"parents": known}
             job = int(d.job[c])
             if any(int(d.job[x]) == job for x in self.inflight):
                 return None
@@ -397,7 +397,7 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[..., str],
     ``reuse``: flows go over the agents' pooled connections (opened before, :meth:`AgentPool.warm`).
 
     A dynamic plan (``plan.dynamics``: waves, DAGs) starts each wave or child when its
-    predecessors allow (:class:`_Dynamic`): ``register(flows, parent=, external=)``,
+    predecessors allow (:class:`_Dynamic`): ``register(flows, parents=, external=)``,
     ``add_flows(cid, flows)`` and ``update(cid, sizes=)`` reach the API; a coflow is
     unregistered when its last wave's flows are done."""
     N = len(plan.coflows)

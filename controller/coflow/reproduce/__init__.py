@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import difflib
 import os
-import platform
-import subprocess
 import sys
 import time
 
+from ..results import cpu_model, git_commit
 from . import catalog as C
 from . import render as R
 
@@ -47,29 +46,14 @@ def list_lines() -> list[str]:
     return [f"{e['name']}  {e['paper']}, {e['figure']} ({len(e['runs'])} runs)" for e in C.CATALOG]
 
 
-def _commit() -> str | None:
-    try:
-        r = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
-        return r.stdout.strip() or None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def reproduce(names: list[str], workers: int = 2, scheduler: str | None = None, results_dir: str = DEFAULT_RESULTS,
               cache_dir: str = DEFAULT_CACHE, progress: bool = True, doc: str | None = R.DOC) -> dict:
     from .sweep import run_sweep
     from .tasks import task_key
+    try:
+        load0: list[float] | None = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load0 = None
     entries = [C.BY_NAME[n] for n in names]
     per = {e["name"]: entry_tasks(e) for e in entries}
     tasks = [t for ts in per.values() for t in ts.values()]
@@ -79,8 +63,8 @@ def reproduce(names: list[str], workers: int = 2, scheduler: str | None = None, 
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = [None, None, None]
-    run = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "cpus": os.cpu_count(), "cpu_model": _cpu_model(),
-           "loadavg_1_5_15": load, "commit": _commit(), "engine": res.engine.get("scheduler", "cache only"),
+    run = {"date": time.strftime("%Y-%m-%d", time.gmtime()), "cpus": os.cpu_count(), "cpu_model": cpu_model(),
+           "loadavg_1_5_15": load, "loadavg_start": load0, "commit": git_commit(), "engine": res.engine.get("scheduler", "cache only"),
            "ran": res.ran, "cached": res.cached, "wall_s": round(res.wall_s, 1)}
     os.makedirs(results_dir, exist_ok=True)
     for e in entries:

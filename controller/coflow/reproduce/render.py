@@ -321,9 +321,35 @@ def load_summaries(results_dir: str) -> dict:
     return out
 
 
+#: wall-time budget of `coflow reproduce --all --workers 2` from an empty cache on this 2-core
+#: machine (the issue's target: under 60 minutes)
+BUDGET_ALL_S = 3600.0
+
+
+def run_time(sums: dict, order: list[str]) -> str:
+    """The "Run time" paragraph: the wall time of the whole catalog when every summary comes from
+    one ``--all`` run from an empty cache, against :data:`BUDGET_ALL_S`; else why there is none."""
+    runs = [sums[n]["run"] for n in order if n in sums]
+    key = lambda r: (r.get("commit"), r.get("wall_s"), r.get("ran"), r.get("cached"), r.get("engine"))  # noqa: E731
+    if len(runs) < len(order) or len({key(r) for r in runs}) != 1 or runs[0].get("cached"):
+        return ("Run time: these summaries do not all come from one `coflow reproduce --all` from an empty "
+                "cache, so no wall time of the whole catalog is given here (`make bench-sweep "
+                "SWEEP_ARGS=--reproduce-all` measures one).")
+    r = runs[0]
+    wall, work = r["wall_s"], sum(x.get("tasks_wall_s", 0.0) for x in runs)
+    start = r.get("loadavg_start")
+    return (f"Run time: every summary comes from one `coflow reproduce --all` on {r.get('engine')} from an empty "
+            f"cache: {r.get('ran')} tasks in **{wall / 60:.0f} min** of wall time (budget {BUDGET_ALL_S / 60:.0f} min, "
+            f"the issue's target: {'within' if wall <= BUDGET_ALL_S else 'over'}), {work / 60:.0f} min of worker time "
+            f"summed over the experiments (a task that two experiments share counts twice); load average "
+            + (f"{start[0]:.1f} at the start and " if start else "")
+            + f"{(r.get('loadavg_1_5_15') or [0])[0]:.1f} at the end on this {r.get('cpus')}-core machine, "
+            "shared with other jobs.")
+
+
 def render(results_dir: str, order: list[str]) -> str:
     sums = load_summaries(results_dir)
-    parts = [HEAD, "## Index", "",
+    parts = [HEAD, run_time(sums, order), "", "## Index", "",
              "| experiment | paper | figure | rows | verdicts: within / holds | differs / does not hold |",
              "|---|---|---|---:|---:|---:|"]
     body = []

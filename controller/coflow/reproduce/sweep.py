@@ -43,6 +43,17 @@ class SweepResult:
     engine: dict = field(default_factory=dict)
 
 
+def local_cluster(workers: int):
+    """A ``LocalCluster`` of ``workers`` single-threaded worker processes, without a dashboard.
+    ``dashboard_address=None`` alone only hides the dashboard: the scheduler's HTTP server (health,
+    metrics) still binds port 8787 and warns "Port 8787 is already in use" when another
+    cluster (a second sweep, a user's notebook) holds it. On port 0 it takes a free port quietly."""
+    distributed = _dask()
+    return distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
+                                    dashboard_address=":0", scheduler_kwargs={"dashboard": False},
+                                    silence_logs=40)
+
+
 def cost_class(task: dict) -> int:
     """The order tasks are submitted in (highest first): the FB trace, generated and dynamic
     traces, small ones, and the FB trace in Fai's load scheme (the costliest) last."""
@@ -100,8 +111,7 @@ def run_sweep(tasks: list[dict], workers: int = 2, scheduler: str | None = None,
             client = distributed.Client(scheduler, timeout=30)
             cluster = None
         else:
-            cluster = distributed.LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
-                                               dashboard_address=None, silence_logs=40)
+            cluster = local_cluster(workers)
             client = distributed.Client(cluster)
         try:
             out.engine = {"scheduler": scheduler or f"LocalCluster({workers} workers)",
