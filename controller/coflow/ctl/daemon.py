@@ -551,6 +551,12 @@ class Controller:
         if self.use_push:    # edges that push their counters are not polled
             polled = []
             for a in readable:
+                seq = a.push_sequence()
+                if seq is None:
+                    polled.append(a)
+                    continue
+                if self._push_seen.get(a.name) == (seq, idx, self.coord.epoch):
+                    continue     # nothing pushed since the last round: not copied again
                 got = a.pushed_counts(idx)
                 if got is None:
                     polled.append(a)
@@ -702,50 +708,58 @@ class Controller:
         if self.ctl.progress_s <= 0 or not ctx.pool.index_of:
             return 0.0
         t0 = time.perf_counter()
-        by_sw: dict = {}
-        with self._mu:
-            for (cid, a, b), (sw, idx) in ctx.pool.index_of.items():
-                e = ctx.flow_entry(cid, a, b, idx)
-                if e is not None:
-                    by_sw.setdefault(sw, []).append((idx, cid, a, b, e))
+        # the metered pairs per switch: kept by the meter context as coflows come and go
+        # (not rebuilt from the pool every round)
+        read_set = ctx.read_set
         agents, idx = [], {}
-        for sw in by_sw:
+        for sw, ents in read_set.items():
+            if not ents:
+                continue
             ag = self.agents[sw]
             if ag.state not in (SwitchAgent.MASTER, SwitchAgent.BACKUP) or ag.actual is None \
                     or not ag.readable():
                 continue
             # the meters in use only (0.3-0.5 ms on BMv2), or all of them with one wildcard
             # entity when many are (4,096 counters: ~1.6 ms on BMv2 + 0.5 ms to parse)
-            idx[sw] = tuple(sorted(x[0] for x in by_sw[sw])) if len(by_sw[sw]) <= 1024 else None
+            idx[sw] = ctx.read_indices(sw) if len(ents) <= 1024 else None
             agents.append(ag)
         if self.use_push:    # edges that push their counters are not polled
             polled = []
             for ag in agents:
-                got = ag.pushed_counts(idx[ag.name])
-                if got is None:
+                seq = ag.push_sequence()
+                if seq is None:
                     polled.append(ag)
-                else:
-                    self._progress_from(ag, by_sw[ag.name], idx[ag.name], got[1], ("push", got[0]))
+                elif self._push_seen.get(ag.name) != self._progress_key(ag, idx[ag.name], ("push", seq)):
+                    got = ag.pushed_counts(idx[ag.name])
+                    if got is None:
+                        polled.append(ag)
+                    else:
+                        self._progress_from(ag, read_set[ag.name], idx[ag.name], got[1], ("push", got[0]))
             agents = polled
         for ag, got in self._read_raw(agents, M.C_FLOW_BYTES, idx):
             if isinstance(got, Exception):
                 self.metrics.read_errors.labels(ag.name).inc()
                 continue
-            self._progress_from(ag, by_sw[ag.name], idx[ag.name], got, ("raw",))
+            self._progress_from(ag, read_set[ag.name], idx[ag.name], got, ("raw",))
         self.progress_reads += 1
         return time.perf_counter() - t0
 
-    def _progress_from(self, ag, entries: list, idx, got, how: tuple) -> None:
+    def _progress_key(self, ag, idx, how: tuple) -> tuple:
+        """What an edge's closed-loop reading is observed under: the same answer (or push)
+        for the same observable entries (the switch's writes, connection and read set)."""
+        return ("progress", how, idx, ag.generation, ag.writes, id(ag.actual),
+                self._meter_ctx.read_version.get(ag.name, 0))
+
+    def _progress_from(self, ag, entries: dict, idx, got, how: tuple) -> None:
         """Feed one edge's flow_bytes reading (``got``: serialised responses, or index ->
-        (bytes, packets) as pushed) to the closed loop, for the pairs whose flow_meter entry
-        the switch holds."""
+        (bytes, packets) as pushed) to the closed loop, for the pairs of ``entries`` (index ->
+        (cid, src, dst, flow_meter entry)) whose flow_meter entry the switch holds."""
         sw = ag.name
         actual = ag.actual
         if actual is None:
             return
         # the same answer for the same observable entries: nothing to observe again
-        key = ("progress", how, idx, ag.generation, ag.writes, id(actual),
-               tuple(x[:4] for x in entries))
+        key = self._progress_key(ag, idx, how)
         if how[0] == "push":
             if self._push_seen.get(sw) == key:
                 return
@@ -760,7 +774,7 @@ class Controller:
         have = actual.entities
         t_got = time.time()
         with self._mu:
-            for i, cid, a, b, e in entries:
+            for i, (cid, a, b, e) in entries.items():
                 c = counts.get(i)
                 if c is not None and have.get(e.key) == e:
                     self.progress.observe(cid, a, b, (sw, i), c[0], c[1])

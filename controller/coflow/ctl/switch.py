@@ -168,6 +168,12 @@ class SwitchAgent:
         if self.push_counter is not None:
             c.subscribe([self.codec.counter_entity(self.push_counter)])
 
+    def push_sequence(self) -> int | None:
+        """The number of pushes received so far on this connection, None when the switch does
+        not push (a cheap "anything new?" before :meth:`pushed_counts` copies them)."""
+        with self._push_lock:
+            return None if self.pushed is None else self.push_seq
+
     def pushed_counts(self, indices) -> tuple[int, dict] | None:
         """(sequence number, index -> (bytes, packets) of ``indices``, None: every pushed one)
         when the switch pushes its counters, else None (poll it)."""
