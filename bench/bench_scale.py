@@ -138,8 +138,11 @@ def set_variant(ctl, variant: str) -> None:
     elif not want_aio and ctl.io is not None:
         ctl._bench_io = ctl.io
         ctl.io = None
-    ctl.skip_unchanged = variant in ("skip", "after", "push")
-    ctl.use_push = variant == "push"
+    ctl.skip_unchanged = variant in ("skip", "after", "push", "rebuild")
+    ctl.use_push = variant in ("push", "rebuild")
+    # rebuild: the default I/O (push) with the closed loop's metered pairs rebuilt from the
+    # meter pool every round (the code before the read set was kept incrementally)
+    ctl.incremental_read_set = variant != "rebuild"
 
 
 class Traffic:
@@ -149,9 +152,9 @@ class Traffic:
     def __init__(self, ctl, addrs: dict):
         self.ctl = ctl
 
-    def write_counters(self, edge: str, counter: str, values: dict) -> None:
-        """Counter writes need the primary: they go through the controller's own client (as
-        bench-ctl does), outside the timed round."""
+    def _request(self, edge: str, counter: str, values: dict):
+        """The serialised WriteRequest setting ``values`` (index -> (bytes, packets)) of
+        ``counter`` on ``edge``, as the controller's own client (the primary) sends it."""
         from coflow.dataplane.pb import p4runtime_pb2 as pb
         a = self.ctl.agents[edge]
         req = a.client.write_request()
@@ -164,26 +167,21 @@ class Traffic:
             ce.index.index = idx
             ce.data.byte_count = nb
             ce.data.packet_count = npk
+        return a, req.SerializeToString()
+
+    def write_counters(self, edge: str, counter: str, values: dict) -> None:
+        """Counter writes need the primary: they go through the controller's own client (as
+        bench-ctl does), outside the timed round."""
+        a, req = self._request(edge, counter, values)
         with a.lock:
-            a.client.write_raw(req.SerializeToString(), timeout=30)
+            a.client.write_raw(req, timeout=30)
 
     def write_all(self, counter: str, per_edge: dict) -> None:
         """Every edge's counter writes, in flight together."""
-        from coflow.dataplane.pb import p4runtime_pb2 as pb
-        cid = self.ctl.codec.counter_id[counter]
         waits = []
         for edge, values in per_edge.items():
-            a = self.ctl.agents[edge]
-            req = a.client.write_request()
-            for idx, (nb, npk) in values.items():
-                u = req.updates.add()
-                u.type = pb.Update.MODIFY
-                ce = u.entity.counter_entry
-                ce.counter_id = cid
-                ce.index.index = idx
-                ce.data.byte_count = nb
-                ce.data.packet_count = npk
-            waits.append(a.client.write_raw_start(req.SerializeToString(), timeout=60))
+            a, req = self._request(edge, counter, values)
+            waits.append(a.client.write_raw_start(req, timeout=60))
         for w in waits:
             w()
 
@@ -343,6 +341,8 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
                 reg.update(rec.cid, sent={f: min(rec.flows[f].size_bytes - 1,
                                                  rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
                                           for f in fl})
+        if "push" in variants:   # the incremental read set's baseline, same run
+            variants = tuple(variants) + ("rebuild",)
         out = {"progress": run_rounds(ctl, "progress", rounds, variants, pids, progress)}
 
         def churn(i):
@@ -476,6 +476,79 @@ def emu_cost(topo_edges: int, procs: int) -> dict:
                 "rss_mb_total": sum(proc_rss_mb(p) for p in e.pids())}
 
 
+def validation(rows: list) -> list:
+    """The emulation against BMv2 where both ran (same N, round, variant, coflows): median wall
+    and controller CPU, emulated / BMv2."""
+    by: dict = {}
+    for r in rows:
+        by[(r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"], r["switch"])] = r
+    out = []
+    for (mode, rnd, v, n, c, kind), b in sorted(by.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        e = by.get((mode, rnd, v, n, c, "emulated"))
+        if kind != "bmv2" or e is None or v not in ("before", "after"):
+            continue
+        out.append({"mode": mode, "round": rnd, "variant": v, "edges": n, "coflows": c,
+                    "bmv2_median_ms": b["median_ms"], "emulated_median_ms": e["median_ms"],
+                    "median_ratio": e["median_ms"] / b["median_ms"],
+                    "bmv2_cpu_ms": b["cpu_median_ms"], "emulated_cpu_ms": e["cpu_median_ms"],
+                    "cpu_ratio": e["cpu_median_ms"] / b["cpu_median_ms"],
+                    "emu_procs": e.get("emu_procs")})
+    return out
+
+
+def bench_startup(n: int, base: int, args) -> list:
+    """The controller's start (connect, arbitrate, pipeline, read back, first round) against
+    ``n`` emulated edges with 100 coflows (D-CLAS), its threads, and 20 steady rounds after it:
+    with grpc's synchronous StreamChannel per switch (two threads each) and with every stream a
+    coroutine on one asyncio loop (the default), one after the other on the same switches."""
+    import threading
+    from coflow.api.registry import CoflowRegistry
+    from coflow.ctl.daemon import Controller
+    topo = topology(n, base + 500)
+    sw = Switches(topo, "emulated", 2)
+    addrs = sw.start()
+    out = []
+    try:
+        for stream in ("aio", "threads"):
+            if stream == "threads" and n > args.startup_threads_max:
+                continue
+            hosts = [h.name for h in topo.hosts]
+            reg = CoflowRegistry(hosts)
+            for k in range(100):
+                reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
+            ctl = Controller(topo, "dclas", args.p4info, args.json, addrs, registry=reg,
+                             settings={"audit_s": "0", "telemetry_s": "0"}, start_timeout=600)
+            ctl.routes = {}
+            patient(ctl)
+            for a in ctl.agents.values():
+                a.stream_aio = stream == "aio"
+            log(f"N={n} start-up, streams: {stream}")
+            c0, e0, t0 = proc_cpu(os.getpid()), sum(proc_cpu(p) for p in sw.pids()), time.perf_counter()
+            try:
+                ctl.start(loop=False)
+                t1 = time.perf_counter()
+                c1, e1 = proc_cpu(os.getpid()), sum(proc_cpu(p) for p in sw.pids())
+                threads = len(os.listdir(f"/proc/{os.getpid()}/task"))
+                rs = []
+                for _ in range(20):
+                    rs.append(ctl.round())
+                    ctl._collect_between_rounds()
+                tot = [r["total_s"] * 1e3 for r in rs]
+                out.append({"edges": n, "stream": stream, "startup_s": t1 - t0,
+                            "controller_cpu_s": c1 - c0, "switches_cpu_s": e1 - e0,
+                            "threads": threads, "python_threads": threading.active_count(),
+                            "steady_median_ms": statistics.median(tot), "steady_p99_ms": pct(tot, 99),
+                            "steady_cpu_median_ms": statistics.median(r["cpu_s"] * 1e3 for r in rs)})
+                log(f"  up in {t1 - t0:.1f} s, {threads} threads; steady round "
+                    f"{statistics.median(tot):.2f} ms median")
+            finally:
+                ctl.stop()
+                reg.close()
+    finally:
+        sw.stop()
+    return out
+
+
 _ARGS = None
 
 
@@ -492,7 +565,16 @@ def main(argv=None) -> int:
     ap.add_argument("--large", type=int, default=512, help="from this many edges: --large-rounds, --large-variants")
     ap.add_argument("--large-rounds", type=int, default=8)
     ap.add_argument("--large-variants", default="before,after,push")
-    ap.add_argument("--emu-procs", type=int, default=2, help="emulated-switch server processes")
+    ap.add_argument("--emu-procs", type=int, default=0,
+                    help="emulated-switch server processes (0: one per switch up to --emu-proc-max "
+                         "switches, as BMv2 runs one process per switch; 2 beyond)")
+    ap.add_argument("--emu-proc-max", type=int, default=34)
+    ap.add_argument("--startup-edges", default="",
+                    help="also measure the controller's start-up at these N (emulated), with "
+                         "grpc's synchronous StreamChannel threads and with the streams on one "
+                         "asyncio loop")
+    ap.add_argument("--startup-threads-max", type=int, default=512,
+                    help="the synchronous streams' start-up only up to this many edges")
     ap.add_argument("--routes", choices=("auto", "full", "none"), default="auto")
     ap.add_argument("--p4info", default=os.path.join(ROOT, "build", "coflow.p4info.txt"))
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "coflow.json"))
@@ -529,7 +611,7 @@ def main(argv=None) -> int:
         with open(out_path) as f:
             old = json.load(f)
         kept = old.get("rows", [])
-        for k in ("bmv2_idle", "emulated_idle"):
+        for k in ("bmv2_idle", "emulated_idle", "startup"):
             if k in old and k not in res:
                 res[k] = old[k]
         res["earlier_runs"] = old.get("earlier_runs", []) + [
@@ -547,7 +629,8 @@ def main(argv=None) -> int:
         vs = tuple(v for v in args.large_variants.split(",") if v) if big else variants
         topo = topology(n, base)
         for kind in kinds:
-            sw = Switches(topo, kind, args.emu_procs)
+            procs = args.emu_procs or (len(topo.switches) if len(topo.switches) <= args.emu_proc_max else 2)
+            sw = Switches(topo, kind, procs)
             log(f"N={n} edges, {len(topo.switches)} {kind} switches: starting")
             t0 = time.perf_counter()
             addrs = sw.start()
@@ -568,6 +651,8 @@ def main(argv=None) -> int:
                         for r in rows:
                             r["loadavg"] = os.getloadavg()[0]
                             r["routes"] = "full" if routes_full else "none"
+                            if kind == "emulated":
+                                r["emu_procs"] = procs
                         res["rows"] += rows
                         new_keys = {key(r) for r in res["rows"]}
                         kept = [r for r in kept if key(r) not in new_keys]
@@ -581,9 +666,16 @@ def main(argv=None) -> int:
                             json.dump(dict(res, rows=kept + res["rows"]), f, indent=1)
             finally:
                 sw.stop()
+    for n in [int(x) for x in args.startup_edges.split(",") if x]:
+        got = bench_startup(n, base, args)
+        res.setdefault("startup", [])
+        res["startup"] = [r for r in res["startup"] if r["edges"] != n] + got
+        with open(out_path, "w") as f:
+            json.dump(dict(res, rows=kept + res["rows"]), f, indent=1)
+    res["rows"] = kept + res["rows"]
+    res["validation"] = validation(res["rows"])
     res["loadavg_end"] = os.getloadavg()
     res["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    res["rows"] = kept + res["rows"]
     with open(out_path, "w") as f:
         json.dump(res, f, indent=1)
     print(f"wrote {out_path}")

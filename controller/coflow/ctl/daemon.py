@@ -188,6 +188,9 @@ class Controller:
         self.skip_unchanged = True
         self.use_push = bool(self.ctl.push)   # read what the edges pushed (when they do)
         self._push_seen: dict = {}            # switch -> (push sequence, key) last observed
+        # the closed loop's metered pairs kept by the meter context (False: rebuilt from the
+        # pool every round and every pushed reading copied, as before; bench-scale's baseline)
+        self.incremental_read_set = True
         if self.ctl.push:
             counter = (M.C_COFLOW_BYTES if self.policy.coordinated else
                        M.C_FLOW_BYTES if self.policy.rate and self.ctl.progress_s > 0 else None)
@@ -710,7 +713,8 @@ class Controller:
         t0 = time.perf_counter()
         # the metered pairs per switch: kept by the meter context as coflows come and go
         # (not rebuilt from the pool every round)
-        read_set = ctx.read_set
+        incremental = self.incremental_read_set
+        read_set = ctx.read_set if incremental else ctx.read_set_rebuilt()
         agents, idx = [], {}
         for sw, ents in read_set.items():
             if not ents:
@@ -729,7 +733,8 @@ class Controller:
                 seq = ag.push_sequence()
                 if seq is None:
                     polled.append(ag)
-                elif self._push_seen.get(ag.name) != self._progress_key(ag, idx[ag.name], ("push", seq)):
+                elif not incremental or \
+                        self._push_seen.get(ag.name) != self._progress_key(ag, idx[ag.name], ("push", seq)):
                     got = ag.pushed_counts(idx[ag.name])
                     if got is None:
                         polled.append(ag)
@@ -744,11 +749,14 @@ class Controller:
         self.progress_reads += 1
         return time.perf_counter() - t0
 
-    def _progress_key(self, ag, idx, how: tuple) -> tuple:
+    def _progress_key(self, ag, idx, how: tuple, entries: dict | None = None) -> tuple:
         """What an edge's closed-loop reading is observed under: the same answer (or push)
         for the same observable entries (the switch's writes, connection and read set)."""
-        return ("progress", how, idx, ag.generation, ag.writes, id(ag.actual),
-                self._meter_ctx.read_version.get(ag.name, 0))
+        key = ("progress", how, idx, ag.generation, ag.writes, id(ag.actual),
+               self._meter_ctx.read_version.get(ag.name, 0))
+        if not self.incremental_read_set and entries is not None:   # the baseline's key
+            key += (tuple((i, *v[:3]) for i, v in entries.items()),)
+        return key
 
     def _progress_from(self, ag, entries: dict, idx, got, how: tuple) -> None:
         """Feed one edge's flow_bytes reading (``got``: serialised responses, or index ->
@@ -759,7 +767,7 @@ class Controller:
         if actual is None:
             return
         # the same answer for the same observable entries: nothing to observe again
-        key = self._progress_key(ag, idx, how)
+        key = self._progress_key(ag, idx, how, entries)
         if how[0] == "push":
             if self._push_seen.get(sw) == key:
                 return

@@ -43,6 +43,9 @@ class SwitchAgent:
                  codec: Codec, p4info_path: str, bmv2_json_path: str, cookie: int,
                  on_change=None, connect_timeout: float = 1.0, on_master=None, tls=None):
         self.tls = tls      # coflow.dataplane.p4rt.ChannelTls (None: plaintext)
+        # the StreamChannel on the process's shared asyncio loop (p4rt.stream_loop), not two
+        # threads per switch (False: grpc's synchronous stream, as before; bench-scale compares)
+        self.stream_aio = True
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -214,7 +217,7 @@ class SwitchAgent:
                 if c is not None:
                     c.close()
                 c = P4RuntimeClient(self.address, self.device_id, self.election_id,
-                                    self.codec.h, tls=self.tls)
+                                    self.codec.h, tls=self.tls, stream_aio=self.stream_aio)
                 self.client = c
                 c.connect(timeout=self.connect_timeout, require_master=False, on_event=self._event)
                 self.generation += 1

@@ -827,7 +827,7 @@ class MeterContext:
                 sw_now = set(cm.m_sw)
                 sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(old.meters or ())
                             if sw not in sw_now)
-        for cid, old, cm in built:
+        for cid, old, _cm in built:
             if old is not None and self._cf.get(cid) is old:
                 self._read_drop(cid, old)
         for cid, _old, cm in built:
