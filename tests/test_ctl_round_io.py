@@ -252,3 +252,50 @@ def test_edges_that_push_are_not_polled_and_the_others_are(serve_push):
         c.stop()
         reg.close()
         emu.stop()
+
+
+def test_streams_share_one_loop_and_a_switch_gone_is_noticed():
+    """The switches' StreamChannels are coroutines on one asyncio loop (no stream threads per
+    switch); the events still arrive: arbitration (every switch primary), and a switch that
+    goes away breaks its stream, so its agent goes down (the keeper then reconnects)."""
+    from coflow.ctl.switch import SwitchAgent
+    topo = T.leafspine(3, 1, 1)
+    emu = fabric(topo)
+    c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches},
+                     settings={"audit_s": "0", "telemetry_s": "0"})
+    try:
+        c.start(loop=False)
+        assert all(a.state == SwitchAgent.MASTER for a in c.agents.values())
+        names = [t.name for t in threading.enumerate()]
+        assert "p4rt-stream" not in names and names.count("p4rt-streams") == 1, names
+        emu.stop()
+        emu = None
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(a.state != SwitchAgent.DOWN for a in c.agents.values()):
+            time.sleep(0.02)
+        assert all(a.state == SwitchAgent.DOWN for a in c.agents.values())
+    finally:
+        c.stop()
+        if emu is not None:
+            emu.stop()
+
+
+def test_the_synchronous_stream_still_works():
+    """stream_aio=False (the benchmark's baseline): grpc's synchronous stream, same events."""
+    from coflow.ctl.switch import SwitchAgent
+    topo = T.leafspine(2, 1, 1)
+    emu = fabric(topo)
+    c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches},
+                     settings={"audit_s": "0", "telemetry_s": "0"})
+    for a in c.agents.values():
+        a.stream_aio = False
+    try:
+        c.start(loop=False)
+        assert all(a.state == SwitchAgent.MASTER for a in c.agents.values())
+        assert sum(t.name == "p4rt-stream" for t in threading.enumerate()) >= len(c.agents)
+        c.round()
+    finally:
+        c.stop()
+        emu.stop()
