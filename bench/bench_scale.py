@@ -145,6 +145,19 @@ def set_variant(ctl, variant: str) -> None:
     ctl.incremental_read_set = variant != "rebuild"
 
 
+def start_controller(ctl, routes_full: bool) -> float:
+    """Start ``ctl`` without its loop (the static routes left out unless ``routes_full``);
+    returns the seconds it took."""
+    if not routes_full:
+        ctl.routes = {}
+    patient(ctl)
+    t0 = time.perf_counter()
+    ctl.start(loop=False)
+    startup = time.perf_counter() - t0
+    log(f"  controller up in {startup:.1f} s")
+    return startup
+
+
 class Traffic:
     """The benchmark's data plane: counter writes (the primary's, through the controller's own
     clients, as bench-ctl does), untimed, between rounds."""
@@ -241,13 +254,7 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
         reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
     ctl = Controller(topo, "dclas", p4info, bmv2_json, addrs, registry=reg,
                      settings={"audit_s": "0", "telemetry_s": "0"}, start_timeout=600)
-    if not routes_full:
-        ctl.routes = {}
-    patient(ctl)
-    t0 = time.perf_counter()
-    ctl.start(loop=False)
-    startup = time.perf_counter() - t0
-    log(f"  controller up in {startup:.1f} s")
+    startup = start_controller(ctl, routes_full)
     rows = []
     traffic = Traffic(ctl, addrs)
     try:
@@ -320,13 +327,7 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
     ctl = Controller(topo, "sebf", p4info, bmv2_json, addrs, registry=reg,
                      settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "1000"},
                      start_timeout=600)
-    if not routes_full:
-        ctl.routes = {}
-    patient(ctl)
-    t0 = time.perf_counter()
-    ctl.start(loop=False)
-    startup = time.perf_counter() - t0
-    log(f"  controller up in {startup:.1f} s")
+    startup = start_controller(ctl, routes_full)
     rows = []
     try:
         ctl.round()
