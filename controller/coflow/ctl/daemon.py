@@ -752,11 +752,13 @@ class Controller:
     def _progress_key(self, ag, idx, how: tuple, entries: dict | None = None) -> tuple:
         """What an edge's closed-loop reading is observed under: the same answer (or push)
         for the same observable entries (the switch's writes, connection and read set)."""
-        key = ("progress", how, idx, ag.generation, ag.writes, id(ag.actual),
-               self._meter_ctx.read_version.get(ag.name, 0))
-        if not self.incremental_read_set and entries is not None:   # the baseline's key
-            key += (tuple((i, *v[:3]) for i, v in entries.items()),)
-        return key
+        if not self.incremental_read_set:   # the baseline's key: any write, every pair
+            return ("progress", how, idx, ag.generation, ag.writes, id(ag.actual),
+                    None if entries is None else tuple((i, *v[:3]) for i, v in entries.items()))
+        # what is observable changes only with the flow_meter entries the switch holds (a
+        # round that re-rates meters writes none), the connection and the read set
+        return ("progress", how, idx, ag.generation, ag.table_writes.get(M.T_FLOW_METER, 0),
+                id(ag.actual), self._meter_ctx.read_version.get(ag.name, 0))
 
     def _progress_from(self, ag, entries: dict, idx, got, how: tuple) -> None:
         """Feed one edge's flow_bytes reading (``got``: serialised responses, or index ->

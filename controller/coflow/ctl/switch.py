@@ -76,6 +76,8 @@ class SwitchAgent:
         self.last_error = ""
         self.write_errors = 0
         self.writes = 0
+        self.table_writes: dict = {}   # table -> committed updates of its entries (a table's
+        # entries in the cache changed since a reading when its count did)
         self.up_since: float | None = None
         # pushed counters: the counter this agent subscribes to on every (re)connection (None:
         # polled only); ``pushed`` holds its values as the switch pushed them (index ->
@@ -291,6 +293,11 @@ class SwitchAgent:
         self._in_sync = True
         if ops:
             self.writes += 1
+            tw = self.table_writes
+            for op in ops:
+                k = op.entity.key
+                if k[0] == "table":
+                    tw[k[1]] = tw.get(k[1], 0) + 1
 
     def _failed(self, exc: P4RuntimeError) -> str:
         self.write_errors += 1
