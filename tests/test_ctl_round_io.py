@@ -342,6 +342,14 @@ def test_closed_loop_observes_again_only_what_can_have_changed(push):
         time.sleep(0.1)
         c.round()
         assert len(seen) > n0 and c.progress.pair_sent(cid, src, dst) == 1514 * 10 - 74   # 1 packet
+        # another coflow's flow_meter entries are written on the same edges: only its pairs
+        # are observed, not the first coflow's unchanged readings again
+        n1 = len(seen)
+        reg.register([("h0", "h3", 10**7), ("h1", "h3", 10**7)])
+        for _ in range(3):
+            c.round()
+            time.sleep(0.1)
+        assert len(seen) > n1 and all(x[0] != cid for x in seen[n1:]), seen[n1:]
     finally:
         c.stop()
         reg.close()

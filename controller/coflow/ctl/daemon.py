@@ -191,6 +191,7 @@ class Controller:
         # the closed loop's metered pairs kept by the meter context (False: rebuilt from the
         # pool every round and every pushed reading copied, as before; bench-scale's baseline)
         self.incremental_read_set = True
+        self._obs_memo: dict = {}   # switch -> (read-set version, {index: (reading, entry)})
         if self.ctl.push:
             counter = (M.C_COFLOW_BYTES if self.policy.coordinated else
                        M.C_FLOW_BYTES if self.policy.rate and self.ctl.progress_s > 0 else None)
@@ -783,10 +784,29 @@ class Controller:
                 wire.parse_counters_fast(resp, counts)
         have = actual.entities
         t_got = time.time()
+        # per switch: index -> (reading, entry) last observed; the same reading of the same
+        # held entry again would change nothing (observe is idempotent): not fed again
+        memo = None
+        if self.incremental_read_set and self.audit is None:   # (the audit wants every sample)
+            ver = self._meter_ctx.read_version.get(sw, 0)
+            got_memo = self._obs_memo.get(sw)
+            if got_memo is None or got_memo[0] != ver:
+                old = got_memo[1] if got_memo is not None else {}
+                got_memo = self._obs_memo[sw] = (ver, {i: m for i, m in old.items()
+                                                        if i in entries and entries[i][3] is m[1]})
+            memo = got_memo[1]
         with self._mu:
             for i, (cid, a, b, e) in entries.items():
                 c = counts.get(i)
-                if c is not None and have.get(e.key) == e:
+                if c is None:
+                    continue
+                if memo is not None:
+                    m = memo.get(i)
+                    if m is not None and m[1] is e and m[0] == c:
+                        continue
+                if have.get(e.key) == e:
+                    if memo is not None:
+                        memo[i] = (c, e)
                     self.progress.observe(cid, a, b, (sw, i), c[0], c[1])
                     if self.audit is not None:
                         self.audit.observe((cid, a, b), t_got, self.progress.pair_sent(cid, a, b),
