@@ -279,7 +279,7 @@ def render_scale(s: dict) -> str:
         ratios.append((r, r["median_ms"] / b["median_ms"], r["cpu_median_ms"] / b["cpu_median_ms"]))
     if ratios:
         out += ["", "Each change alone, against `before` (grpc futures, every answer decoded) in "
-                "the same run, rounds alternated: median wall / median CPU ratio (< 1 is faster).", "",
+                "the same run, variants alternated in blocks of rounds: median wall / median CPU ratio (< 1 is faster).", "",
                 "| round | edges | coflows | switches | aio | skip | after (both) | push |",
                 "|---|---:|---:|---|---|---|---|---|"]
         keyed: dict = {}
@@ -299,7 +299,7 @@ def render_scale(s: dict) -> str:
     if inc:
         out += ["", "The closed loop's metered pairs kept incrementally (`push`, the default) against "
                 "rebuilt from the meter pool every round (`rebuild`, the code before), same run, "
-                "rounds alternated:", "",
+                "variants alternated in blocks of rounds:", "",
                 "| round | edges | coflows | switches | rebuild: median / p99 / CPU (ms) | "
                 "incremental: median / p99 / CPU (ms) | median / CPU ratio |",
                 "|---|---:|---:|---|---|---|---|"]
