@@ -21,12 +21,14 @@ process's CPU time):
   reads the closed loop's counters (``flow_bytes`` of every edge with meters), recomputes SEBF
   and writes the meters whose rate moved;
 - ``sebf`` ``churn``: the oldest coflow leaves and a new one arrives.
-Variants, alternated round by round on the same controller and switches, so their ratios come
-from the same minutes of the same machine: ``before`` (grpc futures, every answer decoded),
-``aio`` (the round's RPCs on one asyncio loop), ``skip`` (futures, an answer identical to the last
-one not decoded), ``after`` (both), ``push`` (after, and the edges that push their counters on the
+Variants, alternated in blocks of 4 rounds on the same controller and switches (the first round
+of a block not counted: its caches were the previous variant's), so their ratios come from the
+same minutes of the same machine: ``before`` (grpc futures, every answer decoded), ``aio`` (the
+round's RPCs on one asyncio loop), ``skip`` (futures, an answer identical to the last one not
+decoded), ``after`` (both), ``push`` (after, and the edges that push their counters on the
 stream are not polled: the emulated ones; BMv2 does not push, so there it is ``after``; the
-controller's default).
+controller's default); SEBF also ``rebuild`` (push, with the closed loop's metered pairs rebuilt
+from the meter pool every round and re-observed after every Write: the code before).
 
 The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
 measured apart at every N (``closed_loop`` rows), in the same variants.
@@ -138,8 +140,24 @@ def set_variant(ctl, variant: str) -> None:
     elif not want_aio and ctl.io is not None:
         ctl._bench_io = ctl.io
         ctl.io = None
-    ctl.skip_unchanged = variant in ("skip", "after", "push")
-    ctl.use_push = variant == "push"
+    ctl.skip_unchanged = variant in ("skip", "after", "push", "rebuild")
+    ctl.use_push = variant in ("push", "rebuild")
+    # rebuild: the default I/O (push) with the closed loop's metered pairs rebuilt from the
+    # meter pool every round (the code before the read set was kept incrementally)
+    ctl.incremental_read_set = variant != "rebuild"
+
+
+def start_controller(ctl, routes_full: bool) -> float:
+    """Start ``ctl`` without its loop (the static routes left out unless ``routes_full``);
+    returns the seconds it took."""
+    if not routes_full:
+        ctl.routes = {}
+    patient(ctl)
+    t0 = time.perf_counter()
+    ctl.start(loop=False)
+    startup = time.perf_counter() - t0
+    log(f"  controller up in {startup:.1f} s")
+    return startup
 
 
 class Traffic:
@@ -149,9 +167,9 @@ class Traffic:
     def __init__(self, ctl, addrs: dict):
         self.ctl = ctl
 
-    def write_counters(self, edge: str, counter: str, values: dict) -> None:
-        """Counter writes need the primary: they go through the controller's own client (as
-        bench-ctl does), outside the timed round."""
+    def _request(self, edge: str, counter: str, values: dict):
+        """The serialised WriteRequest setting ``values`` (index -> (bytes, packets)) of
+        ``counter`` on ``edge``, as the controller's own client (the primary) sends it."""
         from coflow.dataplane.pb import p4runtime_pb2 as pb
         a = self.ctl.agents[edge]
         req = a.client.write_request()
@@ -164,26 +182,21 @@ class Traffic:
             ce.index.index = idx
             ce.data.byte_count = nb
             ce.data.packet_count = npk
+        return a, req.SerializeToString()
+
+    def write_counters(self, edge: str, counter: str, values: dict) -> None:
+        """Counter writes need the primary: they go through the controller's own client (as
+        bench-ctl does), outside the timed round."""
+        a, req = self._request(edge, counter, values)
         with a.lock:
-            a.client.write_raw(req.SerializeToString(), timeout=30)
+            a.client.write_raw(req, timeout=30)
 
     def write_all(self, counter: str, per_edge: dict) -> None:
         """Every edge's counter writes, in flight together."""
-        from coflow.dataplane.pb import p4runtime_pb2 as pb
-        cid = self.ctl.codec.counter_id[counter]
         waits = []
         for edge, values in per_edge.items():
-            a = self.ctl.agents[edge]
-            req = a.client.write_request()
-            for idx, (nb, npk) in values.items():
-                u = req.updates.add()
-                u.type = pb.Update.MODIFY
-                ce = u.entity.counter_entry
-                ce.counter_id = cid
-                ce.index.index = idx
-                ce.data.byte_count = nb
-                ce.data.packet_count = npk
-            waits.append(a.client.write_raw_start(req.SerializeToString(), timeout=60))
+            a, req = self._request(edge, counter, values)
+            waits.append(a.client.write_raw_start(req, timeout=60))
         for w in waits:
             w()
 
@@ -207,28 +220,39 @@ def summarize(rs: list, pids: list, cpu_sw: float) -> dict:
     return out
 
 
+#: rounds per variant before switching to the next: the first round of each block is not
+#: counted (its caches, the last answers and pushes seen, were another variant's; alternating
+#: every round would measure each variant cold)
+BLOCK = 4
+
+
 def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None) -> dict:
-    """``rounds`` rounds per variant, alternated; returns variant -> summary."""
+    """``rounds`` counted rounds per variant, variants alternated in blocks of :data:`BLOCK`
+    (the first of each not counted); returns variant -> summary."""
     got: dict = {v: [] for v in variants}
     cpu_sw = {v: 0.0 for v in variants}
     push0 = sum(a.push_cpu_s for a in ctl.agents.values())
-    for i in range(rounds * len(variants)):
-        v = variants[i % len(variants)]
+    k = 0
+    while min(len(got[v]) for v in variants) < rounds:
+        v = variants[(k // BLOCK) % len(variants)]
+        counted = k % BLOCK != 0
         set_variant(ctl, v)
         if before_round is not None:
-            before_round(i)
+            before_round(k)
             time.sleep(0.02)   # what the edges push after a change arrives before the round
         s0 = sum(proc_cpu(p) for p in pids)
         r = ctl.round()
-        cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
+        if counted:
+            cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
+            got[v].append(r)
         ctl._collect_between_rounds()
-        got[v].append(r)
-        if (i + 1) % (len(variants) * 10) == 0:
-            log(f"  {scenario}: {i + 1}/{rounds * len(variants)} rounds")
+        k += 1
+        if k % (len(variants) * BLOCK * 3) == 0:
+            log(f"  {scenario}: {k} rounds")
     out = {v: summarize(got[v], pids, cpu_sw[v]) for v in variants}
     push_cpu = sum(a.push_cpu_s for a in ctl.agents.values())
     for v in variants:   # receiving pushes (stream threads, between rounds): per round
-        out[v]["push_cpu_per_round_ms"] = (push_cpu - push0) * 1e3 / max(1, rounds * len(variants))
+        out[v]["push_cpu_per_round_ms"] = (push_cpu - push0) * 1e3 / max(1, k)
     return out
 
 
@@ -243,13 +267,7 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
         reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
     ctl = Controller(topo, "dclas", p4info, bmv2_json, addrs, registry=reg,
                      settings={"audit_s": "0", "telemetry_s": "0"}, start_timeout=600)
-    if not routes_full:
-        ctl.routes = {}
-    patient(ctl)
-    t0 = time.perf_counter()
-    ctl.start(loop=False)
-    startup = time.perf_counter() - t0
-    log(f"  controller up in {startup:.1f} s")
+    startup = start_controller(ctl, routes_full)
     rows = []
     traffic = Traffic(ctl, addrs)
     try:
@@ -279,7 +297,8 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
                 level[c] = min(level[c] + 1, 7)
                 ups[slots[c]] = (int(10 * MB * 10 ** (level[c] - 1)), 1)
             traffic.write_counters(e, M.C_COFLOW_BYTES, ups)
-        nd = min(rounds, len(cids) * 7 // 5 // len(variants))
+        # every round demotes 5 coflows one level (7 at most): counted and uncounted rounds
+        nd = min(rounds, len(cids) * 7 // 5 // len(variants) * (BLOCK - 1) // BLOCK)
         out["demotions"] = run_rounds(ctl, "demotions", nd, variants, pids, demote)
         rss = sum(proc_rss_mb(p) for p in pids)
         for scen, per in out.items():
@@ -322,13 +341,7 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
     ctl = Controller(topo, "sebf", p4info, bmv2_json, addrs, registry=reg,
                      settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "1000"},
                      start_timeout=600)
-    if not routes_full:
-        ctl.routes = {}
-    patient(ctl)
-    t0 = time.perf_counter()
-    ctl.start(loop=False)
-    startup = time.perf_counter() - t0
-    log(f"  controller up in {startup:.1f} s")
+    startup = start_controller(ctl, routes_full)
     rows = []
     try:
         ctl.round()
@@ -343,6 +356,8 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
                 reg.update(rec.cid, sent={f: min(rec.flows[f].size_bytes - 1,
                                                  rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
                                           for f in fl})
+        if "push" in variants:   # the incremental read set's baseline, same run
+            variants = tuple(variants) + ("rebuild",)
         out = {"progress": run_rounds(ctl, "progress", rounds, variants, pids, progress)}
 
         def churn(i):
@@ -476,6 +491,79 @@ def emu_cost(topo_edges: int, procs: int) -> dict:
                 "rss_mb_total": sum(proc_rss_mb(p) for p in e.pids())}
 
 
+def validation(rows: list) -> list:
+    """The emulation against BMv2 where both ran (same N, round, variant, coflows): median wall
+    and controller CPU, emulated / BMv2."""
+    by: dict = {}
+    for r in rows:
+        by[(r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"], r["switch"])] = r
+    out = []
+    for (mode, rnd, v, n, c, kind), b in sorted(by.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
+        e = by.get((mode, rnd, v, n, c, "emulated"))
+        if kind != "bmv2" or e is None or v not in ("before", "after"):
+            continue
+        out.append({"mode": mode, "round": rnd, "variant": v, "edges": n, "coflows": c,
+                    "bmv2_median_ms": b["median_ms"], "emulated_median_ms": e["median_ms"],
+                    "median_ratio": e["median_ms"] / b["median_ms"],
+                    "bmv2_cpu_ms": b["cpu_median_ms"], "emulated_cpu_ms": e["cpu_median_ms"],
+                    "cpu_ratio": e["cpu_median_ms"] / b["cpu_median_ms"],
+                    "emu_procs": e.get("emu_procs")})
+    return out
+
+
+def bench_startup(n: int, base: int, args) -> list:
+    """The controller's start (connect, arbitrate, pipeline, read back, first round) against
+    ``n`` emulated edges with 100 coflows (D-CLAS), its threads, and 20 steady rounds after it:
+    with grpc's synchronous StreamChannel per switch (two threads each) and with every stream a
+    coroutine on one asyncio loop (the default), one after the other on the same switches."""
+    import threading
+    from coflow.api.registry import CoflowRegistry
+    from coflow.ctl.daemon import Controller
+    topo = topology(n, base + 500)
+    sw = Switches(topo, "emulated", 2)
+    addrs = sw.start()
+    out = []
+    try:
+        for stream in ("aio", "threads"):
+            if stream == "threads" and n > args.startup_threads_max:
+                continue
+            hosts = [h.name for h in topo.hosts]
+            reg = CoflowRegistry(hosts)
+            for k in range(100):
+                reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
+            ctl = Controller(topo, "dclas", args.p4info, args.json, addrs, registry=reg,
+                             settings={"audit_s": "0", "telemetry_s": "0"}, start_timeout=600)
+            ctl.routes = {}
+            patient(ctl)
+            for a in ctl.agents.values():
+                a.stream_aio = stream == "aio"
+            log(f"N={n} start-up, streams: {stream}")
+            c0, e0, t0 = proc_cpu(os.getpid()), sum(proc_cpu(p) for p in sw.pids()), time.perf_counter()
+            try:
+                ctl.start(loop=False)
+                t1 = time.perf_counter()
+                c1, e1 = proc_cpu(os.getpid()), sum(proc_cpu(p) for p in sw.pids())
+                threads = len(os.listdir(f"/proc/{os.getpid()}/task"))
+                rs = []
+                for _ in range(20):
+                    rs.append(ctl.round())
+                    ctl._collect_between_rounds()
+                tot = [r["total_s"] * 1e3 for r in rs]
+                out.append({"edges": n, "stream": stream, "startup_s": t1 - t0,
+                            "controller_cpu_s": c1 - c0, "switches_cpu_s": e1 - e0,
+                            "threads": threads, "python_threads": threading.active_count(),
+                            "steady_median_ms": statistics.median(tot), "steady_p99_ms": pct(tot, 99),
+                            "steady_cpu_median_ms": statistics.median(r["cpu_s"] * 1e3 for r in rs)})
+                log(f"  up in {t1 - t0:.1f} s, {threads} threads; steady round "
+                    f"{statistics.median(tot):.2f} ms median")
+            finally:
+                ctl.stop()
+                reg.close()
+    finally:
+        sw.stop()
+    return out
+
+
 _ARGS = None
 
 
@@ -492,7 +580,16 @@ def main(argv=None) -> int:
     ap.add_argument("--large", type=int, default=512, help="from this many edges: --large-rounds, --large-variants")
     ap.add_argument("--large-rounds", type=int, default=8)
     ap.add_argument("--large-variants", default="before,after,push")
-    ap.add_argument("--emu-procs", type=int, default=2, help="emulated-switch server processes")
+    ap.add_argument("--emu-procs", type=int, default=0,
+                    help="emulated-switch server processes (0: one per switch up to --emu-proc-max "
+                         "switches, as BMv2 runs one process per switch; 2 beyond)")
+    ap.add_argument("--emu-proc-max", type=int, default=34)
+    ap.add_argument("--startup-edges", default="",
+                    help="also measure the controller's start-up at these N (emulated), with "
+                         "grpc's synchronous StreamChannel threads and with the streams on one "
+                         "asyncio loop")
+    ap.add_argument("--startup-threads-max", type=int, default=512,
+                    help="the synchronous streams' start-up only up to this many edges")
     ap.add_argument("--routes", choices=("auto", "full", "none"), default="auto")
     ap.add_argument("--p4info", default=os.path.join(ROOT, "build", "coflow.p4info.txt"))
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "coflow.json"))
@@ -529,7 +626,7 @@ def main(argv=None) -> int:
         with open(out_path) as f:
             old = json.load(f)
         kept = old.get("rows", [])
-        for k in ("bmv2_idle", "emulated_idle"):
+        for k in ("bmv2_idle", "emulated_idle", "startup"):
             if k in old and k not in res:
                 res[k] = old[k]
         res["earlier_runs"] = old.get("earlier_runs", []) + [
@@ -547,7 +644,8 @@ def main(argv=None) -> int:
         vs = tuple(v for v in args.large_variants.split(",") if v) if big else variants
         topo = topology(n, base)
         for kind in kinds:
-            sw = Switches(topo, kind, args.emu_procs)
+            procs = args.emu_procs or (len(topo.switches) if len(topo.switches) <= args.emu_proc_max else 2)
+            sw = Switches(topo, kind, procs)
             log(f"N={n} edges, {len(topo.switches)} {kind} switches: starting")
             t0 = time.perf_counter()
             addrs = sw.start()
@@ -568,6 +666,8 @@ def main(argv=None) -> int:
                         for r in rows:
                             r["loadavg"] = os.getloadavg()[0]
                             r["routes"] = "full" if routes_full else "none"
+                            if kind == "emulated":
+                                r["emu_procs"] = procs
                         res["rows"] += rows
                         new_keys = {key(r) for r in res["rows"]}
                         kept = [r for r in kept if key(r) not in new_keys]
@@ -581,9 +681,16 @@ def main(argv=None) -> int:
                             json.dump(dict(res, rows=kept + res["rows"]), f, indent=1)
             finally:
                 sw.stop()
+    for n in [int(x) for x in args.startup_edges.split(",") if x]:
+        got = bench_startup(n, base, args)
+        res.setdefault("startup", [])
+        res["startup"] = [r for r in res["startup"] if r["edges"] != n] + got
+        with open(out_path, "w") as f:
+            json.dump(dict(res, rows=kept + res["rows"]), f, indent=1)
+    res["rows"] = kept + res["rows"]
+    res["validation"] = validation(res["rows"])
     res["loadavg_end"] = os.getloadavg()
     res["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    res["rows"] = kept + res["rows"]
     with open(out_path, "w") as f:
         json.dump(res, f, indent=1)
     print(f"wrote {out_path}")

@@ -241,6 +241,60 @@ def test_meter_patches_only_changed_rates():
                                                        (("meters", (1, 0)), "e0", 0)}
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), pool=st.sampled_from([2, 3, 5, 4096]))
+def test_meter_read_set_kept_incrementally_equals_the_rebuild(seed, pool):
+    """The closed loop's read set (switch -> index -> (cid, src, dst, flow_meter entry)), kept
+    by the meter context as coflows are built and dropped, equals the one rebuilt from the pool
+    after every round, on random histories of arrivals, departures, flows that change or
+    finish, and pools small enough to leave coflows unmetered; its versions move whenever a
+    switch's set changes."""
+    rng = random.Random(seed)
+    ctx = TR.MeterContext(TOPO, meters=pool)
+    hosts = len(ctx.names)
+    live: dict = {}
+    nxt = 1
+    saw = {"unmetered": 0, "nonempty": 0}
+    if pool <= 3:   # a coflow with more pairs at one edge than its pool: never metered
+        live[(nxt, 0)] = [(0, b) for b in range(1, 5)]
+        nxt += 1
+    for _step in range(15):
+        for _ in range(0 if _step == 0 and pool <= 3 else rng.randrange(1, 4)):
+            r = rng.random()
+            if r < 0.4 or not live:
+                live[(nxt, 0)] = [(a, (a + rng.randrange(1, hosts)) % hosts)
+                                  for a in rng.sample(range(hosts), rng.randrange(1, 5))]
+                nxt += 1
+            elif r < 0.65:
+                del live[rng.choice(sorted(live))]
+            else:   # a flow finishes or a new one joins the coflow
+                c = rng.choice(sorted(live))
+                if len(live[c]) > 1 and rng.random() < 0.5:
+                    live[c].pop(rng.randrange(len(live[c])))
+                else:
+                    a = rng.randrange(hosts)
+                    live[c].append((a, (a + rng.randrange(1, hosts)) % hosts))
+        cids = sorted(live)
+        cf = [k for k, c in enumerate(cids) for _ in live[c]]
+        src = [a for c in cids for a, _ in live[c]]
+        dst = [b for c in cids for _, b in live[c]]
+        before = {sw: (ctx.read_version.get(sw, 0), dict(d)) for sw, d in ctx.read_set.items()}
+        ctx.update(cids, np.array(cf, dtype=np.int64), np.array(src, dtype=np.int64),
+                   np.array(dst, dtype=np.int64), np.full(len(cf), 1e5), None, S)
+        inc = {sw: d for sw, d in ctx.read_set.items() if d}
+        assert inc == ctx.read_set_rebuilt(), (seed, _step)
+        for sw, d in inc.items():
+            assert ctx.read_indices(sw) == tuple(sorted(d))
+        for sw, (v, d) in before.items():   # a switch whose set changed has a new version
+            if ctx.read_set.get(sw, {}) != d:
+                assert ctx.read_version[sw] != v, (seed, _step, sw)
+        saw["unmetered"] += bool(ctx.unmetered)
+        saw["nonempty"] += bool(inc)
+    assert saw["nonempty"] > 0
+    if pool <= 3:
+        assert saw["unmetered"] > 0, saw
+
+
 needs_build = pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(BMV2_JSON)),
                                  reason="build/coflow.p4info.txt missing: run `make p4` "
                                         "(the Controller needs the P4Info for its codec)")
@@ -275,6 +329,7 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
         act_ref = {sw: M.SwitchState() for sw in c.agents}
         first = {sw: True for sw in c.agents}
         written = {}
+        read_sets = 0
         for step in range(12):
             for _ in range(rng.randrange(1, 3)):
                 live = reg.list()
@@ -302,17 +357,27 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
                     overrides = res.overrides
                 else:
                     c._compute_rates(now)
+                    # the closed loop's read set, kept incrementally, is the one rebuilt from
+                    # the pool: the same pairs, indices and entries on every switch
+                    ctx = c._meter_ctx
+                    inc = {sw: d for sw, d in ctx.read_set.items() if d}
+                    assert inc == ctx.read_set_rebuilt(), (seed, step)
+                    for sw in inc:
+                        assert ctx.read_indices(sw) == tuple(sorted(inc[sw])), (seed, step, sw)
+                    read_sets += bool(inc)
                 desired = c._desired()
             if mode != "dclas":
                 p = plan(mode, ref_sched, c._records, c.host_port, c.ctl.link_payload_Bps, now,
                          ref_mem, c.ctl.unknown_size_bytes, None)
-                meters = TR.meter_entities_arrays(
-                    TR.MeterContext(t, pool=c._meter_ctx.pool.copy()), p.cids, p.cf, p.src, p.dst,
-                    p.rates, c.slots.slot, c.ctl)
+                ref_ctx = TR.MeterContext(t, pool=c._meter_ctx.pool.copy())
+                meters = TR.meter_entities_arrays(ref_ctx, p.cids, p.cf, p.src, p.dst,
+                                                  p.rates, c.slots.slot, c.ctl)
                 if mode == "sincronia":   # no rate control: flow_meter entries only (counting)
                     meters = {sw: {k: e for k, e in d.items() if k[0] != "meter"}
                               for sw, d in meters.items()}
-                overrides = {e: p.prio for e in c.edges}
+                # a coflow the pool could not meter entirely gets no override (fair class)
+                overrides = {e: {k: v for k, v in p.prio.items() if k not in ref_ctx.unmetered}
+                             for e in c.edges}
             else:
                 meters = {}
             for sw in c.agents:
@@ -339,6 +404,8 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
         assert written.get(M.T_OVERRIDE, 0) > 0 and written.get(M.T_SLOT, 0) > 0, written
         if mode == "sebf":
             assert written.get("meter", 0) > 0 and written.get(M.T_FLOW_METER, 0) > 0, written
+        if mode != "dclas":
+            assert read_sets > 0
         if mode == "sincronia":
             assert written.get("meter", 0) == 0 and written.get(M.T_FLOW_METER, 0) > 0, written
     finally:

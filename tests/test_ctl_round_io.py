@@ -252,3 +252,105 @@ def test_edges_that_push_are_not_polled_and_the_others_are(serve_push):
         c.stop()
         reg.close()
         emu.stop()
+
+
+def test_streams_share_one_loop_and_a_switch_gone_is_noticed():
+    """The switches' StreamChannels are coroutines on one asyncio loop (no stream threads per
+    switch); the events still arrive: arbitration (every switch primary), and a switch that
+    goes away breaks its stream, so its agent goes down (the keeper then reconnects)."""
+    from coflow.ctl.switch import SwitchAgent
+    topo = T.leafspine(3, 1, 1)
+    emu = fabric(topo)
+    c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches},
+                     settings={"audit_s": "0", "telemetry_s": "0"})
+    try:
+        c.start(loop=False)
+        assert all(a.state == SwitchAgent.MASTER for a in c.agents.values())
+        names = [t.name for t in threading.enumerate()]
+        assert "p4rt-stream" not in names and names.count("p4rt-streams") == 1, names
+        emu.stop()
+        emu = None
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(a.state != SwitchAgent.DOWN for a in c.agents.values()):
+            time.sleep(0.02)
+        assert all(a.state == SwitchAgent.DOWN for a in c.agents.values())
+    finally:
+        c.stop()
+        if emu is not None:
+            emu.stop()
+
+
+def test_the_synchronous_stream_still_works():
+    """stream_aio=False (the benchmark's baseline): grpc's synchronous stream, same events."""
+    from coflow.ctl.switch import SwitchAgent
+    topo = T.leafspine(2, 1, 1)
+    emu = fabric(topo)
+    c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches},
+                     settings={"audit_s": "0", "telemetry_s": "0"})
+    for a in c.agents.values():
+        a.stream_aio = False
+    try:
+        c.start(loop=False)
+        assert all(a.state == SwitchAgent.MASTER for a in c.agents.values())
+        assert sum(t.name == "p4rt-stream" for t in threading.enumerate()) >= len(c.agents)
+        c.round()
+    finally:
+        c.stop()
+        emu.stop()
+
+
+@pytest.mark.parametrize("push", ["0", "1"])
+def test_closed_loop_observes_again_only_what_can_have_changed(push):
+    """The closed loop's readings are fed to FlowProgress again only when something they
+    depend on changed: a counter (pushed or a different answer), the flow_meter entries the
+    switch holds, or the read set; a round that only re-rates meters observes nothing again,
+    and a counter that grows is seen."""
+    from coflow.api.registry import CoflowRegistry
+    topo = T.leafspine(2, 1, 2)
+    emu = fabric(topo)
+    hosts = [h.name for h in topo.hosts]
+    reg = CoflowRegistry(hosts)
+    c = D.Controller(topo, "sebf", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "10", "push": push})
+    seen = []
+    real = c.progress.observe
+    c.progress.observe = lambda *a: seen.append(a) or real(*a)
+    try:
+        c.start(loop=False)
+        a = reg.register([("h0", "h2", 10**7), ("h1", "h2", 2 * 10**7)])
+        c.round()     # slots, meters, flow_meter entries written
+        time.sleep(0.1)
+        c.round()     # the new entries are held: their (zeroed) counters observed
+        time.sleep(0.1)
+        n0 = len(seen)
+        assert n0 > 0
+        c.round()
+        assert len(seen) == n0          # nothing changed: nothing observed again
+        reg.update(a.cid, sent={0: 10**6})   # rates move: meter configs written only
+        r = c.round()
+        assert r["updates"] > 0
+        time.sleep(0.1)
+        c.round()
+        assert len(seen) == n0          # no flow_meter entry written: nothing observed again
+        cid = (a.cid.external, a.cid.internal)
+        [(src, dst, sw, idx)] = [f for f in c._meter_ctx.flows(cid) if f[0] == 0]
+        dev = {s.name: s.device_id for s in topo.switches}[sw]
+        bump(emu, dev, c.codec.counter_id[M.C_FLOW_BYTES], idx, 1514 * 10)
+        time.sleep(0.1)
+        c.round()
+        assert len(seen) > n0 and c.progress.pair_sent(cid, src, dst) == 1514 * 10 - 74   # 1 packet
+        # another coflow's flow_meter entries are written on the same edges: only its pairs
+        # are observed, not the first coflow's unchanged readings again
+        n1 = len(seen)
+        reg.register([("h0", "h3", 10**7), ("h1", "h3", 10**7)])
+        for _ in range(3):
+            c.round()
+            time.sleep(0.1)
+        assert len(seen) > n1 and all(x[0] != cid for x in seen[n1:]), seen[n1:]
+    finally:
+        c.stop()
+        reg.close()
+        emu.stop()

@@ -157,6 +157,8 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
                                                     else SCALE_KEYS[:9]) if r.get(k) is not None}
                      for r in rows],
             "bmv2_idle": res.get("bmv2_idle"), "emulated_idle": res.get("emulated_idle"),
+            "validation": [{k: _short(v) for k, v in r.items()} for r in res.get("validation") or []],
+            "startup": [{k: _short(v) for k, v in r.items()} for r in res.get("startup") or []],
             "p4info": res.get("p4info"),
             "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")],
             "run": run_info(source_path)}
@@ -327,7 +329,7 @@ def render_scale(s: dict) -> str:
         ratios.append((r, r["median_ms"] / b["median_ms"], r["cpu_median_ms"] / b["cpu_median_ms"]))
     if ratios:
         out += ["", "Each change alone, against `before` (grpc futures, every answer decoded) in "
-                "the same run, rounds alternated: median wall / median CPU ratio (< 1 is faster).", "",
+                "the same run, variants alternated in blocks of rounds: median wall / median CPU ratio (< 1 is faster).", "",
                 "| round | edges | coflows | switches | aio | skip | after (both) | push |",
                 "|---|---:|---:|---|---|---|---|---|"]
         keyed: dict = {}
@@ -338,6 +340,49 @@ def render_scale(s: dict) -> str:
             v = keyed[k]
             out.append(f"| {k[0]} | {k[1]:,} | {k[2]:,} | {k[3]} | {v.get('aio', '-')} | "
                        f"{v.get('skip', '-')} | {v.get('after', '-')} | {v.get('push', '-')} |")
+    # the closed loop's metered pairs kept incrementally (push) against rebuilt every round
+    # (rebuild), same run
+    reb = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
+           for r in rows if r.get("variant") == "rebuild"}
+    inc = [(r, reb[k]) for r in rows if r.get("variant") == "push"
+           for k in [(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"])] if k in reb]
+    if inc:
+        out += ["", "The closed loop's metered pairs kept incrementally (`push`, the default) against "
+                "rebuilt from the meter pool every round (`rebuild`, the code before), same run, "
+                "variants alternated in blocks of rounds:", "",
+                "| round | edges | coflows | switches | rebuild: median / p99 / CPU (ms) | "
+                "incremental: median / p99 / CPU (ms) | median / CPU ratio |",
+                "|---|---:|---:|---|---|---|---|"]
+        for r, b in sorted(inc, key=lambda x: (_scale_label(x[0]), x[0]["coflows"], x[0]["edges"])):
+            out.append(f"| {_scale_label(r)} | {r['edges']:,} | {r['coflows']:,} | {r['switch']} | "
+                       f"{_f(b['median_ms'])} / {_f(b['p99_ms'])} / {_f(b['cpu_median_ms'])} | "
+                       f"{_f(r['median_ms'])} / {_f(r['p99_ms'])} / {_f(r['cpu_median_ms'])} | "
+                       f"{r['median_ms'] / b['median_ms']:.2f} / "
+                       f"{r['cpu_median_ms'] / b['cpu_median_ms']:.2f} |")
+    val = s.get("validation") or []
+    if val:
+        out += ["", "The emulation against BMv2, the same rounds at the same N (emulated / BMv2; "
+                "`before`: polled, every answer decoded):", "",
+                "| round | variant | edges | coflows | BMv2 median / CPU (ms) | emulated median / CPU (ms) "
+                "| median ratio | CPU ratio | emulator processes |",
+                "|---|---|---:|---:|---|---|---:|---:|---:|"]
+        for v in val:
+            out.append(f"| {v['mode']} {v['round']} | {v['variant']} | {v['edges']:,} | {v['coflows']:,} | "
+                       f"{_f(v['bmv2_median_ms'])} / {_f(v['bmv2_cpu_ms'])} | "
+                       f"{_f(v['emulated_median_ms'])} / {_f(v['emulated_cpu_ms'])} | "
+                       f"{v['median_ratio']:.2f} | {v['cpu_ratio']:.2f} | {_f(v.get('emu_procs'), '{:.0f}')} |")
+    st = s.get("startup") or []
+    if st:
+        out += ["", "The controller's start (connect, arbitrate, pipeline push, read back, first "
+                "round; D-CLAS, 100 coflows, emulated edges) with grpc's synchronous StreamChannel "
+                "(`threads`: two threads per switch) and with every stream on one asyncio loop "
+                "(`aio`, the default), then 20 steady rounds:", "",
+                "| edges | streams | start (s) | controller CPU (s) | threads | steady round median / p99 (ms) |",
+                "|---:|---|---:|---:|---:|---|"]
+        for r in sorted(st, key=lambda r: (r["edges"], r["stream"])):
+            out.append(f"| {r['edges']:,} | {r['stream']} | {_f(r['startup_s'])} | "
+                       f"{_f(r['controller_cpu_s'])} | {r['threads']} | "
+                       f"{_f(r['steady_median_ms'])} / {_f(r['steady_p99_ms'])} |")
     return "\n".join(out) + "\n"
 
 

@@ -188,6 +188,10 @@ class Controller:
         self.skip_unchanged = True
         self.use_push = bool(self.ctl.push)   # read what the edges pushed (when they do)
         self._push_seen: dict = {}            # switch -> (push sequence, key) last observed
+        # the closed loop's metered pairs kept by the meter context (False: rebuilt from the
+        # pool every round and every pushed reading copied, as before; bench-scale's baseline)
+        self.incremental_read_set = True
+        self._obs_memo: dict = {}   # switch -> (read-set version, {index: (reading, entry)})
         if self.ctl.push:
             counter = (M.C_COFLOW_BYTES if self.policy.coordinated else
                        M.C_FLOW_BYTES if self.policy.rate and self.ctl.progress_s > 0 else None)
@@ -551,6 +555,12 @@ class Controller:
         if self.use_push:    # edges that push their counters are not polled
             polled = []
             for a in readable:
+                seq = a.push_sequence()
+                if seq is None:
+                    polled.append(a)
+                    continue
+                if self._push_seen.get(a.name) == (seq, idx, self.coord.epoch):
+                    continue     # nothing pushed since the last round: not copied again
                 got = a.pushed_counts(idx)
                 if got is None:
                     polled.append(a)
@@ -702,50 +712,65 @@ class Controller:
         if self.ctl.progress_s <= 0 or not ctx.pool.index_of:
             return 0.0
         t0 = time.perf_counter()
-        by_sw: dict = {}
-        with self._mu:
-            for (cid, a, b), (sw, idx) in ctx.pool.index_of.items():
-                e = ctx.flow_entry(cid, a, b, idx)
-                if e is not None:
-                    by_sw.setdefault(sw, []).append((idx, cid, a, b, e))
+        # the metered pairs per switch: kept by the meter context as coflows come and go
+        # (not rebuilt from the pool every round)
+        incremental = self.incremental_read_set
+        read_set = ctx.read_set if incremental else ctx.read_set_rebuilt()
         agents, idx = [], {}
-        for sw in by_sw:
+        for sw, ents in read_set.items():
+            if not ents:
+                continue
             ag = self.agents[sw]
             if ag.state not in (SwitchAgent.MASTER, SwitchAgent.BACKUP) or ag.actual is None \
                     or not ag.readable():
                 continue
             # the meters in use only (0.3-0.5 ms on BMv2), or all of them with one wildcard
             # entity when many are (4,096 counters: ~1.6 ms on BMv2 + 0.5 ms to parse)
-            idx[sw] = tuple(sorted(x[0] for x in by_sw[sw])) if len(by_sw[sw]) <= 1024 else None
+            idx[sw] = ctx.read_indices(sw) if len(ents) <= 1024 else None
             agents.append(ag)
         if self.use_push:    # edges that push their counters are not polled
             polled = []
             for ag in agents:
-                got = ag.pushed_counts(idx[ag.name])
-                if got is None:
+                seq = ag.push_sequence()
+                if seq is None:
                     polled.append(ag)
-                else:
-                    self._progress_from(ag, by_sw[ag.name], idx[ag.name], got[1], ("push", got[0]))
+                elif not incremental or \
+                        self._push_seen.get(ag.name) != self._progress_key(ag, idx[ag.name], ("push", seq)):
+                    got = ag.pushed_counts(idx[ag.name])
+                    if got is None:
+                        polled.append(ag)
+                    else:
+                        self._progress_from(ag, read_set[ag.name], idx[ag.name], got[1], ("push", got[0]))
             agents = polled
         for ag, got in self._read_raw(agents, M.C_FLOW_BYTES, idx):
             if isinstance(got, Exception):
                 self.metrics.read_errors.labels(ag.name).inc()
                 continue
-            self._progress_from(ag, by_sw[ag.name], idx[ag.name], got, ("raw",))
+            self._progress_from(ag, read_set[ag.name], idx[ag.name], got, ("raw",))
         self.progress_reads += 1
         return time.perf_counter() - t0
 
-    def _progress_from(self, ag, entries: list, idx, got, how: tuple) -> None:
+    def _progress_key(self, ag, idx, how: tuple, entries: dict | None = None) -> tuple:
+        """What an edge's closed-loop reading is observed under: the same answer (or push)
+        for the same observable entries (the switch's writes, connection and read set)."""
+        if not self.incremental_read_set:   # the baseline's key: any write, every pair
+            return ("progress", how, idx, ag.generation, ag.writes, id(ag.actual),
+                    None if entries is None else tuple((i, *v[:3]) for i, v in entries.items()))
+        # what is observable changes only with the flow_meter entries the switch holds (a
+        # round that re-rates meters writes none), the connection and the read set
+        return ("progress", how, idx, ag.generation, ag.table_writes.get(M.T_FLOW_METER, 0),
+                id(ag.actual), self._meter_ctx.read_version.get(ag.name, 0))
+
+    def _progress_from(self, ag, entries: dict, idx, got, how: tuple) -> None:
         """Feed one edge's flow_bytes reading (``got``: serialised responses, or index ->
-        (bytes, packets) as pushed) to the closed loop, for the pairs whose flow_meter entry
-        the switch holds."""
+        (bytes, packets) as pushed) to the closed loop, for the pairs of ``entries`` (index ->
+        (cid, src, dst, flow_meter entry)) whose flow_meter entry the switch holds."""
         sw = ag.name
         actual = ag.actual
         if actual is None:
             return
         # the same answer for the same observable entries: nothing to observe again
-        key = ("progress", how, idx, ag.generation, ag.writes, id(actual),
-               tuple(x[:4] for x in entries))
+        key = self._progress_key(ag, idx, how, entries)
         if how[0] == "push":
             if self._push_seen.get(sw) == key:
                 return
@@ -759,10 +784,29 @@ class Controller:
                 wire.parse_counters_fast(resp, counts)
         have = actual.entities
         t_got = time.time()
+        # per switch: index -> (reading, entry) last observed; the same reading of the same
+        # held entry again would change nothing (observe is idempotent): not fed again
+        memo = None
+        if self.incremental_read_set and self.audit is None:   # (the audit wants every sample)
+            ver = self._meter_ctx.read_version.get(sw, 0)
+            got_memo = self._obs_memo.get(sw)
+            if got_memo is None or got_memo[0] != ver:
+                old = got_memo[1] if got_memo is not None else {}
+                got_memo = self._obs_memo[sw] = (ver, {i: m for i, m in old.items()
+                                                        if i in entries and entries[i][3] is m[1]})
+            memo = got_memo[1]
         with self._mu:
-            for i, cid, a, b, e in entries:
+            for i, (cid, a, b, e) in entries.items():
                 c = counts.get(i)
-                if c is not None and have.get(e.key) == e:
+                if c is None:
+                    continue
+                if memo is not None:
+                    m = memo.get(i)
+                    if m is not None and m[1] is e and m[0] == c:
+                        continue
+                if have.get(e.key) == e:
+                    if memo is not None:
+                        memo[i] = (c, e)
                     self.progress.observe(cid, a, b, (sw, i), c[0], c[1])
                     if self.audit is not None:
                         self.audit.observe((cid, a, b), t_got, self.progress.pair_sent(cid, a, b),

@@ -43,6 +43,9 @@ class SwitchAgent:
                  codec: Codec, p4info_path: str, bmv2_json_path: str, cookie: int,
                  on_change=None, connect_timeout: float = 1.0, on_master=None, tls=None):
         self.tls = tls      # coflow.dataplane.p4rt.ChannelTls (None: plaintext)
+        # the StreamChannel on the process's shared asyncio loop (p4rt.stream_loop), not two
+        # threads per switch (False: grpc's synchronous stream, as before; bench-scale compares)
+        self.stream_aio = True
         self.name = name
         self.address = address
         self.device_id = device_id
@@ -73,6 +76,8 @@ class SwitchAgent:
         self.last_error = ""
         self.write_errors = 0
         self.writes = 0
+        self.table_writes: dict = {}   # table -> committed updates of its entries (a table's
+        # entries in the cache changed since a reading when its count did)
         self.up_since: float | None = None
         # pushed counters: the counter this agent subscribes to on every (re)connection (None:
         # polled only); ``pushed`` holds its values as the switch pushed them (index ->
@@ -168,6 +173,12 @@ class SwitchAgent:
         if self.push_counter is not None:
             c.subscribe([self.codec.counter_entity(self.push_counter)])
 
+    def push_sequence(self) -> int | None:
+        """The number of pushes received so far on this connection, None when the switch does
+        not push (a cheap "anything new?" before :meth:`pushed_counts` copies them)."""
+        with self._push_lock:
+            return None if self.pushed is None else self.push_seq
+
     def pushed_counts(self, indices) -> tuple[int, dict] | None:
         """(sequence number, index -> (bytes, packets) of ``indices``, None: every pushed one)
         when the switch pushes its counters, else None (poll it)."""
@@ -208,7 +219,7 @@ class SwitchAgent:
                 if c is not None:
                     c.close()
                 c = P4RuntimeClient(self.address, self.device_id, self.election_id,
-                                    self.codec.h, tls=self.tls)
+                                    self.codec.h, tls=self.tls, stream_aio=self.stream_aio)
                 self.client = c
                 c.connect(timeout=self.connect_timeout, require_master=False, on_event=self._event)
                 self.generation += 1
@@ -282,6 +293,11 @@ class SwitchAgent:
         self._in_sync = True
         if ops:
             self.writes += 1
+            tw = self.table_writes
+            for op in ops:
+                k = op.entity.key
+                if k[0] == "table":
+                    tw[k[1]] = tw.get(k[1], 0) + 1
 
     def _failed(self, exc: P4RuntimeError) -> str:
         self.write_errors += 1

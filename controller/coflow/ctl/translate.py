@@ -591,6 +591,12 @@ class MeterContext:
         self._mrate = None  # last round's rate per meter (global order)
         self._settings = None
         self.unmetered: dict = {}  # cid -> pairs that got no meter (the whole coflow: none)
+        # the closed loop's read set, kept incrementally (changed only by the coflows a round
+        # builds or drops): switch -> {index: (cid, src, dst, flow_meter entry)} of every
+        # metered pair, and a version per switch bumped whenever its set changes
+        self.read_set: dict = {}
+        self.read_version: dict = {}
+        self._read_idx: dict = {}   # switch -> (version, sorted indices)
 
     @property
     def unmetered_flows(self) -> int:
@@ -603,6 +609,42 @@ class MeterContext:
         """[(src, dst, switch, index)] of a metered coflow's pairs (host positions)."""
         cm = self._cf.get(cid)
         return [] if cm is None else cm.flows
+
+    def read_indices(self, sw) -> tuple:
+        """The sorted meter indices of ``sw``'s read set (kept while its version is)."""
+        v = self.read_version.get(sw, 0)
+        got = self._read_idx.get(sw)
+        if got is None or got[0] != v:
+            got = self._read_idx[sw] = (v, tuple(sorted(self.read_set.get(sw, ()))))
+        return got[1]
+
+    def read_set_rebuilt(self) -> dict:
+        """The read set rebuilt from the pool (every pair holding an index whose flow_meter
+        entry this context made): what :attr:`read_set` must equal (the tests' reference)."""
+        out: dict = {}
+        for (cid, a, b), (sw, idx) in self.pool.index_of.items():
+            e = self.flow_entry(cid, a, b, idx)
+            if e is not None:
+                out.setdefault(sw, {})[idx] = (cid, a, b, e)
+        return out
+
+    def _read_drop(self, cid, cm: _CoflowMeters) -> None:
+        rs, ver = self.read_set, self.read_version
+        for _a, _b, sw, i in cm.flows:
+            d = rs.get(sw)
+            got = None if d is None else d.get(i)
+            if got is not None and got[0] == cid:
+                del d[i]
+                ver[sw] = ver.get(sw, 0) + 1
+
+    def _read_add(self, cid, cm: _CoflowMeters) -> None:
+        rs, ver, fm = self.read_set, self.read_version, self._fm[cid]
+        for a, b, sw, i in cm.flows:
+            d = rs.get(sw)
+            if d is None:
+                d = rs[sw] = {}
+            d[i] = (cid, a, b, fm[(a, b, i)])
+            ver[sw] = ver.get(sw, 0) + 1
 
     def flow_entry(self, cid, src: int, dst: int, index: int) -> M.TableEntry | None:
         """The flow_meter entry of a metered pair (None if there is none)."""
@@ -786,6 +828,7 @@ class MeterContext:
         # the pool holds released indices until the next)
         for cid, cm in self._cf.items():
             if cid not in new_cf:
+                self._read_drop(cid, cm)
                 for a, b, _, _ in cm.flows:  # (held by the pool until the next round)
                     self.pool.release((cid, a, b))
                 self._fm.pop(cid, None)
@@ -797,8 +840,12 @@ class MeterContext:
                 sw_now = set(cm.m_sw)
                 sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(old.meters or ())
                             if sw not in sw_now)
+        for cid, old, _cm in built:
+            if old is not None and self._cf.get(cid) is old:
+                self._read_drop(cid, old)
         for cid, _old, cm in built:
             if cm is not None:
+                self._read_add(cid, cm)
                 sets.extend((("flow_meter", cid), sw, cm.fm[sw]) for sw in sorted(cm.fm))
         self._cf = new_cf
         self.unmetered = unmetered

@@ -129,6 +129,26 @@ if _njit is not None:
         return nb, npk, pos == end
 
     @_njit(cache=True)
+    def _field(buf, pos, end, f):
+        """The next length-delimited field ``f`` in buf[pos:end], other fields skipped:
+        (1, its payload's start, its end); (0, end, end) when there is none left; (-1, ...)
+        on a malformed message."""
+        while pos < end:
+            key, pos = _varint(buf, pos)
+            if pos < 0:
+                return -1, -1, -1
+            if key >> 3 != f or key & 7 != 2:
+                pos = _skip(buf, pos, key & 7)
+                if pos < 0:
+                    return -1, -1, -1
+                continue
+            ln, pos = _varint(buf, pos)
+            if pos < 0:
+                return -1, -1, -1
+            return 1, pos, pos + ln
+        return 0, pos, pos
+
+    @_njit(cache=True)
     def _parse_counters(buf, ent_f, ce_f, idx_f, data_f, ii_f, bytes_f, pk_f,
                         out_idx, out_bytes, out_pk):
         """(index, byte_count, packet_count) of every CounterEntry of a ReadResponse into the
@@ -136,32 +156,18 @@ if _njit is not None:
         n = 0
         pos = 0
         end = buf.size
-        while pos < end:
-            key, pos = _varint(buf, pos)
-            if pos < 0:
+        while True:
+            got, pos, e_end = _field(buf, pos, end, ent_f)   # an Entity
+            if got < 0:
                 return -1
-            if key >> 3 != ent_f or key & 7 != 2:
-                pos = _skip(buf, pos, key & 7)
-                if pos < 0:
+            if got == 0:
+                break
+            while True:
+                got, pos, c_end = _field(buf, pos, e_end, ce_f)   # its CounterEntry
+                if got < 0:
                     return -1
-                continue
-            ln, pos = _varint(buf, pos)
-            if pos < 0:
-                return -1
-            e_end = pos + ln
-            while pos < e_end:
-                key, pos = _varint(buf, pos)
-                if pos < 0:
-                    return -1
-                if key >> 3 != ce_f or key & 7 != 2:
-                    pos = _skip(buf, pos, key & 7)
-                    if pos < 0:
-                        return -1
-                    continue
-                ln, pos = _varint(buf, pos)
-                if pos < 0:
-                    return -1
-                c_end = pos + ln
+                if got == 0:
+                    break
                 index = 0
                 nbytes = 0
                 npk = 0
