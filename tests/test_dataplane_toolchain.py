@@ -70,3 +70,13 @@ def test_ptf_test_count(tmp_path):
     (tmp_path / "notatest.py").write_text("class C:\n    def runTest(self): pass\n")
     assert mod.count(str(tmp_path)) == 2
     assert mod.count(os.path.join(root, "ptf-tests")) >= 20
+
+
+def test_switch_ports_are_never_handed_out_twice(monkeypatch):
+    """Two switches of one network namespace must not share a Thrift port: the kernel's free
+    port (bind to 0 on the host) can repeat, and a port bound inside a namespace looks free."""
+    from coflow.dataplane import bmv2
+    picks = iter([40001, 40001, 40002, 40001, 40003])
+    monkeypatch.setattr(bmv2, "free_port", lambda: next(picks))
+    monkeypatch.setattr(bmv2, "_handed_out", set())
+    assert [bmv2._unique_port() for _ in range(3)] == [40001, 40002, 40003]

@@ -23,6 +23,19 @@ from . import toolchain
 from .toolchain import free_port
 
 _seq = itertools.count()
+_handed_out: set[int] = set()
+
+
+def _unique_port() -> int:
+    """A free port (:func:`free_port`) this process has not handed out before: the kernel may
+    give one port twice to back-to-back picks while no switch has bound it yet, and a port bound
+    inside a network namespace looks free from the host (two switches of one namespace would
+    then share a Thrift port)."""
+    while True:
+        p = free_port()
+        if p not in _handed_out:
+            _handed_out.add(p)
+            return p
 
 
 class Bmv2:
@@ -37,7 +50,7 @@ class Bmv2:
         self.device_id = device_id
         self.interfaces = dict(interfaces or {})
         self.netns = netns
-        self.grpc_port = None if netns else (grpc_port or free_port())
+        self.grpc_port = None if netns else (grpc_port or _unique_port())
         self.log_file = log_file
         self.log_level = log_level or ("info" if log_file else "off")
         self.nice = nice
@@ -61,7 +74,7 @@ class Bmv2:
 
     def command(self) -> list[str]:
         if not self.thrift_port:
-            self.thrift_port = free_port()
+            self.thrift_port = _unique_port()
         cmd = toolchain.switch_command(self.binary, self.device_id, self.interfaces, self.thrift_port,
                                        self.address, self.ipc, log_level=self.log_level,
                                        log_file=self.log_file, extra=self.extra_args,
