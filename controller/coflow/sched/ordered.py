@@ -30,6 +30,20 @@ def fifo_order(v: View) -> np.ndarray:
     return np.lexsort((v.cf_id, v.cf_arrival))
 
 
+def _deadlines_for_newcomers(v: View, m: dict, dl: dict, D, params) -> None:
+    """Deadlines of the coflows new in ``v`` (into ``dl``): the trace's if given, else the
+    experimental one, arrival + max(min_deadline, Gamma x (1 + U(0, x))), drawn from the
+    scheduler's own generator (``m["rng"]``, seeded by ``params.seed``)."""
+    rng = m.setdefault("rng", np.random.default_rng(params.seed))
+    for k, i in enumerate(v.cf_id.tolist()):
+        if i not in dl:
+            if v.cf_deadline is not None and np.isfinite(v.cf_deadline[k]):
+                dl[i] = float(v.cf_deadline[k])
+            else:
+                g0 = float(gamma(D[k], v.caps))
+                dl[i] = v.cf_arrival[k] + max(params.min_deadline, g0 * (1 + rng.uniform(0, params.x)))
+
+
 class _Ordered(Scheduler):
     """Order coflows by a key, then MADD + backfill."""
 
@@ -164,18 +178,10 @@ class VarysDeadline(Scheduler):
         m = v.memory
         dl = m.setdefault("deadline", {})
         adm = m.setdefault("admitted", {})
-        rng = m.setdefault("rng", np.random.default_rng(self.params.seed))
         ids = v.cf_id.tolist()
         D = v.link_demand(v.remaining)
         caps = v.caps
-        # deadlines for newcomers (trace deadline if given, else the experimental one)
-        for k, i in enumerate(ids):
-            if i not in dl:
-                if v.cf_deadline is not None and np.isfinite(v.cf_deadline[k]):
-                    dl[i] = float(v.cf_deadline[k])
-                else:
-                    g0 = float(gamma(D[k], caps))
-                    dl[i] = v.cf_arrival[k] + max(self.params.min_deadline, g0 * (1 + rng.uniform(0, self.params.x)))
+        _deadlines_for_newcomers(v, m, dl, D, self.params)
         # minimum rates of already admitted coflows (τ = time left to deadline)
         rem = caps.copy()
         for k, i in enumerate(ids):
@@ -273,17 +279,10 @@ class VirtualCluster(Scheduler):
         dl = m.setdefault("deadline", {})
         adm = m.setdefault("admitted", {})
         resv = m.setdefault("reservation", {})  # CoflowId -> (links, B)
-        rng = m.setdefault("rng", np.random.default_rng(self.params.seed))
         ids = v.cf_id.tolist()
         D = v.link_demand(v.remaining)
         caps = v.caps
-        for k, i in enumerate(ids):
-            if i not in dl:
-                if v.cf_deadline is not None and np.isfinite(v.cf_deadline[k]):
-                    dl[i] = float(v.cf_deadline[k])
-                else:
-                    g0 = float(gamma(D[k], caps))
-                    dl[i] = v.cf_arrival[k] + max(self.params.min_deadline, g0 * (1 + rng.uniform(0, self.params.x)))
+        _deadlines_for_newcomers(v, m, dl, D, self.params)
         live = set(ids)
         for i in [i for i in resv if i not in live]:
             del resv[i]
