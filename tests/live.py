@@ -125,3 +125,12 @@ def wait_for(pred, timeout=5.0, step=0.005) -> bool:
             return True
         time.sleep(step)
     return False
+
+
+def fabric_of(t, base: int):
+    """Yield (topology, running BMv2 Fabric) for ``t`` with device ids moved past ``base`` (per
+    process), stopped afterwards: the body of a module-scoped ``fabric`` fixture."""
+    from coflow.ctl.bmv2 import Fabric
+    t = offset_ids(t, base + os.getpid() % 1000 * 10)
+    with Fabric(t) as f:
+        yield t, f

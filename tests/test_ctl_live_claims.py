@@ -11,14 +11,13 @@ one of H's segments passes while L keeps sending. Without the check L keeps the 
 its 10 MB and H's segments are dropped by its floor meter (the test fails).
 Needs root and the P4 toolchain; skips loudly otherwise."""
 import json
-import os
 import sys
 import threading
 import time
 
 import pytest
 
-from live import BMV2_JSON, IO_SCRIPT, P4INFO, fabric_marks, offset_ids, prio_of, wait_for
+from live import BMV2_JSON, IO_SCRIPT, P4INFO, fabric_marks, fabric_of, prio_of, wait_for
 
 pytestmark = fabric_marks()
 
@@ -46,10 +45,7 @@ print(time.time() - t0)
 @pytest.fixture(scope="module")
 def fabric():
     from coflow import topology as T
-    from coflow.ctl.bmv2 import Fabric
-    t = offset_ids(T.leafspine(2, 2, 2), 700 + os.getpid() % 1000 * 10)
-    with Fabric(t) as f:
-        yield t, f
+    yield from fabric_of(T.leafspine(2, 2, 2), 700)
 
 
 def test_a_liar_cannot_hold_an_honest_coflow_back(fabric):

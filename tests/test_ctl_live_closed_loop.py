@@ -14,11 +14,10 @@ the switches' ``flow_bytes`` counters: nothing here calls the API's Update.
    the fair class.
 Needs root and the P4 toolchain; skips loudly otherwise.
 """
-import os
 
 import pytest
 
-from live import BMV2_JSON, P4INFO, fabric_marks, io, offset_ids, prio_of, wait_for
+from live import BMV2_JSON, P4INFO, fabric_marks, fabric_of, io, prio_of, wait_for
 
 pytestmark = fabric_marks()
 
@@ -48,10 +47,7 @@ def segment(t, src, dst, cid, payload=PAYLOAD, seq=0, sport=40000):
 @pytest.fixture(scope="module")
 def fabric():
     from coflow import topology as T
-    from coflow.ctl.bmv2 import Fabric
-    t = offset_ids(T.leafspine(2, 2, 2), 600 + os.getpid() % 1000 * 10)
-    with Fabric(t) as f:
-        yield t, f
+    yield from fabric_of(T.leafspine(2, 2, 2), 600)
 
 
 def test_closed_loop_and_per_flow_meters(fabric):

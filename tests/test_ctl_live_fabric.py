@@ -11,12 +11,11 @@
 Needs root and the P4 toolchain; skips loudly otherwise.
 """
 import json
-import os
 import time
 
 import pytest
 
-from live import BMV2_JSON, P4INFO, fabric_marks, offset_ids, prio_of, wait_for
+from live import BMV2_JSON, P4INFO, fabric_marks, fabric_of, prio_of, wait_for
 from live import io as live_io
 
 pytestmark = fabric_marks()
@@ -42,10 +41,7 @@ def frame(t, src, dst, cid=None, length=200, sport=1000, ident=1):
 @pytest.fixture(scope="module")
 def fabric():
     from coflow import topology as T
-    from coflow.ctl.bmv2 import Fabric
-    t = offset_ids(T.leafspine(2, 2, 1), 300 + os.getpid() % 1000 * 10)
-    with Fabric(t) as f:
-        yield t, f
+    yield from fabric_of(T.leafspine(2, 2, 1), 300)
 
 
 def make_controller(t, f, **kw):

@@ -30,6 +30,15 @@ def fifo_order(v: View) -> np.ndarray:
     return np.lexsort((v.cf_id, v.cf_arrival))
 
 
+@dataclass(frozen=True)
+class DeadlineParams:
+    """The deadline schedulers' parameters: experimental deadline = Γ_empty * (1 + U(0, x)), at
+    least ``min_deadline`` ([VARYS] 7.1), drawn from a generator seeded by ``seed``."""
+    x: float = 1.0
+    min_deadline: float = 0.2
+    seed: int = 1
+
+
 def _deadlines_for_newcomers(v: View, m: dict, dl: dict, D, params) -> None:
     """Deadlines of the coflows new in ``v`` (into ``dl``): the trace's if given, else the
     experimental one, arrival + max(min_deadline, Gamma x (1 + U(0, x))), drawn from the
@@ -167,11 +176,7 @@ class VarysDeadline(Scheduler):
     clairvoyant = True
 
     @dataclass(frozen=True)
-    class Params:
-        #: experimental deadline = Γ_empty * (1 + U(0, x)), at least ``min_deadline`` ([VARYS] 7.1)
-        x: float = 1.0
-        min_deadline: float = 0.2
-        seed: int = 1
+    class Params(DeadlineParams):
         backfill: bool = True
 
     def allocate(self, v: View) -> Allocation:
@@ -268,11 +273,7 @@ class VirtualCluster(Scheduler):
 
     clairvoyant = True
 
-    @dataclass(frozen=True)
-    class Params:
-        x: float = 1.0
-        min_deadline: float = 0.2
-        seed: int = 1
+    Params = DeadlineParams
 
     def allocate(self, v: View) -> Allocation:
         m = v.memory
