@@ -27,7 +27,7 @@ import numpy as np
 from ..params import hw_priority
 from ..sched.base import Allocation, INF, Scheduler, View
 from ..dataplane.constants import TCP_MSS_BYTES
-from .translate import order_priorities
+from .translate import keep_classes, order_priorities
 
 
 @dataclass
@@ -149,25 +149,31 @@ def build_view(records, host_port: dict, link_Bps: float, now: float, memory: di
     return v, (cf_arr, src, dst), cids
 
 
-def priorities(alloc: Allocation, cids: list) -> dict:
+def priorities(alloc: Allocation, cids: list, prev: dict | None = None) -> dict:
     """cid -> BMv2 priority from what the scheduler said in its Allocation, whatever the
     scheduler: its queues (``alloc.queue``, 1 = highest) through ``hw_priority``, else its
     service order (``alloc.order``) through :func:`~coflow.ctl.translate.order_priorities`
-    (7, 6, ..., saturating at 1); neither (HUG) = no override (``fair_prio``)."""
+    (7, 6, ..., saturating at 1) and, given last round's classes ``prev``, through
+    :func:`~coflow.ctl.translate.keep_classes` (no coflow of ``prev`` promoted); neither
+    (HUG) = no override (``fair_prio``)."""
     if not cids:
         return {}
     if alloc.queue is not None:
         return {c: hw_priority(min(max(int(q), 1), 8)) for c, q in zip(cids, alloc.queue.tolist())}
     if alloc.order is not None:
-        return order_priorities(cids[k] for k in alloc.order.tolist())
+        ranked = order_priorities(cids[k] for k in alloc.order.tolist())
+        return ranked if prev is None else keep_classes(ranked, prev)
     return {}
 
 
 def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float, now: float,
          memory: dict, unknown_size: int, cache: dict | None = None,
-         timings: dict | None = None, measured: dict | None = None) -> RatePlan:
+         timings: dict | None = None, measured: dict | None = None,
+         prev_prio: dict | None = None) -> RatePlan:
     """``timings`` (optional): gets the seconds spent in ``view``, ``allocate``, ``priorities``;
-    ``measured``: bytes sent read from the data plane (:func:`build_view`)."""
+    ``measured``: bytes sent read from the data plane (:func:`build_view`); ``prev_prio``: the
+    previous plan's ``prio`` (ordered schedulers then promote no coflow still active:
+    :func:`priorities`), None = classes by rank."""
     t0 = time.perf_counter()
     v, (cf, src, dst), cids = build_view(records, host_port, link_Bps, now, memory, unknown_size,
                                          cache, measured)
@@ -179,7 +185,7 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
         return RatePlan([], cf, src, dst, np.zeros(0), hosts, {}, INF, None, v)
     alloc = sched.allocate(v)
     t2 = time.perf_counter()
-    prio = priorities(alloc, cids)
+    prio = priorities(alloc, cids, prev_prio)
     if timings is not None:
         timings.update(view=t1 - t0, allocate=t2 - t1, priorities=time.perf_counter() - t2)
     return RatePlan(cids, cf, src, dst, alloc.rates, hosts, prio, alloc.next_event, alloc, v)

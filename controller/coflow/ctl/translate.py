@@ -109,6 +109,10 @@ class CtlSettings:
       payload capacity (``link_payload_Bps``); below 1 it leaves room for what a link carries
       besides the scheduled payload (the ACKs of the flows coming the other way, the segments
       Linux does not pace), so that paced rates are reachable. 1 = the whole payload capacity.
+    - ``promote_active``: ordered modes (a scheduler that says an order): 0 = a coflow with
+      active flows is never moved to a higher class (:func:`keep_classes`: no reordering of
+      its own segments); 1 = classes by rank every round (:func:`order_priorities`), a coflow
+      rising as the ones ahead of it finish.
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -133,6 +137,7 @@ class CtlSettings:
     claim_margin_frac: float = 0.25
     claim_margin_bytes: int = 64 * 1024
     rate_capacity_frac: float = 1.0
+    promote_active: int = 0
 
     @property
     def link_Bps(self) -> float:
@@ -175,6 +180,8 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
         raise ValueError("setting control_max_len: must be in 0..65535 (0 = off)")
     if not 1 <= s.slot_idle_epochs < 1 << EPOCH_BITS:
         raise ValueError(f"setting slot_idle_epochs: must be in 1..{(1 << EPOCH_BITS) - 1}")
+    if s.promote_active not in (0, 1):
+        raise ValueError(f"setting promote_active: must be 0 or 1, got {s.promote_active}")
     if not (math.isfinite(s.rate_capacity_frac) and 0 < s.rate_capacity_frac <= 1):
         raise ValueError(f"setting rate_capacity_frac: must be in (0, 1], got {s.rate_capacity_frac}")
     if not 0 <= s.min_rate_frac <= 1:
@@ -391,6 +398,36 @@ def order_priorities(order: Iterable, top: int = 7, bottom: int = 1) -> dict:
     """Coflows in service order -> BMv2 priorities top, top-1, ..., saturating at ``bottom``
     (priority 0 stays for untagged background traffic)."""
     return {cid: max(bottom, top - r) for r, cid in enumerate(order)}
+
+
+def keep_classes(ranked: dict, prev: dict, bottom: int = 1) -> dict:
+    """Priorities for an order that never *promote* a coflow still sending.
+
+    ``ranked``: cid -> priority in service order (:func:`order_priorities`, ties allowed);
+    ``prev``: what this function gave last round, for the coflows that had active flows then.
+    A coflow's next segments in a higher class overtake its own still queued in the lower one,
+    and the receiver's SACKs make the sender resend them (RACK: mininet/README.md, "Second
+    pass"), so the classes are walked in order with three rules: a coflow of ``prev`` never
+    rises above its class there (demotion is free: its next segments queue behind its earlier
+    ones); a coflow never gets a higher priority than one ahead of it in the order; two
+    coflows that ``ranked`` separates stay separated (one class apart) until ``bottom``. Within
+    these, each gets the highest class it can: a newcomer ahead of every other coflow gets the
+    top one. A coflow absent from ``prev`` (new, or with no active flow last round: nothing of
+    it in flight) is placed afresh. What the rule costs: when a coflow ahead finishes, the ones
+    behind keep their classes (their order among themselves is unchanged) and the class it
+    leaves waits for the next newcomer."""
+    out: dict = {}
+    a_last = r_last = None
+    for c, r in ranked.items():
+        bound = r
+        if a_last is not None:
+            bound = min(bound, a_last if r == r_last else a_last - 1)
+        p = prev.get(c)
+        if p is not None:
+            bound = min(bound, p)
+        a_last = out[c] = max(bottom, bound)
+        r_last = r
+    return out
 
 
 # Meters --------------------------------------------------------------------------------------
