@@ -175,6 +175,27 @@ def test_rate_snapshot_is_what_each_flow_is_paced_at(reg):
     assert str(b.cid) == "2.0"
 
 
+def test_pace_headroom_scales_what_senders_are_told_within_the_meter(reg):
+    """``pace_headroom`` h: the stream tells each flow its rate (floor included) times 1 + h,
+    the meters stay at the rate times 1 + meter_headroom, and h above meter_headroom (a
+    paced sender that would meet its meter) is refused on one line."""
+    from coflow.ctl.rates import rate_snapshot
+    t, r = reg
+    r.register([("h0", "h1", 1_000_000)])
+    r.register([("h3", "h2", 2_000_000), ("h0", "h2", 2_000_000)])
+    p = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 100.0, {}, 10**9)
+    base = rate_snapshot(p, r.list(), lambda c: True, floor_Bps=1000.0)
+    more = rate_snapshot(p, r.list(), lambda c: True, floor_Bps=1000.0, pace_factor=1.2)
+    for k in base:
+        assert [f.rate_Bps * 1.2 for f in base[k].flows] == \
+            pytest.approx([f.rate_Bps for f in more[k].flows])
+        assert base[k].priority == more[k].priority
+    assert TR.split_settings({"meter_headroom": "0.3", "pace_headroom": "0.2"})[0].pace_headroom == 0.2
+    for bad in ("0.4", "-0.1", "nan"):
+        with pytest.raises(ValueError, match="pace_headroom"):
+            TR.split_settings({"meter_headroom": "0.3", "pace_headroom": bad})
+
+
 def test_meter_headroom_above_the_paced_rate():
     """A meter passes its flow's rate times 1 + meter_headroom (frame bytes), so a sender paced
     at the rate never reaches it; 0 (the default) is the rate exactly."""

@@ -849,7 +849,8 @@ class Controller:
             recs, prio = self._records, self._prio
             self.rate_board.publish(
                 lambda: rate_snapshot(p, recs, (lambda c: c not in unm) if metering else (lambda c: False),
-                                      floor, prio), time.time() if now is None else now)
+                                      floor, prio, 1.0 + self.ctl.pace_headroom),
+                time.time() if now is None else now)
         if self.audit is not None:
             floor = self.ctl.min_rate_frac * self.ctl.link_payload_Bps
             size = {}

@@ -192,12 +192,13 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
 
 
 def rate_snapshot(p: RatePlan, records, limited, floor_Bps: float = 0.0,
-                  prio: dict | None = None) -> dict:
+                  prio: dict | None = None, pace_factor: float = 1.0) -> dict:
     """What the coflow API's WatchRates streams (:class:`coflow.api.rates.CoflowRates` per
     registered coflow, keyed by its id string): each active flow of the plan under its flow
     id, at the rate its sender should pace at (payload bytes/s: the scheduler's rate, at least
     the meters' floor ``floor_Bps``), ``limited`` where ``limited(cid)`` says a meter holds the
-    coflow to its rates; the coflow's class from ``prio`` (default: the plan's). A registered coflow
+    coflow to its rates (times ``pace_factor``: 1 + ``pace_headroom``); the coflow's class
+    from ``prio`` (default: the plan's). A registered coflow
     with no active flow is listed without flows."""
     from ..api.rates import CoflowRates, FlowRate
     by_cid: dict = {}
@@ -212,7 +213,7 @@ def rate_snapshot(p: RatePlan, records, limited, floor_Bps: float = 0.0,
         if flows:
             lim = bool(limited(c))
             fid = {(f.src, f.dst): i for i, f in enumerate(rec.flows)}
-            fr = tuple(sorted((FlowRate(fid[(a, b)], a, b, max(float(r), floor_Bps), lim)
+            fr = tuple(sorted((FlowRate(fid[(a, b)], a, b, max(float(r), floor_Bps) * pace_factor, lim)
                                for a, b, r in flows if (a, b) in fid), key=lambda x: x.flow_id))
         key = str(rec.cid)
         out[key] = CoflowRates(key, fr, (p.prio if prio is None else prio).get(c))

@@ -109,6 +109,11 @@ class CtlSettings:
       payload capacity (``link_payload_Bps``); below 1 it leaves room for what a link carries
       besides the scheduled payload (the ACKs of the flows coming the other way, the segments
       Linux does not pace), so that paced rates are reachable. 1 = the whole payload capacity.
+    - ``pace_headroom``: the rate a sender is told to pace at (``WatchRates``) is its rate
+      times 1 + this (at most ``meter_headroom``, so that a paced sender never meets its meter):
+      what a paced flow does not reach of its rate nobody else takes, and a sender pacing a
+      little above it makes up the shortfall where the path has room (strict classes still
+      order the coflows). 0 = exactly the rate.
     - ``promote_active``: ordered modes (a scheduler that says an order): 0 = a coflow with
       active flows is never moved to a higher class (:func:`keep_classes`: no reordering of
       its own segments); 1 = classes by rank every round (:func:`order_priorities`), a coflow
@@ -138,6 +143,7 @@ class CtlSettings:
     claim_margin_bytes: int = 64 * 1024
     rate_capacity_frac: float = 1.0
     promote_active: int = 0
+    pace_headroom: float = 0.0
 
     @property
     def link_Bps(self) -> float:
@@ -180,6 +186,9 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
         raise ValueError("setting control_max_len: must be in 0..65535 (0 = off)")
     if not 1 <= s.slot_idle_epochs < 1 << EPOCH_BITS:
         raise ValueError(f"setting slot_idle_epochs: must be in 1..{(1 << EPOCH_BITS) - 1}")
+    if not (math.isfinite(s.pace_headroom) and 0 <= s.pace_headroom <= s.meter_headroom):
+        raise ValueError(f"setting pace_headroom: must be in 0..meter_headroom "
+                         f"({s.meter_headroom}), got {s.pace_headroom}")
     if s.promote_active not in (0, 1):
         raise ValueError(f"setting promote_active: must be 0 or 1, got {s.promote_active}")
     if not (math.isfinite(s.rate_capacity_frac) and 0 < s.rate_capacity_frac <= 1):
