@@ -823,8 +823,9 @@ class Controller:
         p = rate_plan(self.mode, self.sched, records, self.host_port,
                       self.ctl.rate_capacity_Bps, time.time() if now is None else now,
                       self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache, timings,
-                      measured, None if self.ctl.promote_active else self._plan_prio)
-        self._plan_prio = p.prio
+                      measured, None if self.ctl.promote_active else self._plan_prio,
+                      self.ctl.class_q1_bytes)
+        self._plan_prio = p.order_prio or {}
         t0 = time.perf_counter()
         self._rates_stale = False
         self._next_event = p.next_event

@@ -114,6 +114,10 @@ class CtlSettings:
       what a paced flow does not reach of its rate nobody else takes, and a sender pacing a
       little above it makes up the shortfall where the path has room (strict classes still
       order the coflows). 0 = exactly the rate.
+    - ``class_q1_bytes``: ordered modes: > 0 caps each coflow's class by its total size on
+      Aalo's thresholds from this Q1 (``rates.size_caps``: above Q1 never the top class, above
+      10 x Q1 never the top two, ...), so that a large coflow alone does not fill the top
+      class with a backlog that the next small coflow waits behind; 0 = the order alone.
     - ``promote_active``: ordered modes (a scheduler that says an order): 0 = a coflow with
       active flows is never moved to a higher class (:func:`keep_classes`: no reordering of
       its own segments); 1 = classes by rank every round (:func:`order_priorities`), a coflow
@@ -144,6 +148,7 @@ class CtlSettings:
     rate_capacity_frac: float = 1.0
     promote_active: int = 0
     pace_headroom: float = 0.0
+    class_q1_bytes: float = 0.0
 
     @property
     def link_Bps(self) -> float:
@@ -189,6 +194,9 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
     if not (math.isfinite(s.pace_headroom) and 0 <= s.pace_headroom <= s.meter_headroom):
         raise ValueError(f"setting pace_headroom: must be in 0..meter_headroom "
                          f"({s.meter_headroom}), got {s.pace_headroom}")
+    if not (math.isfinite(s.class_q1_bytes) and s.class_q1_bytes >= 0):
+        raise ValueError(f"setting class_q1_bytes: must be >= 0 bytes (0 = no size caps), "
+                         f"got {s.class_q1_bytes}")
     if s.promote_active not in (0, 1):
         raise ValueError(f"setting promote_active: must be 0 or 1, got {s.promote_active}")
     if not (math.isfinite(s.rate_capacity_frac) and 0 < s.rate_capacity_frac <= 1):
