@@ -341,6 +341,8 @@ class Experiment:
         self.cfg = cfg
         self.t = load_topology(cfg.topology)
         self.plan = plan if plan is not None else make_plan(cfg, self.t)
+        from ..results import provenance
+        self.provenance = provenance()   # the code the run runs (a later save names it)
         unknown = set(self.plan.hosts) - {h.name for h in self.t.hosts}
         if unknown:
             raise P.PlanError("plan", f"hosts not in {self.t.name}: {', '.join(sorted(unknown))}")
@@ -493,7 +495,8 @@ class Experiment:
     def finish(self, reports: dict[str, dict]) -> dict:
         cfg, plan = self.cfg, self.plan
         out = {"plan": plan.summary(), "config": {k: v for k, v in asdict(cfg).items()},
-               "topology": self.t.name, "reports": reports}
+               "topology": self.t.name, "reports": reports,
+               "provenance": getattr(self, "provenance", None)}
         base = "fair" if "fair" in reports else next(iter(reports))
         emu_table = compare_table(reports, base)
         out["table"] = emu_table
