@@ -147,6 +147,8 @@ def main(argv=None) -> int:
         return 2
     signal.signal(signal.SIGTERM, _raise_interrupt)
     t0 = time.time()
+    from coflow.results import provenance
+    pv = provenance()     # the code under test (the summary saved later names it)
     summary = counts = binary = None
     tb = Testbed(args.netns, args.ports, args.log_dir, args.switch_log_level)
     try:
@@ -181,7 +183,7 @@ def main(argv=None) -> int:
         from coflow.dataplane.toolchain import bmv2_build
         from coflow.report import write_json
         write_json({"rc": rc, "seconds": round(seconds, 1), "selected": args.tests, **(counts or {}),
-                    "switch": bmv2_build(binary)}, args.summary)
+                    "switch": bmv2_build(binary), "provenance": pv}, args.summary)
         print(f"ptf runner: {args.summary}")
     return rc
 

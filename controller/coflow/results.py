@@ -190,7 +190,7 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
             "startup": [{k: _short(v) for k, v in r.items()} for r in res.get("startup") or []],
             "p4info": res.get("p4info"),
             "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")],
-            "run": run_info(source_path)}
+            "run": run_info(source_path, res)}
 
 
 def _need(d: dict, keys: tuple, source_path: str, what: str) -> None:
@@ -209,7 +209,7 @@ def summarize_ptf(res: dict, source_path: str, command: str) -> dict:
         raise ResultsError(f"{source_path}: only {' '.join(res['selected'])} ran: save a full `make ptf`")
     return {"schema": SCHEMA, "kind": "ptf", "command": command,
             **{k: res[k] for k in ("ran", "passed", "failed", "seconds", "switch")},
-            "skipped": res.get("skipped") or 0, "weighted": res.get("weighted"), "run": run_info(source_path)}
+            "skipped": res.get("skipped") or 0, "weighted": res.get("weighted"), "run": run_info(source_path, res)}
 
 
 def summarize_bench_p4(res: dict, source_path: str, command: str) -> dict:
@@ -222,7 +222,7 @@ def summarize_bench_p4(res: dict, source_path: str, command: str) -> dict:
             "pps": res.get("pps"), "round_ratios_pps": res.get("round_ratios_pps"),
             "round_ratios_cpu": res.get("round_ratios_cpu"), "frame_bytes": res.get("frame_bytes"),
             "trial_s": res.get("trial_s"),
-            "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")], "run": run_info(source_path)}
+            "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")], "run": run_info(source_path, res)}
 
 
 def summarize_sweep(res: dict, source_path: str, command: str) -> dict:
@@ -234,7 +234,7 @@ def summarize_sweep(res: dict, source_path: str, command: str) -> dict:
     return {"schema": SCHEMA, "kind": "sweep", "command": command, "grid": res.get("grid"),
             "runs": res["runs"], "judged": res["judged"], "reproduce_all": res.get("reproduce_all"),
             "targets": res.get("targets"), "loadavg": [res["loadavg_start"], res.get("loadavg_end")],
-            "run": run_info(source_path)}
+            "run": run_info(source_path, res)}
 
 
 SUMMARIZERS = {"sim": summarize_sim, "emu": summarize_emu, "scale": summarize_scale, "ptf": summarize_ptf,

@@ -178,6 +178,8 @@ def main(argv=None) -> int:
         return 2
     rates: dict[str, list] = {"l3fwd": [], "coflow": []}
     load0 = [round(x, 2) for x in os.getloadavg()]
+    from coflow.results import provenance
+    pv = provenance()     # the code measured (the summary saved later names it)
     progs = {"l3fwd": (os.path.abspath(args.l3fwd), os.path.abspath(args.l3fwd_p4info)),
              "coflow": (os.path.abspath(args.coflow), os.path.abspath(args.coflow_p4info))}
     for r in range(args.rounds):
@@ -213,7 +215,8 @@ def main(argv=None) -> int:
                "round_ratios_pps": [round(p, 3) for p, _ in pair], "round_ratios_cpu": [round(c, 3) for _, c in pair],
                "ratio_pps": round(ratio_pps, 3), "ratio_cpu": round(ratio_cpu, 3),
                "target_pps_ratio": TARGET, "switch": bmv2_build(),
-               "loadavg_start": load0, "loadavg_end": [round(x, 2) for x in os.getloadavg()]}
+               "loadavg_start": load0, "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+               "provenance": pv}
         write_json(res, args.json)
         print(f"bench-p4: {args.json}")
     return 0
