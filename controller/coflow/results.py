@@ -63,9 +63,11 @@ def git_commit(cwd: str = ".") -> str | None:
 
 
 def git_dirty(cwd: str = ".") -> bool | None:
-    """Whether tracked files differ from HEAD (None: not a git checkout)."""
+    """Whether tracked files other than docs and saved results (``*.md``, ``results/``, which
+    the runs themselves rewrite) differ from HEAD (None: not a git checkout)."""
     try:
-        r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+        r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/",
+                            ":(top,exclude)results", ":(top,exclude,glob)**/*.md"], cwd=cwd,
                            capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
