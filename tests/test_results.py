@@ -66,6 +66,26 @@ def test_a_summary_names_the_runs_commit_not_the_one_at_save(tmp_path):
     assert pv["commit"] == R.git_commit(REPO) and isinstance(pv["dirty"], bool)
 
 
+def test_only_code_makes_a_tree_modified(tmp_path):
+    """A run rewrites README.md and results/ itself: those do not mark its commit modified;
+    any other tracked file does."""
+    import subprocess
+    g = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    g("init", "-q")
+    (tmp_path / "results").mkdir()
+    for f in ("README.md", "results/x.json", "code.py"):
+        (tmp_path / f).write_text("a\n")
+    g("add", "-A")
+    g("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")
+    assert R.git_dirty(str(tmp_path)) is False
+    (tmp_path / "README.md").write_text("b\n")
+    (tmp_path / "results" / "x.json").write_text("b\n")
+    assert R.git_dirty(str(tmp_path)) is False
+    (tmp_path / "code.py").write_text("b\n")
+    assert R.git_dirty(str(tmp_path)) is True
+    assert R.git_dirty(str(tmp_path / "results")) is True     # from any folder of the checkout
+
+
 def test_a_changed_table_is_found(tmp_path):
     cmp, path = _cmp(tmp_path)
     (tmp_path / "results").mkdir()
