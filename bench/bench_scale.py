@@ -28,7 +28,9 @@ round's RPCs on one asyncio loop), ``skip`` (futures, an answer identical to the
 decoded), ``after`` (both), ``push`` (after, and the edges that push their counters on the
 stream are not polled: the emulated ones; BMv2 does not push, so there it is ``after``; the
 controller's default); SEBF also ``rebuild`` (push, with the closed loop's metered pairs rebuilt
-from the meter pool every round and re-observed after every Write: the code before).
+from the meter pool every round and re-observed after every Write: the code before) and, in
+``churn``, ``readall`` (push, with the closed loop's counters read in the event round too: the
+code before the read had its own clock; only ``push`` reads on the clock).
 
 The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
 measured apart at every N (``closed_loop`` rows), in the same variants.
@@ -145,6 +147,10 @@ def set_variant(ctl, variant: str) -> None:
     # rebuild: the default I/O (push) with the closed loop's metered pairs rebuilt from the
     # meter pool every round (the code before the read set was kept incrementally)
     ctl.incremental_read_set = variant != "rebuild"
+    # readall: the default (push) with the closed loop read in every round, an arrival's or
+    # departure's too (the code before the read had its own clock); only push reads on the
+    # clock (the other variants are the code before it)
+    ctl.progress_on_clock = variant == "push"
 
 
 def start_controller(ctl, routes_full: bool) -> float:
@@ -226,9 +232,12 @@ def summarize(rs: list, pids: list, cpu_sw: float) -> dict:
 BLOCK = 4
 
 
-def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None) -> dict:
+def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None, event=False) -> dict:
     """``rounds`` counted rounds per variant, variants alternated in blocks of :data:`BLOCK`
-    (the first of each not counted); returns variant -> summary."""
+    (the first of each not counted); returns variant -> summary. ``event``: the rounds are
+    the loop's answer to a registry event (rate modes: the closed loop's read only when
+    overdue, ``Controller.progress_due(event=True)``), with the loop's clock round (its
+    read) run untimed before the event when it is due, as the loop runs it between events."""
     got: dict = {v: [] for v in variants}
     cpu_sw = {v: 0.0 for v in variants}
     push0 = sum(a.push_cpu_s for a in ctl.agents.values())
@@ -237,11 +246,14 @@ def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None) ->
         v = variants[(k // BLOCK) % len(variants)]
         counted = k % BLOCK != 0
         set_variant(ctl, v)
+        if event and ctl.progress_on_clock and ctl.progress_due():
+            ctl.round()        # the loop's clock round (the closed loop's read), between events
+            ctl._collect_between_rounds()
         if before_round is not None:
             before_round(k)
             time.sleep(0.02)   # what the edges push after a change arrives before the round
         s0 = sum(proc_cpu(p) for p in pids)
-        r = ctl.round()
+        r = ctl.round(progress=ctl.progress_due(event=True)) if event else ctl.round()
         if counted:
             cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
             got[v].append(r)
@@ -358,12 +370,16 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
                                           for f in fl})
         if "push" in variants:   # the incremental read set's baseline, same run
             variants = tuple(variants) + ("rebuild",)
+        # the closed loop's clock rounds: each reads the counters (what an API Update changed)
         out = {"progress": run_rounds(ctl, "progress", rounds, variants, pids, progress)}
 
         def churn(i):
             reg.unregister(live.pop(0))
             live.append(reg.register(make_flows(hosts, per, rng)).cid)
-        out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn)
+        if "push" in variants:   # the closed loop's read on its clock: its baseline, same run
+            variants = tuple(variants) + ("readall",)
+        # the loop's answer to an arrival and a departure (an event round)
+        out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn, event=True)
         for scen, s_per in out.items():
             for v, s in s_per.items():
                 rows.append({"mode": "sebf", "round": scen, "variant": v, "edges": len(ctl.edges),
