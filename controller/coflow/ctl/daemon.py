@@ -860,9 +860,6 @@ class Controller:
         # flow's bytes for the closed loop) but writes no MeterConfig: every packet is GREEN
         u = ctx.update(p.cids, p.cf, p.src, p.dst, p.rates if metering else np.zeros(p.rates.size),
                        self.slots.slot, self.ctl)
-        if not metering:
-            u = TR.MeterUpdate([x for x in u.sets if x[0][0] != "meters"],
-                               [x for x in u.patches if x[0][0] != "meters"])
         # no priority without enforcement: a coflow the pool could not meter gets no override
         # (it stays in the fair class) and is counted
         self._prio = {c: pr for c, pr in p.prio.items() if c not in ctx.unmetered} \
@@ -893,10 +890,7 @@ class Controller:
         self.metrics.unmetered_coflows.set(len(ctx.unmetered))
         self.metrics.unmetered_flows.set(ctx.unmetered_flows)
         self.metrics.meters_in_use.set(ctx.pool.in_use())
-        for comp, name, ents in u.sets:
-            self.book.set(comp, name, ents)
-        for comp, name, ents, keys in u.patches:
-            self.book.set(comp, name, ents, changed=keys)
+        u.apply(self.book, meters=metering)
         if timings is not None:
             timings["translate"] = time.perf_counter() - t0
         if p.alloc is not None and p.alloc.queue is not None:
