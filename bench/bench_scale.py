@@ -30,7 +30,10 @@ stream are not polled: the emulated ones; BMv2 does not push, so there it is ``a
 controller's default); SEBF also ``rebuild`` (push, with the closed loop's metered pairs rebuilt
 from the meter pool every round and re-observed after every Write: the code before) and, in
 ``churn``, ``readall`` (push, with the closed loop's counters read in the event round too: the
-code before the read had its own clock; only ``push`` reads on the clock).
+code before the read had its own clock) and ``reset`` (push, with a released meter reset at
+once: the code before its config was left in place until the index is taken again); the
+``before`` .. ``after`` variants have neither of these two changes, ``rebuild`` reads in every
+round (its baseline in ``churn`` is ``readall``).
 
 The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
 measured apart at every N (``closed_loop`` rows), in the same variants.
@@ -135,22 +138,28 @@ def patient(ctl) -> None:
 
 def set_variant(ctl, variant: str) -> None:
     from coflow.ctl.aio import RoundIO
-    want_aio = variant in ("aio", "after", "push")
+    # push and the variants that are push minus one change: the default I/O
+    pushlike = variant in ("push", "rebuild", "readall", "reset")
+    want_aio = variant in ("aio", "after") or pushlike
     if want_aio and ctl.io is None:
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
         ctl._bench_io = ctl.io
     elif not want_aio and ctl.io is not None:
         ctl._bench_io = ctl.io
         ctl.io = None
-    ctl.skip_unchanged = variant in ("skip", "after", "push", "rebuild")
-    ctl.use_push = variant in ("push", "rebuild")
+    ctl.skip_unchanged = variant in ("skip", "after") or pushlike
+    ctl.use_push = pushlike
     # rebuild: the default I/O (push) with the closed loop's metered pairs rebuilt from the
-    # meter pool every round (the code before the read set was kept incrementally)
+    # meter pool every round (the code before the read set was kept incrementally), read in
+    # every round (as readall)
     ctl.incremental_read_set = variant != "rebuild"
     # readall: the default (push) with the closed loop read in every round, an arrival's or
     # departure's too (the code before the read had its own clock); only push reads on the
     # clock (the other variants are the code before it)
-    ctl.progress_on_clock = variant == "push"
+    ctl.progress_on_clock = variant in ("push", "reset")
+    # reset: the default (push) with a released meter reset (the code before its config was
+    # left in place until the index is taken again)
+    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild")
 
 
 def start_controller(ctl, routes_full: bool) -> float:
@@ -376,8 +385,8 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
         def churn(i):
             reg.unregister(live.pop(0))
             live.append(reg.register(make_flows(hosts, per, rng)).cid)
-        if "push" in variants:   # the closed loop's read on its clock: its baseline, same run
-            variants = tuple(variants) + ("readall",)
+        if "push" in variants:   # baselines of the closed loop's read on its clock and of
+            variants = tuple(variants) + ("readall", "reset")   # lingering meters, same run
         # the loop's answer to an arrival and a departure (an event round)
         out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn, event=True)
         for scen, s_per in out.items():

@@ -630,6 +630,9 @@ class MeterContext:
         self._glob = None  # (key, sel, inv, minv, npairs, nmeters, [(cid, _CoflowMeters)])
         self._mrate = None  # last round's rate per meter (global order)
         self._dropped: list = []  # (switch, MeterConfig) of the meters released this round
+        # a released index's config is left on the switch (False: reset, the code before;
+        # bench-scale's baseline)
+        self.linger_released = True
         self._settings = None
         self.unmetered: dict = {}  # cid -> pairs that got no meter (the whole coflow: none)
         # the closed loop's read set, kept incrementally (changed only by the coflows a round
@@ -832,6 +835,8 @@ class MeterContext:
             drop.setdefault(sw, []).append(k)
         pool.unlingered = []
         add: dict = {}
+        if not self.linger_released:
+            self._dropped = []
         if self._dropped:
             owner, linger = pool.owner, pool.linger
             for sw, m in self._dropped:
