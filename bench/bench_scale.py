@@ -247,10 +247,23 @@ def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None, ev
     the loop's answer to a registry event (rate modes: the closed loop's read only when
     overdue, ``Controller.progress_due(event=True)``), with the loop's clock round (its
     read) run untimed before the event when it is due, as the loop runs it between events."""
+    import gc
     got: dict = {v: [] for v in variants}
     cpu_sw = {v: 0.0 for v in variants}
+    gcs = {v: [0, 0.0] for v in variants}   # full collections inside counted rounds, seconds
     push0 = sum(a.push_cpu_s for a in ctl.agents.values())
     k = 0
+    timing = {"on": False, "t": 0.0}
+
+    def gc_cb(phase, info):
+        if not timing["on"] or info.get("generation") != 2:
+            return
+        if phase == "start":
+            timing["t"] = time.perf_counter()
+        else:
+            gcs[timing["v"]][0] += 1
+            gcs[timing["v"]][1] += time.perf_counter() - timing["t"]
+    gc.callbacks.append(gc_cb)
     while min(len(got[v]) for v in variants) < rounds:
         v = variants[(k // BLOCK) % len(variants)]
         counted = k % BLOCK != 0
@@ -262,7 +275,9 @@ def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None, ev
             before_round(k)
             time.sleep(0.02)   # what the edges push after a change arrives before the round
         s0 = sum(proc_cpu(p) for p in pids)
+        timing["on"], timing["v"] = counted, v
         r = ctl.round(progress=ctl.progress_due(event=True)) if event else ctl.round()
+        timing["on"] = False
         if counted:
             cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
             got[v].append(r)
@@ -270,7 +285,10 @@ def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None, ev
         k += 1
         if k % (len(variants) * BLOCK * 3) == 0:
             log(f"  {scenario}: {k} rounds")
+    gc.callbacks.remove(gc_cb)
     out = {v: summarize(got[v], pids, cpu_sw[v]) for v in variants}
+    for v in variants:
+        out[v]["full_gc_in_rounds"], out[v]["full_gc_ms"] = gcs[v][0], gcs[v][1] * 1e3
     push_cpu = sum(a.push_cpu_s for a in ctl.agents.values())
     for v in variants:   # receiving pushes (stream threads, between rounds): per round
         out[v]["push_cpu_per_round_ms"] = (push_cpu - push0) * 1e3 / max(1, k)

@@ -281,12 +281,16 @@ class Controller:
         """Run the collections the allocator is about to trigger now, between rounds, rather
         than inside the next one: generation 0 when it is half full (1-3 ms), generation 1
         when the next generation-0 collection would bring it along (20-30 ms with the entities
-        a churn of coflows leaves behind)."""
-        c0, c1, _ = gc.get_count()
-        t0, t1, _ = gc.get_threshold()
+        a churn of coflows leaves behind), generation 2 when that one would bring it along."""
+        c0, c1, c2 = gc.get_count()
+        t0, t1, t2 = gc.get_threshold()
         if t0 <= 0 or not gc.isenabled():
             return  # the embedding program manages collection itself
-        if c1 >= t1 - 1 and c0 > t0 // 4:
+        if c2 >= t2 - 1 and c1 >= t1 - 1 and c0 > t0 // 4:
+            # the next generation-1 collection may bring a full one along (everything not
+            # frozen: 20-40 ms after a churn of coflows, the p99 of a churn round by itself)
+            gc.collect(2)
+        elif c1 >= t1 - 1 and c0 > t0 // 4:
             gc.collect(1)
         elif c0 > t0 // 2:
             gc.collect(0)
