@@ -526,6 +526,30 @@ def idle_bmv2_cost(n: int = 4, seconds: float = 5.0) -> dict:
             b.stop()
 
 
+def queues_micro(ncoflows: int = 100, reps: int = 300) -> dict:
+    """The D-CLAS round's queue decision (the core's ``dclas_queues``, every coflow due, as in
+    a coordination tick) against the per-coflow loop it replaced (tests/reference_sched.py,
+    the property tests' oracle), same run, alternated: median microseconds per call."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference_sched import dclas_queues_reference
+    from coflow.ctl.coord import coordination_view
+    from coflow.params import DclasParams
+    from coflow.sched.queues import dclas_queues
+    p = DclasParams(K=8)
+    cids = [(k + 1, 0) for k in range(ncoflows)]
+    sizes = [float(10 ** (k % 9)) for k in range(ncoflows)]
+    t = {"vectorised": [], "loop": []}
+    for i in range(reps):
+        for name, fn in (("vectorised", dclas_queues), ("loop", dclas_queues_reference)):
+            v = coordination_view(float(i), cids, sizes, {})
+            t0 = time.perf_counter()
+            fn(v, p)
+            t[name].append(time.perf_counter() - t0)
+    out = {k: statistics.median(x) * 1e6 for k, x in t.items()}
+    return {"coflows": ncoflows, "vectorised_us": out["vectorised"], "loop_us": out["loop"],
+            "ratio": out["vectorised"] / out["loop"]}
+
+
 def emu_cost(topo_edges: int, procs: int) -> dict:
     from p4rt_emu import EmulatedSwitches
     with EmulatedSwitches(list(range(1, topo_edges + 1)), procs) as e:
@@ -660,6 +684,9 @@ def main(argv=None) -> int:
     if have_bmv2:
         log("idle BMv2 cost")
         res["bmv2_idle"] = idle_bmv2_cost()
+    if "dclas" in modes:
+        res["dclas_queues"] = queues_micro()
+        log(f"dclas_queues: {res['dclas_queues']}")
     else:
         log("simple_switch_grpc not found: emulated switches only")
     base = 20000 + (os.getpid() % 100) * 1100
@@ -669,7 +696,7 @@ def main(argv=None) -> int:
         with open(out_path) as f:
             old = json.load(f)
         kept = old.get("rows", [])
-        for k in ("bmv2_idle", "emulated_idle", "startup"):
+        for k in ("bmv2_idle", "emulated_idle", "startup", "dclas_queues"):
             if k in old and k not in res:
                 res[k] = old[k]
         res["earlier_runs"] = old.get("earlier_runs", []) + [

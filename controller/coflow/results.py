@@ -164,6 +164,7 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
             "bmv2_idle": res.get("bmv2_idle"), "emulated_idle": res.get("emulated_idle"),
             "validation": [{k: _short(v) for k, v in r.items()} for r in res.get("validation") or []],
             "startup": [{k: _short(v) for k, v in r.items()} for r in res.get("startup") or []],
+            "dclas_queues": {k: _short(v) for k, v in (res.get("dclas_queues") or {}).items()} or None,
             "p4info": res.get("p4info"),
             "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")],
             "run": run_info(source_path)}
@@ -389,6 +390,12 @@ def render_scale(s: dict) -> str:
                        f"{_f(r['median_ms'])} / {_f(r['p99_ms'])} / {_f(r['cpu_median_ms'])}, "
                        f"{_f(r.get('updates_per_round'), '{:.0f}')} | "
                        f"{r['median_ms'] / b['median_ms']:.2f} / {r['cpu_median_ms'] / b['cpu_median_ms']:.2f} |")
+    dq = s.get("dclas_queues")
+    if dq:
+        out += ["", f"The D-CLAS round's queue decision (the core's `dclas_queues`, {dq['coflows']:,} coflows "
+                f"due): {_f(dq['vectorised_us'], '{:.0f}')} us vectorised against "
+                f"{_f(dq['loop_us'], '{:.0f}')} us for the per-coflow loop it replaced "
+                f"({dq['ratio']:.2f}x, same run, median per call)."]
     val = s.get("validation") or []
     if val:
         out += ["", "The emulation against BMv2, the same rounds at the same N (emulated / BMv2; "
