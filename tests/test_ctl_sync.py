@@ -121,8 +121,9 @@ def test_unexpected_error_releases_every_lock():
 def test_collections_due_run_between_rounds(monkeypatch):
     """Hand-checked: the collection the allocator is about to trigger runs between rounds, the
     youngest generation that covers it: generation 0 past half its threshold, 1 when the next
-    generation-0 collection would bring it along, 2 (full) when that one would bring it too;
-    nothing when the program turned collection off."""
+    generation-0 collection would bring it along, 2 (full) when that one would bring it too
+    or when it is pending already (its count past the threshold: CPython runs it at any
+    generation-0 collection from then on); nothing when the program turned collection off."""
     import types
     from coflow.ctl import daemon as D
     got = []
@@ -132,6 +133,7 @@ def test_collections_due_run_between_rounds(monkeypatch):
                                      isenabled=lambda: enabled, collect=got.append)
     for count, want in [((100, 0, 0), []), ((400, 0, 0), [0]), ((400, 9, 0), [1]),
                         ((100, 9, 0), []), ((400, 9, 9), [2]), ((400, 3, 9), [0]),
+                        ((100, 0, 11), [2]), ((100, 9, 9), []),
                         ((400, 9, 9, False), [])]:
         got.clear()
         monkeypatch.setattr(D, "gc", fake(count[:3], *(count[3:] or (True,))))

@@ -286,9 +286,11 @@ class Controller:
         t0, t1, t2 = gc.get_threshold()
         if t0 <= 0 or not gc.isenabled():
             return  # the embedding program manages collection itself
-        if c2 >= t2 - 1 and c1 >= t1 - 1 and c0 > t0 // 4:
-            # the next generation-1 collection may bring a full one along (everything not
-            # frozen: 20-40 ms after a churn of coflows, the p99 of a churn round by itself)
+        if c2 > t2 or (c2 >= t2 - 1 and c1 >= t1 - 1 and c0 > t0 // 4):
+            # a full collection (everything not frozen: 20-40 ms after a churn of coflows, the
+            # p99 of a churn round by itself) is pending (CPython runs it at a generation-0
+            # collection once its count passed the threshold, when enough long-lived objects
+            # are new) or the next generation-1 collection would make it so
             gc.collect(2)
         elif c1 >= t1 - 1 and c0 > t0 // 4:
             gc.collect(1)
