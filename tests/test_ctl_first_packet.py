@@ -18,14 +18,14 @@ needs_build = pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(
                                  reason="build/coflow.p4info.txt missing: run `make p4`")
 
 
-def _controller(mode):
+def _controller(mode, **settings):
     from coflow.api.registry import CoflowRegistry
     from coflow.ctl.daemon import Controller
     from coflow.ctl.switch import SwitchAgent
     t = T.bigswitch(4)
     reg = CoflowRegistry([h.name for h in t.hosts])
     c = Controller(t, mode, P4INFO, BMV2_JSON, {s.name: "127.0.0.1:1" for s in t.switches},
-                   registry=reg, settings={"link_mbps": "10"})
+                   registry=reg, settings={"link_mbps": "10", **settings})
     c._unsubscribe = reg.subscribe(c._on_registry)
     for a in c.agents.values():     # as if connected and primary, holding nothing yet
         a.state = SwitchAgent.MASTER
@@ -79,6 +79,40 @@ def test_dclas_needs_only_the_slot():
         for a in c.agents.values():
             a.actual.add(slot)
         assert c.wait_installed(rec.cid, timeout=0.05)
+    finally:
+        c.stop()
+        reg.close()
+
+
+@needs_build
+@pytest.mark.parametrize("mode", ["sebf", "sincronia"])
+@pytest.mark.parametrize("promote", ["0", "1"])
+def test_a_coflow_still_sending_is_not_promoted(mode, promote):
+    """Three coflows on one receiver, ordered small, medium, large: classes 7, 6, 5. The small
+    one leaves: with ``promote_active=0`` (the default) the two still sending keep 6 and 5 on
+    every edge (their queued segments would be overtaken); with 1 they rise to 7 and 6."""
+    c, reg = _controller(mode, promote_active=promote)
+    try:
+        recs = [reg.register([(f"h{i}", "h3", size)])
+                for i, size in enumerate((1_000, 2_000_000, 8_000_000))]
+        cids = [(r.cid.external, r.cid.internal) for r in recs]
+
+        def round_():
+            with c._mu:
+                c._refresh_coflows()
+                c._compute_rates(1000.0)
+                return c._desired()
+
+        round_()
+        assert c._prio == dict(zip(cids, (7, 6, 5)))
+        reg.unregister(recs[0].cid)
+        desired = round_()
+        want = (6, 5) if promote == "0" else (7, 6)
+        assert c._prio == dict(zip(cids[1:], want))
+        for sw in c.edges:
+            d = desired[sw].entities
+            for cid, pr in zip(cids[1:], want):
+                assert d[TR.override_entity(cid, pr).key] == TR.override_entity(cid, pr)
     finally:
         c.stop()
         reg.close()

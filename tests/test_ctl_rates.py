@@ -128,9 +128,9 @@ def test_any_scheduler_that_says_an_order_reaches_the_queues(reg):
     p = plan("whatever", Reverse(), r.list(), hp(t), LINK, 0.0, {}, 10**9)
     assert p.prio == {(9 - k, 0): max(1, 7 - k) for k in range(9)}
     cids = [(1, 0), (2, 0), (3, 0)]
-    assert priorities(Allocation(np.zeros(3), queue=np.array([1, 3, 8])), cids) == \
+    assert priorities(Allocation(np.zeros(3), queue=np.array([1, 3, 8])), cids)[0] == \
         {(1, 0): 7, (2, 0): 5, (3, 0): 0}
-    assert priorities(Allocation(np.zeros(3)), cids) == {}
+    assert priorities(Allocation(np.zeros(3)), cids)[0] == {}
 
 
 def test_sebf_memory_carries_starvation_clock(reg):
@@ -173,6 +173,54 @@ def test_rate_snapshot_is_what_each_flow_is_paced_at(reg):
     assert b2.flows[0].rate_Bps == pytest.approx(LINK) and b2.flows[1].rate_Bps == 1000.0
     assert b2.priority == 6 and snap["3.0"].flows == () and snap["3.0"].priority is None
     assert str(b.cid) == "2.0"
+
+
+def test_pace_headroom_scales_what_senders_are_told_within_the_meter(reg):
+    """``pace_headroom`` h: the stream tells each flow its rate (floor included) times 1 + h,
+    the meters stay at the rate times 1 + meter_headroom, and h above meter_headroom (a
+    paced sender that would meet its meter) is refused on one line."""
+    from coflow.ctl.rates import rate_snapshot
+    t, r = reg
+    r.register([("h0", "h1", 1_000_000)])
+    r.register([("h3", "h2", 2_000_000), ("h0", "h2", 2_000_000)])
+    p = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 100.0, {}, 10**9)
+    base = rate_snapshot(p, r.list(), lambda c: True, floor_Bps=1000.0)
+    more = rate_snapshot(p, r.list(), lambda c: True, floor_Bps=1000.0, pace_factor=1.2)
+    for k in base:
+        assert [f.rate_Bps * 1.2 for f in base[k].flows] == \
+            pytest.approx([f.rate_Bps for f in more[k].flows])
+        assert base[k].priority == more[k].priority
+    assert TR.split_settings({"meter_headroom": "0.3", "pace_headroom": "0.2"})[0].pace_headroom == 0.2
+    for bad in ("0.4", "-0.1", "nan"):
+        with pytest.raises(ValueError, match="pace_headroom"):
+            TR.split_settings({"meter_headroom": "0.3", "pace_headroom": bad})
+
+
+def test_size_caps_keep_large_coflows_out_of_the_top_classes(reg):
+    """Aalo's thresholds on each coflow's total size (Q1 = 1 kB, E = 10): 500 B may take 7,
+    5 kB at most 6, 2 MB at most 3; unknown size 1. A large coflow first in the order is capped
+    without pushing the ones behind it down (they pass it), and with the caps no coflow still
+    sending rises (the next round starts from the order's own classes)."""
+    from coflow.ctl.rates import priorities, size_caps
+    from coflow.sched.base import Allocation
+    t, r = reg
+    big = r.register([("h0", "h1", 2_000_000)])
+    mid = r.register([("h2", "h1", 5_000)])
+    tiny = r.register([("h3", "h2", 500)])
+    unk = r.register([("h3", "h0", None)])
+    p = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    caps = size_caps(p.view, p.cids, 1000)
+    cids = [(x.cid.external, x.cid.internal) for x in (big, mid, tiny, unk)]
+    assert [caps[c] for c in cids] == [3, 6, 7, 1]
+    order = Allocation(np.zeros(0), order=np.arange(4))        # big first, as SEBF never would
+    prio, order_prio = priorities(order, cids, {}, caps)
+    assert order_prio == {cids[0]: 7, cids[1]: 6, cids[2]: 5, cids[3]: 4}
+    assert prio == {cids[0]: 3, cids[1]: 6, cids[2]: 5, cids[3]: 1}
+    prio2, _ = priorities(Allocation(np.zeros(0), order=np.arange(1, 4)), cids, order_prio, caps)
+    assert prio2 == {cids[1]: 6, cids[2]: 5, cids[3]: 1}             # big gone: nobody rises
+    p2 = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 0.0, {}, 10**9,
+              prev_prio={}, class_q1_bytes=1000)
+    assert p2.prio[cids[0]] <= 3 and p2.prio[cids[3]] == 1 and p2.prio[cids[2]] == 7
 
 
 def test_meter_headroom_above_the_paced_rate():

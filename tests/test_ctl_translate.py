@@ -151,6 +151,63 @@ def test_order_priorities_saturate():
                                                 "g": 1, "h": 1, "i": 1}
 
 
+def test_keep_classes_never_promotes_a_coflow_still_sending():
+    """Hand-checked: A, B, C by rank 7, 6, 5. A finishes: B and C keep 6 and 5 (by rank they
+    would rise to 7 and 6, and their next segments overtake their queued ones). D arrives
+    ahead of all: the free top class. E arrives between B and C: B 6, E 5, C demoted to 4.
+    B and C swap: C keeps 4 (no rise), B goes below it. A coflow absent last round (no active
+    flow: nothing in flight) is placed afresh."""
+    k = TR.keep_classes
+    r1 = k(TR.order_priorities("ABC"), {})
+    assert r1 == {"A": 7, "B": 6, "C": 5}
+    r2 = k(TR.order_priorities("BC"), r1)
+    assert r2 == {"B": 6, "C": 5}
+    r3 = k(TR.order_priorities("DBC"), r2)
+    assert r3 == {"D": 7, "B": 6, "C": 5}
+    r4 = k(TR.order_priorities("DBEC"), r3)
+    assert r4 == {"D": 7, "B": 6, "E": 5, "C": 4}
+    r5 = k(TR.order_priorities("DCEB"), r4)
+    assert r5 == {"D": 7, "C": 4, "E": 3, "B": 2}
+    assert k(TR.order_priorities("CB"), {"B": 2}) == {"C": 7, "B": 2}   # C idle last round
+    # ties in the ranked input (a shared class, e.g. FIFO-LM groups) stay ties
+    assert k({"a": 7, "b": 7, "c": 6}, {"a": 5}) == {"a": 5, "b": 5, "c": 4}
+    # saturation: everything past the bottom shares it
+    assert list(k(TR.order_priorities("abcdefghi"), {"a": 2}).values()) == [2] + [1] * 8
+
+
+def test_keep_classes_properties_over_random_histories():
+    """Over random histories of orders (arrivals, departures, reorderings): no coflow present
+    in two consecutive rounds rises; along the order priorities never increase; two coflows
+    the ranking separates are one class apart unless at the bottom; every class is in
+    1..7; and a newcomer placed first gets 7."""
+    import random
+    rnd = random.Random(7)
+    for _ in range(300):
+        live: list = []
+        prev: dict = {}
+        nxt = 0
+        for _ in range(30):
+            for c in list(live):
+                if rnd.random() < 0.2:
+                    live.remove(c)
+            for _ in range(rnd.randint(0, 3)):
+                live.insert(rnd.randint(0, len(live)), nxt)
+                nxt += 1
+            if len(live) > 1 and rnd.random() < 0.3:
+                i, j = rnd.sample(range(len(live)), 2)
+                live[i], live[j] = live[j], live[i]
+            got = TR.keep_classes(TR.order_priorities(live), prev)
+            assert list(got) == live
+            vals = list(got.values())
+            assert all(1 <= v <= 7 for v in vals)
+            assert all(b <= a for a, b in zip(vals, vals[1:]))
+            assert all(b < a or b == 1 for a, b in zip(vals, vals[1:]))
+            assert all(got[c] <= prev[c] for c in got if c in prev)
+            if live and live[0] not in prev:
+                assert got[live[0]] == 7
+            prev = got
+
+
 def test_override_priority_range():
     with pytest.raises(ValueError):
         TR.override_entity((1, 0), 8)

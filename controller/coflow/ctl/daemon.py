@@ -146,6 +146,7 @@ class Controller:
         self._seeded = False
         self._overrides: dict = {e: {} for e in self.edges}  # switch -> {cid: prio}
         self._prio: dict = {}  # rate modes: cid -> prio
+        self._plan_prio: dict = {}  # rate modes: last plan's classes (keep_classes)
         self._next_event = INF
         self._rates_stale = True
         self._static_cache = None
@@ -856,7 +857,9 @@ class Controller:
         p = rate_plan(self.mode, self.sched, records, self.host_port,
                       self.ctl.rate_capacity_Bps, time.time() if now is None else now,
                       self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache, timings,
-                      measured)
+                      measured, None if self.ctl.promote_active else self._plan_prio,
+                      self.ctl.class_q1_bytes)
+        self._plan_prio = p.order_prio or {}
         t0 = time.perf_counter()
         self._rates_stale = False
         self._next_event = p.next_event
@@ -878,7 +881,8 @@ class Controller:
             recs, prio = self._records, self._prio
             self.rate_board.publish(
                 lambda: rate_snapshot(p, recs, (lambda c: c not in unm) if metering else (lambda c: False),
-                                      floor, prio), time.time() if now is None else now)
+                                      floor, prio, 1.0 + self.ctl.pace_headroom),
+                time.time() if now is None else now)
         if self.audit is not None:
             floor = self.ctl.min_rate_frac * self.ctl.link_payload_Bps
             size = {}

@@ -27,7 +27,7 @@ import numpy as np
 from ..params import hw_priority
 from ..sched.base import Allocation, INF, Scheduler, View
 from ..dataplane.constants import TCP_MSS_BYTES
-from .translate import order_priorities
+from .translate import keep_classes, order_priorities
 
 
 @dataclass
@@ -42,6 +42,9 @@ class RatePlan:
     next_event: float = INF  # absolute time (time.time()) the scheduler wants to run again
     alloc: Allocation | None = None
     view: View | None = field(default=None, repr=False)
+    #: ordered schedulers: each coflow's class from the order alone, before the size caps
+    #: (the next round's ``prev_prio``: :func:`priorities`)
+    order_prio: dict | None = None
 
     @property
     def flows(self) -> list:
@@ -149,25 +152,53 @@ def build_view(records, host_port: dict, link_Bps: float, now: float, memory: di
     return v, (cf_arr, src, dst), cids
 
 
-def priorities(alloc: Allocation, cids: list) -> dict:
-    """cid -> BMv2 priority from what the scheduler said in its Allocation, whatever the
-    scheduler: its queues (``alloc.queue``, 1 = highest) through ``hw_priority``, else its
-    service order (``alloc.order``) through :func:`~coflow.ctl.translate.order_priorities`
-    (7, 6, ..., saturating at 1); neither (HUG) = no override (``fair_prio``)."""
+def size_caps(v: View, cids: list, q1_bytes: float) -> dict:
+    """cid -> the highest priority a coflow's total size allows: Aalo's queues on what it
+    will send in all (clairvoyant: sent + remaining, ``View.cf_total``), Q1 = ``q1_bytes``,
+    E = 10, over the 7 classes 7..1 (``DclasParams(K=7)``); a coflow of unknown size gets 1.
+    A coflow larger than Q1 never takes the top class, so that its backlog there (a strict
+    class's queue holds seconds of its segments at these link rates) is not what a small
+    newcomer waits behind; it is its class from the first packet, where D-CLAS reaches it by
+    demotion."""
+    from ..params import DclasParams
+    p = DclasParams(K=7, Q1=float(q1_bytes))
+    tot = v.cf_total.tolist()
+    return {c: 8 - p.queue_of(t) for c, t in zip(cids, tot)}
+
+
+def priorities(alloc: Allocation, cids: list, prev: dict | None = None,
+               caps: dict | None = None) -> tuple[dict, dict | None]:
+    """(cid -> BMv2 priority, the order's classes before ``caps``) from what the scheduler said
+    in its Allocation, whatever the scheduler: its queues (``alloc.queue``, 1 = highest)
+    through ``hw_priority``, else its service order (``alloc.order``) through
+    :func:`~coflow.ctl.translate.order_priorities` (7, 6, ..., saturating at 1) and, given
+    last round's order classes ``prev``, through :func:`~coflow.ctl.translate.keep_classes`
+    (no coflow of ``prev`` promoted), then each at most its cap in ``caps`` (:func:`size_caps`;
+    a cap does not push the coflows behind it down: they may pass it); neither (HUG) = no
+    override (``fair_prio``)."""
     if not cids:
-        return {}
+        return {}, None
     if alloc.queue is not None:
-        return {c: hw_priority(min(max(int(q), 1), 8)) for c, q in zip(cids, alloc.queue.tolist())}
+        return {c: hw_priority(min(max(int(q), 1), 8))
+                for c, q in zip(cids, alloc.queue.tolist())}, None
     if alloc.order is not None:
-        return order_priorities(cids[k] for k in alloc.order.tolist())
-    return {}
+        ranked = order_priorities(cids[k] for k in alloc.order.tolist())
+        order = ranked if prev is None else keep_classes(ranked, prev)
+        if not caps:
+            return order, order
+        return {c: min(p, caps.get(c, p)) for c, p in order.items()}, order
+    return {}, None
 
 
 def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float, now: float,
          memory: dict, unknown_size: int, cache: dict | None = None,
-         timings: dict | None = None, measured: dict | None = None) -> RatePlan:
+         timings: dict | None = None, measured: dict | None = None,
+         prev_prio: dict | None = None, class_q1_bytes: float = 0.0) -> RatePlan:
     """``timings`` (optional): gets the seconds spent in ``view``, ``allocate``, ``priorities``;
-    ``measured``: bytes sent read from the data plane (:func:`build_view`)."""
+    ``measured``: bytes sent read from the data plane (:func:`build_view`); ``prev_prio``: the
+    previous plan's ``prio`` (ordered schedulers then promote no coflow still active:
+    :func:`priorities`), None = classes by rank; ``class_q1_bytes`` > 0: ordered schedulers'
+    classes capped by the coflows' sizes (:func:`size_caps`)."""
     t0 = time.perf_counter()
     v, (cf, src, dst), cids = build_view(records, host_port, link_Bps, now, memory, unknown_size,
                                          cache, measured)
@@ -179,19 +210,23 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
         return RatePlan([], cf, src, dst, np.zeros(0), hosts, {}, INF, None, v)
     alloc = sched.allocate(v)
     t2 = time.perf_counter()
-    prio = priorities(alloc, cids)
+    caps = size_caps(v, cids, class_q1_bytes) if class_q1_bytes > 0 and alloc.order is not None \
+        else None
+    prio, order_prio = priorities(alloc, cids, prev_prio, caps)
     if timings is not None:
         timings.update(view=t1 - t0, allocate=t2 - t1, priorities=time.perf_counter() - t2)
-    return RatePlan(cids, cf, src, dst, alloc.rates, hosts, prio, alloc.next_event, alloc, v)
+    return RatePlan(cids, cf, src, dst, alloc.rates, hosts, prio, alloc.next_event, alloc, v,
+                    order_prio)
 
 
 def rate_snapshot(p: RatePlan, records, limited, floor_Bps: float = 0.0,
-                  prio: dict | None = None) -> dict:
+                  prio: dict | None = None, pace_factor: float = 1.0) -> dict:
     """What the coflow API's WatchRates streams (:class:`coflow.api.rates.CoflowRates` per
     registered coflow, keyed by its id string): each active flow of the plan under its flow
     id, at the rate its sender should pace at (payload bytes/s: the scheduler's rate, at least
     the meters' floor ``floor_Bps``), ``limited`` where ``limited(cid)`` says a meter holds the
-    coflow to its rates; the coflow's class from ``prio`` (default: the plan's). A registered coflow
+    coflow to its rates (times ``pace_factor``: 1 + ``pace_headroom``); the coflow's class
+    from ``prio`` (default: the plan's). A registered coflow
     with no active flow is listed without flows."""
     from ..api.rates import CoflowRates, FlowRate
     by_cid: dict = {}
@@ -206,7 +241,7 @@ def rate_snapshot(p: RatePlan, records, limited, floor_Bps: float = 0.0,
         if flows:
             lim = bool(limited(c))
             fid = {(f.src, f.dst): i for i, f in enumerate(rec.flows)}
-            fr = tuple(sorted((FlowRate(fid[(a, b)], a, b, max(float(r), floor_Bps), lim)
+            fr = tuple(sorted((FlowRate(fid[(a, b)], a, b, max(float(r), floor_Bps) * pace_factor, lim)
                                for a, b, r in flows if (a, b) in fid), key=lambda x: x.flow_id))
         key = str(rec.cid)
         out[key] = CoflowRates(key, fr, (p.prio if prio is None else prio).get(c))

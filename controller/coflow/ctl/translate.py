@@ -109,6 +109,19 @@ class CtlSettings:
       payload capacity (``link_payload_Bps``); below 1 it leaves room for what a link carries
       besides the scheduled payload (the ACKs of the flows coming the other way, the segments
       Linux does not pace), so that paced rates are reachable. 1 = the whole payload capacity.
+    - ``pace_headroom``: the rate a sender is told to pace at (``WatchRates``) is its rate
+      times 1 + this (at most ``meter_headroom``, so that a paced sender never meets its meter):
+      what a paced flow does not reach of its rate nobody else takes, and a sender pacing a
+      little above it makes up the shortfall where the path has room (strict classes still
+      order the coflows). 0 = exactly the rate.
+    - ``class_q1_bytes``: ordered modes: > 0 caps each coflow's class by its total size on
+      Aalo's thresholds from this Q1 (``rates.size_caps``: above Q1 never the top class, above
+      10 x Q1 never the top two, ...), so that a large coflow alone does not fill the top
+      class with a backlog that the next small coflow waits behind; 0 = the order alone.
+    - ``promote_active``: ordered modes (a scheduler that says an order): 0 = a coflow with
+      active flows is never moved to a higher class (:func:`keep_classes`: no reordering of
+      its own segments); 1 = classes by rank every round (:func:`order_priorities`), a coflow
+      rising as the ones ahead of it finish.
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -133,6 +146,9 @@ class CtlSettings:
     claim_margin_frac: float = 0.25
     claim_margin_bytes: int = 64 * 1024
     rate_capacity_frac: float = 1.0
+    promote_active: int = 0
+    pace_headroom: float = 0.0
+    class_q1_bytes: float = 0.0
 
     @property
     def link_Bps(self) -> float:
@@ -175,6 +191,14 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
         raise ValueError("setting control_max_len: must be in 0..65535 (0 = off)")
     if not 1 <= s.slot_idle_epochs < 1 << EPOCH_BITS:
         raise ValueError(f"setting slot_idle_epochs: must be in 1..{(1 << EPOCH_BITS) - 1}")
+    if not (math.isfinite(s.pace_headroom) and 0 <= s.pace_headroom <= s.meter_headroom):
+        raise ValueError(f"setting pace_headroom: must be in 0..meter_headroom "
+                         f"({s.meter_headroom}), got {s.pace_headroom}")
+    if not (math.isfinite(s.class_q1_bytes) and s.class_q1_bytes >= 0):
+        raise ValueError(f"setting class_q1_bytes: must be >= 0 bytes (0 = no size caps), "
+                         f"got {s.class_q1_bytes}")
+    if s.promote_active not in (0, 1):
+        raise ValueError(f"setting promote_active: must be 0 or 1, got {s.promote_active}")
     if not (math.isfinite(s.rate_capacity_frac) and 0 < s.rate_capacity_frac <= 1):
         raise ValueError(f"setting rate_capacity_frac: must be in (0, 1], got {s.rate_capacity_frac}")
     if not 0 <= s.min_rate_frac <= 1:
@@ -391,6 +415,36 @@ def order_priorities(order: Iterable, top: int = 7, bottom: int = 1) -> dict:
     """Coflows in service order -> BMv2 priorities top, top-1, ..., saturating at ``bottom``
     (priority 0 stays for untagged background traffic)."""
     return {cid: max(bottom, top - r) for r, cid in enumerate(order)}
+
+
+def keep_classes(ranked: dict, prev: dict, bottom: int = 1) -> dict:
+    """Priorities for an order that never *promote* a coflow still sending.
+
+    ``ranked``: cid -> priority in service order (:func:`order_priorities`, ties allowed);
+    ``prev``: what this function gave last round, for the coflows that had active flows then.
+    A coflow's next segments in a higher class overtake its own still queued in the lower one,
+    and the receiver's SACKs make the sender resend them (RACK: mininet/README.md, "Second
+    pass"), so the classes are walked in order with three rules: a coflow of ``prev`` never
+    rises above its class there (demotion is free: its next segments queue behind its earlier
+    ones); a coflow never gets a higher priority than one ahead of it in the order; two
+    coflows that ``ranked`` separates stay separated (one class apart) until ``bottom``. Within
+    these, each gets the highest class it can: a newcomer ahead of every other coflow gets the
+    top one. A coflow absent from ``prev`` (new, or with no active flow last round: nothing of
+    it in flight) is placed afresh. What the rule costs: when a coflow ahead finishes, the ones
+    behind keep their classes (their order among themselves is unchanged) and the class it
+    leaves waits for the next newcomer."""
+    out: dict = {}
+    a_last = r_last = None
+    for c, r in ranked.items():
+        bound = r
+        if a_last is not None:
+            bound = min(bound, a_last if r == r_last else a_last - 1)
+        p = prev.get(c)
+        if p is not None:
+            bound = min(bound, p)
+        a_last = out[c] = max(bottom, bound)
+        r_last = r
+    return out
 
 
 # Meters --------------------------------------------------------------------------------------
