@@ -315,11 +315,12 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
     reg = CoflowRegistry(hosts)
     c = Controller(t, mode, P4INFO, BMV2_JSON, {s.name: "127.0.0.1:1" for s in t.switches},
                    registry=reg, settings={"link_mbps": "10", "Q1": "1000"} if mode == "dclas"
-                   else {"link_mbps": "10"})
+                   else {"link_mbps": "10", "class_q1_bytes": "150000"})
     try:
         c._unsubscribe = reg.subscribe(c._on_registry)
         ref_sched = make_scheduler("dclas" if mode == "dclas" else mode)
         ref_mem: dict = {}
+        ref_prev: dict = {}    # the order's classes of the last round (no promotion)
         static = {n: M.SwitchState.of(e) for n, e in TR.static_state(
             t, c.routes, mode, c.dclas_params, c.ctl.fair_prio, c.heavy_bytes, 0).items()}
         act = {sw: M.SwitchState() for sw in c.agents}
@@ -365,7 +366,9 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
                 desired = c._desired()
             if mode != "dclas":
                 p = plan(mode, ref_sched, c._records, c.host_port, c.ctl.link_payload_Bps, now,
-                         ref_mem, c.ctl.unknown_size_bytes, None)
+                         ref_mem, c.ctl.unknown_size_bytes, None, prev_prio=ref_prev,
+                         class_q1_bytes=c.ctl.class_q1_bytes)
+                ref_prev = p.order_prio or {}
                 ref_ctx = TR.MeterContext(t, pool=c._meter_ctx.pool.copy())
                 meters = TR.meter_entities_arrays(ref_ctx, p.cids, p.cf, p.src, p.dst,
                                                   p.rates, c.slots.slot, c.ctl)

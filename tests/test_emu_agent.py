@@ -539,6 +539,10 @@ def test_agent_paces_each_flow_at_the_controllers_rate(tmp_path, monkeypatch):
     assert {x["coflow"]: x["bytes"] for x in e if x["ev"] == "done"} == {0: 3e6, 1: 3e6, 2: 3e6}
     assert not [x for x in e if x["ev"] == "error"], e
     assert sent[0]["pace"] == 1e6 and sent[1]["pace"] == 1e6 and sent[2]["pace"] is None
+    # the range each was paced over while sending: b started at 1 MB/s and ended at 20 MB/s
+    assert (sent[0]["pace_min"], sent[0]["pace_last"]) == (1e6, 1e6)
+    assert (sent[1]["pace_min"], sent[1]["pace_last"]) == (1e6, 2e7)
+    assert (sent[2]["pace_min"], sent[2]["pace_last"]) == (None, None)
     assert 1.8 < took[0] < 4.0, took            # paced: ~2.4 s
     assert took[2] < 0.5, took                  # not limited: loopback speed
     assert 1.2 < took[1] < 0.8 * took[0], took  # 1 MB/s for 1.2 s, then 20 MB/s

@@ -90,7 +90,12 @@ def test_scaled_thresholds():
                                              "ecn_threshold_bytes": str(P.ECN_FRAMES * 1514),
                                              "meter_headroom": repr(P.METER_HEADROOM),
                                              "rate_capacity_frac": repr(P.RATE_CAPACITY_FRAC),
-                                             "rate_audit": "1"}
+                                             "rate_audit": "1",
+                                             "class_q1_bytes": repr(10 * 2**20 * 1e-3)}
+    # the ordered modes' size caps on D-CLAS's own scaled Q1; none for D-CLAS or fair
+    assert mode_settings(cfg, "sincronia", p)["class_q1_bytes"] == s["Q1"]
+    assert "class_q1_bytes" not in mode_settings(cfg, "dclas", p)
+    assert "class_q1_bytes" not in mode_settings(cfg, "fair", p)
     assert P.RATE_CAPACITY_FRAC < 1      # paced rates leave room for the ACKs and unpaced segments
     # paced senders only in the metered modes, and only with pacing on
     unpaced = mode_settings(EmuConfig(rate_mbps=2.0, pacing=False), "sebf", p)

@@ -48,6 +48,24 @@ def test_sim_summary_renders_its_rows_and_its_run(tmp_path):
     assert "t.txt, 7 coflows" in out and f"{os.cpu_count()}-core" in out and "`coflow compare --trace t.txt`" in out
 
 
+def test_a_summary_names_the_runs_commit_not_the_one_at_save(tmp_path):
+    """A run's JSON carries the code it ran (``provenance``: HEAD and whether tracked files
+    were modified, read when it started); the summary names that commit, marked when the tree
+    was modified. A JSON without it falls back to HEAD at save time, and says so."""
+    cmp, path = _cmp(tmp_path)
+    cmp["provenance"] = {"commit": "abc1234", "dirty": False}
+    s = R.summarize_sim(cmp, path, "c")
+    assert s["run"]["commit"] == "abc1234" and s["run"]["commit_at"] == "run"
+    assert "commit abc1234 |" not in R.render_sim(s) and "commit abc1234)" in R.render_sim(s)
+    cmp["provenance"]["dirty"] = True
+    assert R.summarize_sim(cmp, path, "c")["run"]["commit"] == "abc1234+modified"
+    del cmp["provenance"]
+    s = R.summarize_sim(cmp, path, "c")
+    assert s["run"]["commit_at"] == "save" and "at save time" in R.render_sim(s)
+    pv = R.provenance()
+    assert pv["commit"] == R.git_commit(REPO) and isinstance(pv["dirty"], bool)
+
+
 def test_a_changed_table_is_found(tmp_path):
     cmp, path = _cmp(tmp_path)
     (tmp_path / "results").mkdir()

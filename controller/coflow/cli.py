@@ -192,6 +192,8 @@ def cmd_compare(args):
         if sc != "*" and sc not in names:
             raise UsageError(f"--set {sc}.*: {sc} is not among the compared schedulers")
     cap = _capacity(args)
+    from .results import provenance
+    pv = provenance()     # the code this comparison runs (a summary saved later names it)
     reports = {}
     for i, n in enumerate(names, 1):
         if not args.quiet:
@@ -203,7 +205,7 @@ def cmd_compare(args):
         from .report import markdown_table
         print(markdown_table(table))
     out = {"trace": args.trace, "convention": wl.convention, "capacity_Bps": cap, "table": table,
-           "reports": reports}
+           "reports": reports, "provenance": pv}
     if args.json:
         write_json(out, args.json)
         print(f"JSON: {args.json}")

@@ -62,9 +62,29 @@ def git_commit(cwd: str = ".") -> str | None:
     return r.stdout.strip() or None
 
 
-def run_info(source_path: str) -> dict:
+def git_dirty(cwd: str = ".") -> bool | None:
+    """Whether tracked files differ from HEAD (None: not a git checkout)."""
+    try:
+        r = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return bool(r.stdout.strip()) if r.returncode == 0 else None
+
+
+def provenance(cwd: str | None = None) -> dict:
+    """The code a run ran: HEAD and whether tracked files were modified, read when the run
+    starts and written into its JSON (``provenance``), so that a summary saved later names the
+    run's commit, not the one checked out at save time."""
+    cwd = cwd or os.path.dirname(os.path.abspath(__file__))
+    return {"commit": git_commit(cwd), "dirty": git_dirty(cwd)}
+
+
+def run_info(source_path: str, doc: dict | None = None) -> dict:
     """The machine and moment a run's numbers come from (read when the summary is saved, which
-    ``make results`` does right after the run)."""
+    ``make results`` does right after the run); the commit from the run's own ``provenance``
+    when its JSON ``doc`` has one (marked ``+modified`` when tracked files differed from it),
+    else HEAD at save time (``commit_at``: "run" or "save")."""
     try:
         load: list[float | None] = list(os.getloadavg())
     except OSError:
@@ -72,7 +92,16 @@ def run_info(source_path: str) -> dict:
     return {"date": time.strftime("%Y-%m-%d", time.gmtime(os.path.getmtime(source_path))),
             "cpus": os.cpu_count(), "cpu_model": cpu_model(),
             "loadavg_1_5_15": [round(x, 2) if x is not None else None for x in load],
-            "commit": git_commit(os.path.dirname(os.path.abspath(source_path)) or ".")}
+            **_commit_of(source_path, doc)}
+
+
+def _commit_of(source_path: str, doc: dict | None) -> dict:
+    pv = doc.get("provenance") if isinstance(doc, dict) else None
+    if isinstance(pv, dict) and pv.get("commit"):
+        return {"commit": pv["commit"] + ("+modified" if pv.get("dirty") else ""),
+                "commit_at": "run"}
+    return {"commit": git_commit(os.path.dirname(os.path.abspath(source_path)) or "."),
+            "commit_at": "save"}
 
 
 # summaries --------------------------------------------------------------------------------------
@@ -96,7 +125,7 @@ def summarize_sim(cmp: dict, source_path: str, command: str) -> dict:
             "trace": os.path.basename(cmp["trace"]), "convention": cmp.get("convention"),
             "capacity_Bps": cmp.get("capacity_Bps"), "coflows": _coflow_count(cmp),
             "baseline": cmp["table"]["baseline"], "rows": _rows(cmp["table"]),
-            "run": run_info(source_path)}
+            "run": run_info(source_path, cmp)}
 
 
 def _coflow_count(cmp: dict) -> int | None:
@@ -127,7 +156,7 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
             "baseline": cmp["table"]["baseline"], "rows": _rows(cmp["table"]),
             "sim_rows": _rows(cmp["sim_table"]) if "sim_table" in cmp else None,
             "tcp": tcp, "regime": regime, "meters": meters, "enforcement": enforcement,
-            "pacing": pacing, "rate_audit": audit, "run": run_info(source_path)}
+            "pacing": pacing, "rate_audit": audit, "run": run_info(source_path, cmp)}
 
 
 SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "median_ms", "p99_ms",
@@ -227,7 +256,8 @@ def _f(x, fmt="{:.2f}") -> str:
 def _machine(run: dict) -> str:
     load = run.get("loadavg_1_5_15") or [None]
     return (f"{run.get('date')}, {run.get('cpus')}-core {run.get('cpu_model')}, load {_f(load[0], '{:.1f}')}"
-            f" at save, commit {run.get('commit') or '?'}")
+            f" at save, commit {run.get('commit') or '?'}"
+            + (" at save time" if run.get("commit_at") == "save" else ""))
 
 
 def render_sim(s: dict) -> str:

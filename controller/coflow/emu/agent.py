@@ -236,6 +236,9 @@ class Agent:
         self.controller: str | None = None   # the controller whose rates we hold
         self.rates: dict[tuple[str, int], float | None] = {}   # (cid, flow) -> B/s (None: unlimited)
         self.pacing: dict[tuple[str, int], socket.socket] = {}  # flows in progress, paced
+        # per paced flow: (the lowest rate it was paced at while sending, the last one); None
+        # = unpaced (reported with its "sent" event: where a slow flow's time went)
+        self.pace_range: dict[tuple[str, int], tuple] = {}
         self.rate_waiters: dict[tuple[str, int], list] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
 
@@ -376,8 +379,10 @@ class Agent:
                     pass                     # it closed first: every byte was acknowledged already
                 writer.close()
                 conn = None
+            lo, last = self.pace_range.pop((cmd["cid"], cmd["flow"]), (pace, pace))
             self.emit(ev="sent", run=cmd["run"], coflow=cmd["coflow"], flow=cmd["flow"],
-                      t_start=t0, t_conn=t_conn, t_end=time.time(), tag=how, pace=pace)
+                      t_start=t0, t_conn=t_conn, t_end=time.time(), tag=how, pace=pace,
+                      pace_min=lo, pace_last=last)
         except asyncio.CancelledError:
             self.pacing.pop((cmd["cid"], cmd["flow"]), None)
             if conn is not None:
@@ -406,6 +411,7 @@ class Agent:
                 pass
         rate = self.rates.get(key)
         self.pacing[key] = sock
+        self.pace_range[key] = (rate, rate)
         try:
             set_pacing(sock, rate)
         except OSError as e:
@@ -437,8 +443,11 @@ class Agent:
                 self.rates[(cid, f["flow_id"])] = f["rate_bytes_per_s"] if f["limited"] else None
         for key, sock in list(self.pacing.items()):
             if key[0] == cid:
+                r = self.rates.get(key)
+                lo = self.pace_range.get(key, (r, r))[0]
+                self.pace_range[key] = (r if lo is None or (r is not None and r < lo) else lo, r)
                 try:
-                    set_pacing(sock, self.rates.get(key))
+                    set_pacing(sock, r)
                 except OSError:
                     self.pacing.pop(key, None)   # the connection went away
         for key in [k for k in self.rate_waiters if k[0] == cid and k in self.rates]:

@@ -270,6 +270,7 @@ class ModeResult:
     dispatched_at: dict = field(default_factory=dict)     # coflow index -> time its sends went out
     sender_times: dict = field(default_factory=dict)      # (coflow, flow) -> (t_start, t_conn, t_end)
     paced: dict = field(default_factory=dict)             # (coflow, flow) -> rate it was paced at (None: none)
+    pace_range: dict = field(default_factory=dict)        # (coflow, flow) -> (lowest, last) paced rate
     # a dynamic plan (waves, DAGs): per trace coflow, its start and completion (s after t0), and
     # per unit its release (coflow.dynamics.Releaser); None for plain plans
     start: Any = None
@@ -279,7 +280,8 @@ class ModeResult:
     def timeline(self, plan: Plan) -> list[dict]:
         """Per flow, seconds after its coflow's arrival: dispatched (the driver handed the
         send to the agent), started (the agent opened the socket), connected (handshake done),
-        received (the receiver had every byte), closed (the sender saw the receiver close).
+        received (the receiver had every byte), closed (the sender saw the receiver close);
+        for a paced flow, the rate (bytes/s) it started at, the lowest while sending and the last.
         Where a CCT goes: driver/API lateness, agent scheduling, the handshake, the transfer."""
         done = {(r.coflow, r.flow): r.t_done for r in self.records}
         out = []
@@ -292,10 +294,14 @@ class ModeResult:
                 st = self.sender_times.get((k, f.index))
                 rx = done.get((k, f.index))
                 rel = lambda t, a=a: None if t is None else round(t - a, 6)  # noqa: E731
-                out.append({"coflow": c.trace_id, "flow": f.index, "bytes": f.bytes,
-                            "dispatched": rel(d), "started": rel(st and st[0]),
-                            "connected": rel(st and st[1]), "received": rel(rx),
-                            "closed": rel(st and st[2])})
+                rec = {"coflow": c.trace_id, "flow": f.index, "bytes": f.bytes,
+                       "dispatched": rel(d), "started": rel(st and st[0]),
+                       "connected": rel(st and st[1]), "received": rel(rx),
+                       "closed": rel(st and st[2])}
+                pr = self.pace_range.get((k, f.index))
+                if pr is not None:
+                    rec.update(pace_first=self.paced.get((k, f.index)), pace_min=pr[0], pace_last=pr[1])
+                out.append(rec)
         return out
 
 
@@ -303,6 +309,8 @@ def _record_sent(res: ModeResult, name: str, ev: dict) -> None:
     res.sent.add((ev["coflow"], ev["flow"]))
     if "pace" in ev:
         res.paced[(ev["coflow"], ev["flow"])] = ev["pace"] if isinstance(ev["pace"], (int, float)) else None
+        num = lambda x: x if isinstance(x, (int, float)) else None  # noqa: E731
+        res.pace_range[(ev["coflow"], ev["flow"])] = (num(ev.get("pace_min")), num(ev.get("pace_last")))
     try:
         res.sender_times[(ev["coflow"], ev["flow"])] = (
             float(ev["t_start"]), float(ev.get("t_conn", ev["t_start"])), float(ev["t_end"]))

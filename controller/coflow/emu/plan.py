@@ -252,13 +252,19 @@ def build_plan(tr: T.Trace, hosts: list[str], first: int, rate_bps: float,
     return Plan(list(hosts), float(rate_bps), bf, tf, out, dropped_flows, dropped, tr.path, dyn)
 
 
+def dclas_q1(plan: Plan) -> float:
+    """Aalo's Q1 (10 MB) times the plan's bytes factor: D-CLAS's first threshold, and the
+    ordered modes' size caps (``class_q1_bytes``)."""
+    return 10 * MB * plan.bytes_factor
+
+
 def scaled_mode_settings(mode: str, plan: Plan, K: int = 8) -> dict[str, str]:
     """Scheduler settings for the controller and the simulator: byte thresholds times the
     plan's bytes factor (D-CLAS Q1, FIFO-LM heavy bytes)."""
     s: dict[str, str] = {}
     if mode in ("dclas", "dclas-strict"):
         s["K"] = str(K)
-        s["Q1"] = repr(10 * MB * plan.bytes_factor)
+        s["Q1"] = repr(dclas_q1(plan))
     if mode == "fifo-lm":
         s["heavy_bytes"] = str(plan.heavy_bytes())
     return s

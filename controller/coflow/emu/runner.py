@@ -186,6 +186,10 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
         s.update(meter_burst_settings(fabric_topo, cfg.rate_mbps, cfg.queue_budget))
         if cfg.ecn_frames > 0:
             s["meter_peak_bursts"] = str(P.METER_PEAK_BURSTS)
+    if mode in RATE_MODES:
+        # ordered modes: classes capped by the coflows' sizes on D-CLAS's scaled thresholds
+        # (measured: SEBF 1.60x -> 1.82x over fair, beside D-CLAS's 1.87x; mininet/README.md)
+        s["class_q1_bytes"] = repr(P.dclas_q1(plan))
     if paced(cfg, mode):
         s["meter_headroom"] = repr(P.METER_HEADROOM)
         s["rate_capacity_frac"] = repr(P.RATE_CAPACITY_FRAC)
@@ -212,10 +216,11 @@ def enforcement(cfg: EmuConfig, mode: str) -> str:
     if mode in ("dclas", "fifo-lm"):
         return "8 strict queues (" + ("bytes-sent demotion" if mode == "dclas" else "FIFO groups") \
             + ", coordinated)"
+    order = "order in 8 strict queues (classes capped by size, never raised while sending)"
     if ENFORCEMENT.get(mode) == "queues":
-        return "order in 8 strict queues, no rate control"
+        return order + ", no rate control"
     ordered = REGISTRY[SIM_OF.get(mode, mode)].name != "hug"
-    return ("order in 8 strict queues + " if ordered else "") + "meters at the sender edges" \
+    return (order + " + " if ordered else "") + "meters at the sender edges" \
         + (f" (+{P.METER_HEADROOM:.0%}), senders paced at the rates" if paced(cfg, mode) else " (policing)")
 
 
@@ -336,6 +341,8 @@ class Experiment:
         self.cfg = cfg
         self.t = load_topology(cfg.topology)
         self.plan = plan if plan is not None else make_plan(cfg, self.t)
+        from ..results import provenance
+        self.provenance = provenance()   # the code the run runs (a later save names it)
         unknown = set(self.plan.hosts) - {h.name for h in self.t.hosts}
         if unknown:
             raise P.PlanError("plan", f"hosts not in {self.t.name}: {', '.join(sorted(unknown))}")
@@ -488,7 +495,8 @@ class Experiment:
     def finish(self, reports: dict[str, dict]) -> dict:
         cfg, plan = self.cfg, self.plan
         out = {"plan": plan.summary(), "config": {k: v for k, v in asdict(cfg).items()},
-               "topology": self.t.name, "reports": reports}
+               "topology": self.t.name, "reports": reports,
+               "provenance": getattr(self, "provenance", None)}
         base = "fair" if "fair" in reports else next(iter(reports))
         emu_table = compare_table(reports, base)
         out["table"] = emu_table
