@@ -39,7 +39,9 @@ The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wi
 measured apart at every N (``closed_loop`` rows), in the same variants.
 
 Writes out/bench/bench_scale.json: {"rows": [{"mode", "edges", "coflows", "switch", "median_ms",
-"p99_ms", "cpu_median_ms", "round", "variant", phases, "min_delta_ms", ...}], ...}.
+"p99_ms", "cpu_median_ms", "round", "variant", phases, "min_delta_ms", "full_gc_in_rounds" (full
+garbage collections inside the counted rounds), ...}], "dclas_queues": {the core's vectorised
+D-CLAS queue decision against the per-coflow loop it replaced, same run}, ...}.
 """
 from __future__ import annotations
 
