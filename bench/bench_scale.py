@@ -28,13 +28,20 @@ round's RPCs on one asyncio loop), ``skip`` (futures, an answer identical to the
 decoded), ``after`` (both), ``push`` (after, and the edges that push their counters on the
 stream are not polled: the emulated ones; BMv2 does not push, so there it is ``after``; the
 controller's default); SEBF also ``rebuild`` (push, with the closed loop's metered pairs rebuilt
-from the meter pool every round and re-observed after every Write: the code before).
+from the meter pool every round and re-observed after every Write: the code before) and, in
+``churn``, ``readall`` (push, with the closed loop's counters read in the event round too: the
+code before the read had its own clock) and ``reset`` (push, with a released meter reset at
+once: the code before its config was left in place until the index is taken again); the
+``before`` .. ``after`` variants have neither of these two changes, ``rebuild`` reads in every
+round (its baseline in ``churn`` is ``readall``).
 
 The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
 measured apart at every N (``closed_loop`` rows), in the same variants.
 
 Writes out/bench/bench_scale.json: {"rows": [{"mode", "edges", "coflows", "switch", "median_ms",
-"p99_ms", "cpu_median_ms", "round", "variant", phases, "min_delta_ms", ...}], ...}.
+"p99_ms", "cpu_median_ms", "round", "variant", phases, "min_delta_ms", "full_gc_in_rounds" (full
+garbage collections inside the counted rounds), ...}], "dclas_queues": {the core's vectorised
+D-CLAS queue decision against the per-coflow loop it replaced, same run}, ...}.
 """
 from __future__ import annotations
 
@@ -133,18 +140,28 @@ def patient(ctl) -> None:
 
 def set_variant(ctl, variant: str) -> None:
     from coflow.ctl.aio import RoundIO
-    want_aio = variant in ("aio", "after", "push")
+    # push and the variants that are push minus one change: the default I/O
+    pushlike = variant in ("push", "rebuild", "readall", "reset")
+    want_aio = variant in ("aio", "after") or pushlike
     if want_aio and ctl.io is None:
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
         ctl._bench_io = ctl.io
     elif not want_aio and ctl.io is not None:
         ctl._bench_io = ctl.io
         ctl.io = None
-    ctl.skip_unchanged = variant in ("skip", "after", "push", "rebuild")
-    ctl.use_push = variant in ("push", "rebuild")
+    ctl.skip_unchanged = variant in ("skip", "after") or pushlike
+    ctl.use_push = pushlike
     # rebuild: the default I/O (push) with the closed loop's metered pairs rebuilt from the
-    # meter pool every round (the code before the read set was kept incrementally)
+    # meter pool every round (the code before the read set was kept incrementally), read in
+    # every round (as readall)
     ctl.incremental_read_set = variant != "rebuild"
+    # readall: the default (push) with the closed loop read in every round, an arrival's or
+    # departure's too (the code before the read had its own clock); only push reads on the
+    # clock (the other variants are the code before it)
+    ctl.progress_on_clock = variant in ("push", "reset")
+    # reset: the default (push) with a released meter reset (the code before its config was
+    # left in place until the index is taken again)
+    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild")
 
 
 def start_controller(ctl, routes_full: bool) -> float:
@@ -226,22 +243,43 @@ def summarize(rs: list, pids: list, cpu_sw: float) -> dict:
 BLOCK = 4
 
 
-def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None) -> dict:
+def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None, event=False) -> dict:
     """``rounds`` counted rounds per variant, variants alternated in blocks of :data:`BLOCK`
-    (the first of each not counted); returns variant -> summary."""
+    (the first of each not counted); returns variant -> summary. ``event``: the rounds are
+    the loop's answer to a registry event (rate modes: the closed loop's read only when
+    overdue, ``Controller.progress_due(event=True)``), with the loop's clock round (its
+    read) run untimed before the event when it is due, as the loop runs it between events."""
+    import gc
     got: dict = {v: [] for v in variants}
     cpu_sw = {v: 0.0 for v in variants}
+    gcs = {v: [0, 0.0] for v in variants}   # full collections inside counted rounds, seconds
     push0 = sum(a.push_cpu_s for a in ctl.agents.values())
     k = 0
+    timing = {"on": False, "t": 0.0}
+
+    def gc_cb(phase, info):
+        if not timing["on"] or info.get("generation") != 2:
+            return
+        if phase == "start":
+            timing["t"] = time.perf_counter()
+        else:
+            gcs[timing["v"]][0] += 1
+            gcs[timing["v"]][1] += time.perf_counter() - timing["t"]
+    gc.callbacks.append(gc_cb)
     while min(len(got[v]) for v in variants) < rounds:
         v = variants[(k // BLOCK) % len(variants)]
         counted = k % BLOCK != 0
         set_variant(ctl, v)
+        if event and ctl.progress_on_clock and ctl.progress_due():
+            ctl.round()        # the loop's clock round (the closed loop's read), between events
+            ctl._collect_between_rounds()
         if before_round is not None:
             before_round(k)
             time.sleep(0.02)   # what the edges push after a change arrives before the round
         s0 = sum(proc_cpu(p) for p in pids)
-        r = ctl.round()
+        timing["on"], timing["v"] = counted, v
+        r = ctl.round(progress=ctl.progress_due(event=True)) if event else ctl.round()
+        timing["on"] = False
         if counted:
             cpu_sw[v] += sum(proc_cpu(p) for p in pids) - s0
             got[v].append(r)
@@ -249,7 +287,10 @@ def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None) ->
         k += 1
         if k % (len(variants) * BLOCK * 3) == 0:
             log(f"  {scenario}: {k} rounds")
+    gc.callbacks.remove(gc_cb)
     out = {v: summarize(got[v], pids, cpu_sw[v]) for v in variants}
+    for v in variants:
+        out[v]["full_gc_in_rounds"], out[v]["full_gc_ms"] = gcs[v][0], gcs[v][1] * 1e3
     push_cpu = sum(a.push_cpu_s for a in ctl.agents.values())
     for v in variants:   # receiving pushes (stream threads, between rounds): per round
         out[v]["push_cpu_per_round_ms"] = (push_cpu - push0) * 1e3 / max(1, k)
@@ -358,12 +399,16 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
                                           for f in fl})
         if "push" in variants:   # the incremental read set's baseline, same run
             variants = tuple(variants) + ("rebuild",)
+        # the closed loop's clock rounds: each reads the counters (what an API Update changed)
         out = {"progress": run_rounds(ctl, "progress", rounds, variants, pids, progress)}
 
         def churn(i):
             reg.unregister(live.pop(0))
             live.append(reg.register(make_flows(hosts, per, rng)).cid)
-        out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn)
+        if "push" in variants:   # baselines of the closed loop's read on its clock and of
+            variants = tuple(variants) + ("readall", "reset")   # lingering meters, same run
+        # the loop's answer to an arrival and a departure (an event round)
+        out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn, event=True)
         for scen, s_per in out.items():
             for v, s in s_per.items():
                 rows.append({"mode": "sebf", "round": scen, "variant": v, "edges": len(ctl.edges),
@@ -481,6 +526,30 @@ def idle_bmv2_cost(n: int = 4, seconds: float = 5.0) -> dict:
     finally:
         for b in sws:
             b.stop()
+
+
+def queues_micro(ncoflows: int = 100, reps: int = 300) -> dict:
+    """The D-CLAS round's queue decision (the core's ``dclas_queues``, every coflow due, as in
+    a coordination tick) against the per-coflow loop it replaced (tests/reference_sched.py,
+    the property tests' oracle), same run, alternated: median microseconds per call."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference_sched import dclas_queues_reference
+    from coflow.ctl.coord import coordination_view
+    from coflow.params import DclasParams
+    from coflow.sched.queues import dclas_queues
+    p = DclasParams(K=8)
+    cids = [(k + 1, 0) for k in range(ncoflows)]
+    sizes = [float(10 ** (k % 9)) for k in range(ncoflows)]
+    t = {"vectorised": [], "loop": []}
+    for i in range(reps):
+        for name, fn in (("vectorised", dclas_queues), ("loop", dclas_queues_reference)):
+            v = coordination_view(float(i), cids, sizes, {})
+            t0 = time.perf_counter()
+            fn(v, p)
+            t[name].append(time.perf_counter() - t0)
+    out = {k: statistics.median(x) * 1e6 for k, x in t.items()}
+    return {"coflows": ncoflows, "vectorised_us": out["vectorised"], "loop_us": out["loop"],
+            "ratio": out["vectorised"] / out["loop"]}
 
 
 def emu_cost(topo_edges: int, procs: int) -> dict:
@@ -617,6 +686,9 @@ def main(argv=None) -> int:
     if have_bmv2:
         log("idle BMv2 cost")
         res["bmv2_idle"] = idle_bmv2_cost()
+    if "dclas" in modes:
+        res["dclas_queues"] = queues_micro()
+        log(f"dclas_queues: {res['dclas_queues']}")
     else:
         log("simple_switch_grpc not found: emulated switches only")
     base = 20000 + (os.getpid() % 100) * 1100
@@ -626,7 +698,7 @@ def main(argv=None) -> int:
         with open(out_path) as f:
             old = json.load(f)
         kept = old.get("rows", [])
-        for k in ("bmv2_idle", "emulated_idle", "startup"):
+        for k in ("bmv2_idle", "emulated_idle", "startup", "dclas_queues"):
             if k in old and k not in res:
                 res[k] = old[k]
         res["earlier_runs"] = old.get("earlier_runs", []) + [

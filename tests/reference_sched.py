@@ -64,6 +64,25 @@ def hug_allocate_reference(s: Hug, v: View) -> Allocation:
     return Allocation(rates + add)
 
 
+def dclas_queues_reference(v: View, p: DclasParams) -> np.ndarray:
+    """:func:`coflow.sched.queues.dclas_queues` with one searchsorted per due coflow."""
+    mem = v.memory
+    Q = mem.setdefault("queue", {})
+    due = mem.setdefault("due", {})
+    ids = v.cf_id.tolist()
+    out = np.fromiter((Q.get(i, 1) for i in ids), dtype=np.int64, count=len(ids))
+    limit = v.now + 1e-9
+    thr = np.array(p.thresholds())
+    for k, i in enumerate(ids):
+        if i in due and due[i] <= limit:
+            q = max(int(out[k]), 1 + int(np.searchsorted(thr, v.cf_sent[k] * (1 + 1e-12), side="right")))
+            q = min(q, p.K)
+            Q[i] = q
+            del due[i]
+            out[k] = q
+    return out
+
+
 def dclas_next_demotion_reference(v: View, p: DclasParams, queues: np.ndarray, rates: np.ndarray) -> float:
     """:func:`coflow.sched.queues.dclas_next_demotion` as a per-coflow loop."""
     mem = v.memory

@@ -154,10 +154,7 @@ def test_incremental_writes_equal_full_rebuild(seed):
         # incremental path (as Controller._compute_rates and _desired hand components over)
         cids, cf, src, dst, rate = w.arrays()
         u = ctx.update(cids, cf, src, dst, rate, w.slots.slot, S)
-        for comp, sw, ents in u.sets:
-            book.set(comp, sw, ents)
-        for comp, sw, ents, keys in u.patches:
-            book.set(comp, sw, ents, changed=keys)
+        u.apply(book)
         static = static_for(w.fifo_base)
         slot_ents = {e.key: e for e in TR.slot_entities(w.slots.slot)}
         for sw in SWITCHES:

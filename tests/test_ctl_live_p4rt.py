@@ -65,14 +65,16 @@ def test_sebf_meters_and_overrides_read_back(switches):
         # the raw MeterConfig on the wire: bytes per second
         cfg = ag.client.read_meter("flow_meters", 0)
         assert (cfg.cir, cfg.pir) == (1_250_000, 1_250_000)
-        # A finishes (the API's Update still counts): its meter is reset and its entries
-        # deleted; B's two flows now share h2's downlink (MADD: equal bottleneck times, 625,000
-        # frame B/s each)
+        # A finishes (the API's Update still counts): its entries are deleted and its meter
+        # keeps its config (no entry points at it; the index's next owner overwrites it: one
+        # write, no reset); B's two flows now share h2's downlink (MADD: equal bottleneck
+        # times, 625,000 frame B/s each)
         c.registry.update(a.cid, sent={0: 1_000_000})
         assert wait_for(lambda: {m.index: m.cir for m in ag.actual.of_kind("meter")}
-                        == {1: 625_000, 2: 625_000})
+                        == {0: 1_250_000, 1: 625_000, 2: 625_000})
         got = ag.read_state()
-        assert {m.index: m.cir for m in got.of_kind("meter")} == {1: 625_000, 2: 625_000}
+        assert {m.index: m.cir for m in got.of_kind("meter")} == {0: 1_250_000, 1: 625_000, 2: 625_000}
+        assert sorted(dict(e.params)["index"] for e in got.table(M.T_FLOW_METER)) == [1, 2]
         assert {dict(e.match)["external_id"] for e in got.table(M.T_OVERRIDE)} == {b.cid.external}
         assert c.status()["switches"]["s0"]["write_errors"] == 0
     finally:

@@ -87,6 +87,30 @@ def test_slot_insert_and_reassign_reset_counter_first():
     assert M.diff(M.SwitchState.of([slot(1, 5)]), M.SwitchState.of([slot(1, 5)])) == []
 
 
+def test_a_full_table_makes_room_first_departures_deleted_before_arrivals():
+    """The slot table full (every slot in use): a round in which one coflow leaves and one
+    arrives on its freed slot deletes the departed entry before inserting the new one (BMv2
+    answers RESOURCE_EXHAUSTED to an insert into a full table, failing the whole Write); a
+    table entry's DELETE goes before every insert, a member's or group's after them (entries
+    reference them). Checked on a table of the state's size: it never overflows."""
+    slot = lambda ext, s: TR.slot_entities({(ext, 0): s})[0]   # noqa: E731
+    size = 4
+    have = M.SwitchState.of([slot(e, e) for e in range(size)] + [member(1, 1), route(9, member_id=1)])
+    want = M.SwitchState.of([slot(e, e) for e in range(1, size)] + [slot(size, 0)] +
+                            [member(2, 2), route(9, member_id=2)])
+    ops = M.diff(want, have)
+    assert [(o.type, o.entity.key[0]) for o in ops] == [
+        ("DELETE", "table"), ("INSERT", "member"), ("MODIFY", "counter"), ("INSERT", "table"),
+        ("MODIFY", "table"), ("DELETE", "member")]
+    held = {k for k in have.entities if k[0] == "table" and k[1] == M.T_SLOT}
+    for op in ops:
+        k = op.entity.key
+        if k[0] == "table" and k[1] == M.T_SLOT:
+            (held.discard if op.type == "DELETE" else held.add)(k)
+            assert len(held) <= size, op
+    assert M.apply_ops(have, ops).entities == want.entities
+
+
 def test_apply_ops_reaches_desired():
     have = M.SwitchState.of([member(1, 1), route(9, member_id=1), override(3, 1)])
     want = M.SwitchState.of([member(2, 2), route(9, member_id=2), override(4, 6),

@@ -354,3 +354,73 @@ def test_closed_loop_observes_again_only_what_can_have_changed(push):
         c.stop()
         reg.close()
         emu.stop()
+
+
+def test_an_arrival_is_written_before_the_closed_loop_read_which_keeps_its_clock():
+    """Rate modes: a round woken by the registry (an arrival, a departure) computes and writes
+    without the closed loop's read unless that is overdue (2 x progress_s since the last
+    read: a stream of events cannot starve it); the read follows on its own clock. Hand-checked
+    decisions, then the loop itself: the arrival's round reads nothing, a later clock round
+    does."""
+    from coflow.api.registry import CoflowRegistry
+    topo = T.leafspine(2, 1, 2)
+    emu = fabric(topo)
+    hosts = [h.name for h in topo.hosts]
+    reg = CoflowRegistry(hosts)
+    c = D.Controller(topo, "sebf", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "10",
+                               "progress_s": "0.6"})
+    calls = []
+    real_round = c.round
+
+    def round_(progress=True):
+        dirty = c._registry_dirty
+        reads = c.progress_reads
+        r = real_round(progress=progress)
+        calls.append((dirty, progress, c.progress_reads - reads, r["updates"]))
+        return r
+    c.round = round_
+    try:
+        c.start(loop=False)
+        reg.register([("h0", "h2", 10**7)])
+        c.round()                         # meters in use from here on: the closed loop reads
+        c.round()
+        assert c.progress_reads == 1
+        # hand-checked decisions against the last read's time
+        now = time.monotonic()
+        c._progress_at = now
+        assert not c.progress_due() and not c.progress_due(event=True)
+        c._progress_at = now - 0.7        # one period ago: due on the clock, not for an event
+        assert c.progress_due() and not c.progress_due(event=True)
+        c._progress_at = now - 1.3        # overdue: an event round reads too
+        assert c.progress_due() and c.progress_due(event=True)
+        c.progress_on_clock = False       # the code before: every round reads
+        c._progress_at = time.monotonic()
+        assert c.progress_due() and c.progress_due(event=True)
+        c.progress_on_clock = True
+        # a round told not to read writes the arrival and reads nothing
+        reg.register([("h1", "h3", 10**7)])
+        n = c.progress_reads
+        r = c.round(progress=False)
+        assert r["updates"] > 0 and c.progress_reads == n and r["read_s"] == 0.0
+        # the loop: an arrival when the read is due (but not overdue) is written by a round
+        # without a read; the read follows right after, in a clock round of its own
+        c._progress_at = time.monotonic()
+        calls.clear()
+        c._thread = threading.Thread(target=c._loop, daemon=True)
+        c._thread.start()
+        time.sleep(0.1)                   # the loop waits for the clock (0.5 s more)
+        c._progress_at = time.monotonic() - 0.7
+        reg.register([("h2", "h0", 10**7)])
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline and not any(x[2] for x in calls):
+            time.sleep(0.05)
+        event = [x for x in calls if x[0]]
+        assert event and event[0][1] is False and event[0][2] == 0 and event[0][3] > 0, calls
+        clock = [x for x in calls if x[2]]
+        assert clock and not clock[0][0], calls     # the read: a clock round of its own
+    finally:
+        c.stop()
+        reg.close()
+        emu.stop()

@@ -116,3 +116,26 @@ def test_unexpected_error_releases_every_lock():
         assert a.lock.acquire(blocking=False)
         a.lock.release()
     assert first.actual is None and not first.in_sync  # its Write may have landed: read back
+
+
+def test_collections_due_run_between_rounds(monkeypatch):
+    """Hand-checked: the collection the allocator is about to trigger runs between rounds, the
+    youngest generation that covers it: generation 0 past half its threshold, 1 when the next
+    generation-0 collection would bring it along, 2 (full) when that one would bring it too
+    or when it is pending already (its count past the threshold: CPython runs it at any
+    generation-0 collection from then on); nothing when the program turned collection off."""
+    import types
+    from coflow.ctl import daemon as D
+    got = []
+
+    def fake(count, enabled=True):
+        return types.SimpleNamespace(get_count=lambda: count, get_threshold=lambda: (700, 10, 10),
+                                     isenabled=lambda: enabled, collect=got.append)
+    for count, want in [((100, 0, 0), []), ((400, 0, 0), [0]), ((400, 9, 0), [1]),
+                        ((100, 9, 0), []), ((400, 9, 9), [2]), ((400, 3, 9), [0]),
+                        ((100, 0, 11), [2]), ((100, 9, 9), []),
+                        ((400, 9, 9, False), [])]:
+        got.clear()
+        monkeypatch.setattr(D, "gc", fake(count[:3], *(count[3:] or (True,))))
+        D.Controller._collect_between_rounds()
+        assert got == want, (count, got)

@@ -10,7 +10,7 @@ from coflow.sched.base import View
 from coflow.sim import isolation_times, simulate
 
 from helpers import workload
-from reference_sched import (dclas_next_demotion_reference, fifo_lm_allocate_reference, greedy_reference,
+from reference_sched import (dclas_next_demotion_reference, dclas_queues_reference, fifo_lm_allocate_reference, greedy_reference,
                             hug_allocate_reference, weighted_queues_reference)
 
 WORK_CONSERVING = ["fair", "pfp", "fifo", "scf", "ncf", "tcf", "sebf", "dclas", "dclas-strict", "fifo-lm",
@@ -687,3 +687,31 @@ def test_madd_deadline_slack_by_hand():
         assert got[0] == want == madd_coflows_reference(order, D, r1, t)[0]
         assert np.array_equal(r1, r2)
         assert (r2 == 1.0).all() if want == 0.0 else r2[0] == max(1.0 - 2.0 / tau, 0.0)
+
+
+@FAST
+@given(vq=queue_views(), now=st.sampled_from([0.0, 0.013, 1.0]),
+       sent=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, 9.99, 10.0, 150.0, 1e9]), min_size=6, max_size=6),
+       pre=st.lists(st.sampled_from([None, 0.0, 0.5, 2.0]), min_size=6, max_size=6),
+       held=st.lists(st.sampled_from([None, 1, 2, 4]), min_size=6, max_size=6))
+def test_dclas_queues_match_the_per_coflow_loop(vq, now, sent, pre, held):
+    """The vectorised D-CLAS queue decision (every due coflow at once) gives the same queues
+    and the same memory as one searchsorted per coflow: due ones only, never promoted, at
+    most K."""
+    import copy
+    from coflow.params import DclasParams
+    from coflow.sched.queues import dclas_queues
+    v, _ = vq
+    C = v.ncoflows
+    p = DclasParams(K=4, E=3.0, Q1=1.0)
+    v.now = now
+    v.cf_sent = np.array(sent[:C])
+    ids = v.cf_id.tolist()
+    due = {int(i): t for i, t in zip(ids, pre) if t is not None}
+    queue = {int(i): q for i, q in zip(ids, held) if q is not None}
+    va, vb = copy.copy(v), copy.copy(v)
+    va.memory = {"due": dict(due), "queue": dict(queue)}
+    vb.memory = {"due": dict(due), "queue": dict(queue)}
+    got, ref = dclas_queues(va, p), dclas_queues_reference(vb, p)
+    assert got.dtype == ref.dtype and np.array_equal(got, ref)
+    assert va.memory == vb.memory

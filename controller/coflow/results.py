@@ -163,6 +163,10 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
 
 SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "median_ms", "p99_ms",
               "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms")
+#: bench-scale variants that are the default (push) without one change: variant -> the change
+SCALE_ALONE = ("readall", "reset")
+_SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every round reads)",
+                     "reset": "released meters left configured (`reset`: reset at release)"}
 
 
 def _short(x):
@@ -184,12 +188,14 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
             if k not in r:
                 raise ResultsError(f"{source_path}: row {i} has no {k!r}")
     return {"schema": SCHEMA, "kind": "scale", "command": command,
-            "rows": [{k: _short(r.get(k)) for k in (SCALE_KEYS if r.get("variant") in ("push", None)
+            "rows": [{k: _short(r.get(k)) for k in (SCALE_KEYS + ("updates_per_round",)
+                                                    if r.get("variant") in ("push", None) + SCALE_ALONE
                                                     else SCALE_KEYS[:9]) if r.get(k) is not None}
                      for r in rows],
             "bmv2_idle": res.get("bmv2_idle"), "emulated_idle": res.get("emulated_idle"),
             "validation": [{k: _short(v) for k, v in r.items()} for r in res.get("validation") or []],
             "startup": [{k: _short(v) for k, v in r.items()} for r in res.get("startup") or []],
+            "dclas_queues": {k: _short(v) for k, v in (res.get("dclas_queues") or {}).items()} or None,
             "p4info": res.get("p4info"),
             "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")],
             "run": run_info(source_path, res)}
@@ -374,12 +380,17 @@ def render_scale(s: dict) -> str:
                        f"{v.get('skip', '-')} | {v.get('after', '-')} | {v.get('push', '-')} |")
     # the closed loop's metered pairs kept incrementally (push) against rebuilt every round
     # (rebuild), same run
+    # (in rounds that have a readall row, rebuild reads in every round as readall does: that
+    # is its baseline there)
     reb = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
            for r in rows if r.get("variant") == "rebuild"}
-    inc = [(r, reb[k]) for r in rows if r.get("variant") == "push"
+    readall = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
+               for r in rows if r.get("variant") == "readall"}
+    inc = [(readall.get(k, r), reb[k]) for r in rows if r.get("variant") == "push"
            for k in [(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"])] if k in reb]
     if inc:
-        out += ["", "The closed loop's metered pairs kept incrementally (`push`, the default) against "
+        out += ["", "The closed loop's metered pairs kept incrementally (`push`, the default; in "
+                "`churn`, `readall`: the default reading in every round, as `rebuild` does) against "
                 "rebuilt from the meter pool every round (`rebuild`, the code before), same run, "
                 "variants alternated in blocks of rounds:", "",
                 "| round | edges | coflows | switches | rebuild: median / p99 / CPU (ms) | "
@@ -391,6 +402,32 @@ def render_scale(s: dict) -> str:
                        f"{_f(r['median_ms'])} / {_f(r['p99_ms'])} / {_f(r['cpu_median_ms'])} | "
                        f"{r['median_ms'] / b['median_ms']:.2f} / "
                        f"{r['cpu_median_ms'] / b['cpu_median_ms']:.2f} |")
+    push = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
+            for r in rows if r.get("variant") == "push"}
+    alone = [(r, push[k]) for r in rows if r.get("variant") in SCALE_ALONE
+             for k in [(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"])] if k in push]
+    if alone:
+        out += ["", "Each of issue 29's later changes alone: the default (`push`) against the default "
+                "without that change, same run, variants alternated in blocks of rounds "
+                "(updates: per round, all edges):", "",
+                "| round | edges | coflows | switches | change | without: median / p99 / CPU (ms), updates "
+                "| with: median / p99 / CPU (ms), updates | median / CPU ratio |",
+                "|---|---:|---:|---|---|---|---|---|"]
+        for b, r in sorted(alone, key=lambda x: (_scale_label(x[0]), x[0]["coflows"], x[0]["edges"],
+                                                 x[0]["switch"], x[0]["variant"])):
+            out.append(f"| {_scale_label(r)} | {r['edges']:,} | {r['coflows']:,} | {r['switch']} | "
+                       f"{_SCALE_ALONE_WHAT[b['variant']]} | "
+                       f"{_f(b['median_ms'])} / {_f(b['p99_ms'])} / {_f(b['cpu_median_ms'])}, "
+                       f"{_f(b.get('updates_per_round'), '{:.0f}')} | "
+                       f"{_f(r['median_ms'])} / {_f(r['p99_ms'])} / {_f(r['cpu_median_ms'])}, "
+                       f"{_f(r.get('updates_per_round'), '{:.0f}')} | "
+                       f"{r['median_ms'] / b['median_ms']:.2f} / {r['cpu_median_ms'] / b['cpu_median_ms']:.2f} |")
+    dq = s.get("dclas_queues")
+    if dq:
+        out += ["", f"The D-CLAS round's queue decision (the core's `dclas_queues`, {dq['coflows']:,} coflows "
+                f"due): {_f(dq['vectorised_us'], '{:.0f}')} us vectorised against "
+                f"{_f(dq['loop_us'], '{:.0f}')} us for the per-coflow loop it replaced "
+                f"({dq['ratio']:.2f}x, same run, median per call)."]
     val = s.get("validation") or []
     if val:
         out += ["", "The emulation against BMv2, the same rounds at the same N (emulated / BMv2; "

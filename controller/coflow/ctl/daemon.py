@@ -166,6 +166,12 @@ class Controller:
         self._audit_size: dict = {}   # (cid, src, dst) -> the flow's size (the audited pairs)
         self._progress_used = 0   # progress.version the last allocation used
         self.progress_reads = 0
+        # the loop's rounds read the closed loop's counters on their own clock (every
+        # progress_s): a round woken by the registry (an arrival, a departure) before the
+        # read is due computes and writes without waiting for it (``progress_on_clock``;
+        # False: every round reads, the code before; bench-scale's baseline)
+        self.progress_on_clock = True
+        self._progress_at = -INF   # time.monotonic() of the last closed-loop read
         # desired state per switch, kept incrementally (components + keys changed since each
         # switch's last successful sync)
         self.book = DesiredBook(self.agents)
@@ -276,12 +282,18 @@ class Controller:
         """Run the collections the allocator is about to trigger now, between rounds, rather
         than inside the next one: generation 0 when it is half full (1-3 ms), generation 1
         when the next generation-0 collection would bring it along (20-30 ms with the entities
-        a churn of coflows leaves behind)."""
-        c0, c1, _ = gc.get_count()
-        t0, t1, _ = gc.get_threshold()
+        a churn of coflows leaves behind), generation 2 when that one would bring it along."""
+        c0, c1, c2 = gc.get_count()
+        t0, t1, t2 = gc.get_threshold()
         if t0 <= 0 or not gc.isenabled():
             return  # the embedding program manages collection itself
-        if c1 >= t1 - 1 and c0 > t0 // 4:
+        if c2 > t2 or (c2 >= t2 - 1 and c1 >= t1 - 1 and c0 > t0 // 4):
+            # a full collection (everything not frozen: 20-40 ms after a churn of coflows, the
+            # p99 of a churn round by itself) is pending (CPython runs it at a generation-0
+            # collection once its count passed the threshold, when enough long-lived objects
+            # are new) or the next generation-1 collection would make it so
+            gc.collect(2)
+        elif c1 >= t1 - 1 and c0 > t0 // 4:
             gc.collect(1)
         elif c0 > t0 // 2:
             gc.collect(0)
@@ -461,8 +473,10 @@ class Controller:
             else:
                 # rate modes' closed loop: read the meters' counters every progress_s while
                 # any meter is in use
-                top = self.ctl.progress_s if (self.policy.rate and self.ctl.progress_s > 0
-                                              and self._meter_ctx.pool.index_of) else 0.5
+                # (a floor of 5 ms: a round that fails before its read does not spin)
+                top = max(0.005, self._progress_wait()) if (
+                    self.policy.rate and self.ctl.progress_s > 0
+                    and self._meter_ctx.pool.index_of) else 0.5
                 timeout = min(top, max(0.0, self._next_event - time.time()))
             self._wake.wait(timeout)
             self._wake.clear()
@@ -473,7 +487,10 @@ class Controller:
                 # the previous one) committed; its events mark the registry dirty
                 if getattr(self.registry, "shared", False):
                     self.registry.follow()
-                self.round()
+                # a round woken by the registry (an arrival, a departure, an Update) is
+                # written without the closed loop's read unless that is overdue; the read
+                # follows in the next round, on its clock
+                self.round(progress=self.progress_due(event=self._registry_dirty))
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 log.exception("controller round failed")
             self._collect_between_rounds()
@@ -585,11 +602,27 @@ class Controller:
                 self.coord.observe(a.name, counts)
         return time.perf_counter() - t0
 
-    def round(self) -> dict:
+    def round(self, progress: bool = True) -> dict:
         """One read / compute / write round; returns its timings (seconds: wall, and the
-        process's CPU time as ``cpu_s``) and update count."""
+        process's CPU time as ``cpu_s``) and update count. ``progress``: rate modes: read the
+        closed loop's counters in this round (the loop passes :meth:`progress_due`)."""
         with self._round_lock:
-            return self._round()
+            return self._round(progress)
+
+    def progress_due(self, event: bool = False) -> bool:
+        """Whether a round now reads the closed loop's counters: ``progress_s`` has passed
+        since the last read; for a round woken by a registry ``event`` (its changes are
+        written before the read, which follows on its clock), only when the read is overdue,
+        2 x ``progress_s`` since the last one (so a stream of events cannot starve it).
+        Always with ``progress_on_clock`` off (every round reads)."""
+        if not self.progress_on_clock:
+            return True
+        late = self.ctl.progress_s if event else 0.0
+        return time.monotonic() - self._progress_at >= self.ctl.progress_s + late
+
+    def _progress_wait(self) -> float:
+        """Seconds until the closed loop's next read is due (0: due now)."""
+        return max(0.0, self._progress_at + self.ctl.progress_s - time.monotonic())
 
     def _expire_leases(self) -> int:
         """Unregister the coflows whose lease ran out (the registry does it, only while this
@@ -632,7 +665,7 @@ class Controller:
                 if a.election_id != eid:
                     a.rearbitrate(eid)
 
-    def _round(self) -> dict:
+    def _round(self, progress: bool = True) -> dict:
         t0 = time.perf_counter()
         c0 = time.process_time()
         if self.election is not None:
@@ -644,7 +677,7 @@ class Controller:
                 self._refresh_coflows()
         if self.policy.coordinated:
             t_read = self._read_counters()
-        elif self.policy.rate:
+        elif self.policy.rate and progress:
             t_read = self._read_progress()
         else:
             t_read = 0.0
@@ -713,6 +746,7 @@ class Controller:
         if self.ctl.progress_s <= 0 or not ctx.pool.index_of:
             return 0.0
         t0 = time.perf_counter()
+        self._progress_at = time.monotonic()
         # the metered pairs per switch: kept by the meter context as coflows come and go
         # (not rebuilt from the pool every round)
         incremental = self.incremental_read_set
@@ -835,9 +869,6 @@ class Controller:
         # flow's bytes for the closed loop) but writes no MeterConfig: every packet is GREEN
         u = ctx.update(p.cids, p.cf, p.src, p.dst, p.rates if metering else np.zeros(p.rates.size),
                        self.slots.slot, self.ctl)
-        if not metering:
-            u = TR.MeterUpdate([x for x in u.sets if x[0][0] != "meters"],
-                               [x for x in u.patches if x[0][0] != "meters"])
         # no priority without enforcement: a coflow the pool could not meter gets no override
         # (it stays in the fair class) and is counted
         self._prio = {c: pr for c, pr in p.prio.items() if c not in ctx.unmetered} \
@@ -869,10 +900,7 @@ class Controller:
         self.metrics.unmetered_coflows.set(len(ctx.unmetered))
         self.metrics.unmetered_flows.set(ctx.unmetered_flows)
         self.metrics.meters_in_use.set(ctx.pool.in_use())
-        for comp, name, ents in u.sets:
-            self.book.set(comp, name, ents)
-        for comp, name, ents, keys in u.patches:
-            self.book.set(comp, name, ents, changed=keys)
+        u.apply(self.book, meters=metering)
         if timings is not None:
             timings["translate"] = time.perf_counter() - t0
         if p.alloc is not None and p.alloc.queue is not None:

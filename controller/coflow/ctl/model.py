@@ -184,11 +184,13 @@ class SwitchState:
 
 
 # Write ordering ------------------------------------------------------------------------------
-# Inserts and modifies: members, then groups (they reference members), then table entries (they
-# reference members or groups), defaults, meters. Deletes: the reverse (entries, groups, members),
-# meters (resets) last. Inside a phase the ops are sorted by key: the order is canonical, the same
-# whether the diff looked at every key (:func:`diff`) or only at the keys that changed since the
-# last sync (:func:`diff_keys`).
+# Deletes of table entries first (nothing references a table entry, and a full table, e.g.
+# coflow_slot with every slot in use, must make room before a departed coflow's slot is
+# inserted for a new one). Then inserts and modifies: members, then groups (they reference
+# members), then table entries (they reference members or groups), defaults, meters. Then the
+# other deletes: groups, members, meters (resets) last. Inside a phase the ops are sorted by
+# key: the order is canonical, the same whether the diff looked at every key (:func:`diff`) or
+# only at the keys that changed since the last sync (:func:`diff_keys`).
 _ORDER = {"member": 0, "group": 1, "table": 2, "default": 3, "meter": 4}
 _DEL_ORDER = {"table": 0, "group": 1, "member": 2, "meter": 3}
 
@@ -204,9 +206,9 @@ class Op(NamedTuple):
 
 def diff(desired: SwitchState, actual: SwitchState,
          managed_tables: Iterable[str] = MANAGED_TABLES) -> list[Op]:
-    """Writes that turn ``actual`` into ``desired``, ordered for one batch:
-    inserts/modifies of members, groups, table entries, defaults, meters; then deletes of table
-    entries, groups, members, meters; by key inside each phase. Table entries in tables the
+    """Writes that turn ``actual`` into ``desired``, ordered for one batch: deletes of table
+    entries; inserts/modifies of members, groups, table entries, defaults, meters; then deletes
+    of groups, members, meters; by key inside each phase. Table entries in tables the
     controller does not manage and default actions it has no opinion on are left alone. A
     ``coflow_slot`` entry that is inserted, or modified to another slot, is preceded by a reset
     of that slot's counter; a ``flow_meter`` entry likewise by a reset of its ``flow_bytes``."""
@@ -242,7 +244,11 @@ def diff_keys(desired: SwitchState, actual: SwitchState, keys: Iterable,
             dels.append((_DEL_ORDER[kind], key, h))
     ups.sort(key=_phase_key)
     dels.sort(key=_phase_key)
-    out: list[Op] = []
+    # table entries' deletes first (phase 0 of _DEL_ORDER), the other deletes last
+    nfirst = 0
+    while nfirst < len(dels) and dels[nfirst][0] == 0:
+        nfirst += 1
+    out: list[Op] = [Op("DELETE", h) for _, _, h in dels[:nfirst]]
     for _, key, w, h in ups:
         kind = key[0]
         if kind == "table" and w.table == T_SLOT:
@@ -254,7 +260,7 @@ def diff_keys(desired: SwitchState, actual: SwitchState, keys: Iterable,
             if h is None or dict(h.params).get("index") != index:
                 out.append(Op("MODIFY", CounterReset(C_FLOW_BYTES, index)))
         out.append(Op("INSERT" if h is None and kind not in ("default", "meter") else "MODIFY", w))
-    out += [Op("DELETE", h) for _, _, h in dels]
+    out += [Op("DELETE", h) for _, _, h in dels[nfirst:]]
     return out
 
 

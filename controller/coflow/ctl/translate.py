@@ -24,7 +24,7 @@ import collections
 import functools
 import ipaddress
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Iterable, Mapping
 
 import numpy as np
@@ -520,6 +520,11 @@ class MeterPool:
         self.index_of: dict = {}  # (cid, src, dst) -> (switch, index)
         self.owner: dict = {}     # (switch, index) -> (cid, src, dst)
         self.generation = 0       # counts commits that freed something
+        # (switch, index) -> the MeterConfig a free index still holds on the switch (its last
+        # owner's: nothing points at it, so it is left there, not reset, and the next owner's
+        # config overwrites it: one write instead of a reset and a write); MeterContext fills it
+        self.linger: dict = {}
+        self.unlingered: list = []  # (switch, meter key) taken since MeterContext last looked
 
     def _q(self, sw) -> collections.deque:
         q = self._free.get(sw)
@@ -543,7 +548,13 @@ class MeterPool:
         i = q.popleft()
         self.index_of[flow] = (sw, i)
         self.owner[(sw, i)] = flow
+        self._unlinger(sw, i)
         return i
+
+    def _unlinger(self, sw, i: int) -> None:
+        m = self.linger.pop((sw, i), None)
+        if m is not None:
+            self.unlingered.append((sw, m.key))
 
     def release(self, flow) -> None:
         got = self.index_of.pop(flow, None)
@@ -563,6 +574,7 @@ class MeterPool:
             return False
         self.index_of[flow] = (sw, index)
         self.owner[(sw, index)] = flow
+        self._unlinger(sw, index)
         return True
 
     def commit(self) -> None:
@@ -585,6 +597,8 @@ class MeterPool:
         p.index_of = dict(self.index_of)
         p.owner = dict(self.owner)
         p.generation = self.generation
+        p.linger = dict(self.linger)
+        p.unlingered = list(self.unlingered)
         return p
 
 
@@ -596,9 +610,35 @@ class MeterUpdate:
     ``sets``: (component, switch, entities) replacing a component (empty = gone), removals
     first; ``patches``: (component, switch, entities, changed keys) where only those keys'
     meter configs changed (rates moved). The entity dicts are the translator's own: meters are
-    updated in place by later rounds."""
+    updated in place by later rounds.
+
+    Meter configs of released indices stay on the switch (:attr:`MeterPool.linger`, the
+    component ``("meters", FREE)`` of each edge): ``free_drop`` (before everything: the
+    indices taken again this round, whose new owner's config replaces them) and ``free_add``
+    (after everything: the configs of the indices released this round), both (component,
+    switch, entities, changed keys). :meth:`apply` hands all of it to a book in that order."""
     sets: list
     patches: list
+    free_drop: list = field(default_factory=list)
+    free_add: list = field(default_factory=list)
+
+    def apply(self, book, meters: bool = True) -> None:
+        """Hand the round's changes to a :class:`~coflow.ctl.desired.DesiredBook`
+        (``meters`` False: no MeterConfig at all, the flow_meter entries only)."""
+        for comp, sw, ents, keys in self.free_drop if meters else ():
+            book.set(comp, sw, ents, changed=keys)
+        for comp, sw, ents in self.sets:
+            if meters or comp[0] != "meters":
+                book.set(comp, sw, ents)
+        for comp, sw, ents, keys in self.patches:
+            if meters or comp[0] != "meters":
+                book.set(comp, sw, ents, changed=keys)
+        for comp, sw, ents, keys in self.free_add if meters else ():
+            book.set(comp, sw, ents, changed=keys)
+
+
+#: the component of a switch's free meter indices' lingering configs (MeterPool.linger)
+FREE = "free"
 
 
 class _CoflowMeters:
@@ -643,6 +683,10 @@ class MeterContext:
         self._cf: dict = {}  # cid -> _CoflowMeters (the coflows of the last round)
         self._glob = None  # (key, sel, inv, minv, npairs, nmeters, [(cid, _CoflowMeters)])
         self._mrate = None  # last round's rate per meter (global order)
+        self._dropped: list = []  # (switch, MeterConfig) of the meters released this round
+        # a released index's config is left on the switch (False: reset, the code before;
+        # bench-scale's baseline)
+        self.linger_released = True
         self._settings = None
         self.unmetered: dict = {}  # cid -> pairs that got no meter (the whole coflow: none)
         # the closed loop's read set, kept incrementally (changed only by the coflows a round
@@ -834,7 +878,29 @@ class MeterContext:
             cm.mrate = mrate[cm.moff:cm.moff + cm.nmeters]
         self._glob = glob
         self._mrate = mrate
-        return MeterUpdate(sets, patches)
+        return MeterUpdate(sets, patches, *self._linger())
+
+    def _linger(self) -> tuple:
+        """(free_drop, free_add) of this round: the lingering configs of indices taken again,
+        and the configs of the indices released this round (their meters left as they are)."""
+        pool = self.pool
+        drop: dict = {}
+        for sw, k in pool.unlingered:
+            drop.setdefault(sw, []).append(k)
+        pool.unlingered = []
+        add: dict = {}
+        if not self.linger_released:
+            self._dropped = []
+        if self._dropped:
+            owner, linger = pool.owner, pool.linger
+            for sw, m in self._dropped:
+                if (sw, m.index) not in owner:
+                    linger[(sw, m.index)] = m
+                    add.setdefault(sw, {})[m.key] = m
+            self._dropped = []
+        comp = ("meters", FREE)
+        return ([(comp, sw, EMPTY, ks) for sw, ks in sorted(drop.items())],
+                [(comp, sw, d, list(d)) for sw, d in sorted(add.items())])
 
     def _global(self, key, cids, cf, src, dst, sets: list) -> tuple:
         """The round's coflows: reuse the unchanged ones, build the new or changed ones (or
@@ -880,8 +946,11 @@ class MeterContext:
             spans.append((lo, hi, cm.npairs, cm.nmeters))
         # components: gone coflows first (a key never passes between coflows in one round:
         # the pool holds released indices until the next)
+        dropped = self._dropped
         for cid, cm in self._cf.items():
             if cid not in new_cf:
+                for sw, d in (cm.meters or {}).items():
+                    dropped.extend((sw, m) for m in d.values())
                 self._read_drop(cid, cm)
                 for a, b, _, _ in cm.flows:  # (held by the pool until the next round)
                     self.pool.release((cid, a, b))
@@ -890,6 +959,10 @@ class MeterContext:
                 sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(cm.meters or ()))
         for cid, old, cm in built:
             if old is not None and cm is not None:
+                if old.meters:
+                    now = set(zip(cm.m_sw, cm.m_index))
+                    dropped.extend((sw, m) for sw, d in old.meters.items() for m in d.values()
+                                   if (sw, m.index) not in now)
                 sets.extend((("flow_meter", cid), sw, EMPTY) for sw in sorted(old.fm) if sw not in cm.fm)
                 sw_now = set(cm.m_sw)
                 sets.extend((("meters", cid), sw, EMPTY) for sw in sorted(old.meters or ())
@@ -938,6 +1011,8 @@ class MeterContext:
             for part in (cm.fm, cm.meters or {}):
                 for sw, d in part.items():
                     out.setdefault(sw, {}).update(d)
+        for (sw, _), m in self.pool.linger.items():   # free indices' configs, left in place
+            out.setdefault(sw, {})[m.key] = m
         return out
 
 
