@@ -116,3 +116,37 @@ def test_a_coflow_still_sending_is_not_promoted(mode, promote):
     finally:
         c.stop()
         reg.close()
+
+
+@needs_build
+@pytest.mark.parametrize("hold", ["0", "0.5"])
+def test_a_meter_is_lowered_only_after_its_sender_slowed(hold):
+    """SEBF, one sender: a large coflow alone gets the link; a small one arriving on the same
+    uplink takes it first, cutting the large one's rate. With ``meter_hold_s`` 0.5 the large
+    flow's meter keeps the full rate in that round and the rounds within 0.5 s (its sender hears
+    of the cut on the rate stream first), the controller asks for a round when the hold ends,
+    and from then the meter has the lower rate; with 0 it drops in the same round."""
+    c, reg = _controller("sebf", meter_hold_s=hold)
+    try:
+        reg.register([("h0", "h1", 5_000_000)])
+
+        def cir(now):
+            with c._mu:
+                c._refresh_coflows()
+                c._compute_rates(now)
+                d = c._desired()
+            return {k[2]: v.cir for sw in c.edges for k, v in d[sw].entities.items()
+                    if k[0] == "meter"}
+        full = cir(1000.0)
+        (idx,) = full
+        reg.register([("h0", "h2", 10_000)])
+        cut = cir(1000.1)
+        if hold == "0":
+            assert cut[idx] < full[idx]
+            return
+        assert cut[idx] == full[idx] and c._next_event <= 1000.6 + 1e-9
+        assert cir(1000.4)[idx] == full[idx]
+        assert cir(1000.6)[idx] < full[idx]
+    finally:
+        c.stop()
+        reg.close()

@@ -223,6 +223,34 @@ def test_size_caps_keep_large_coflows_out_of_the_top_classes(reg):
     assert p2.prio[cids[0]] <= 3 and p2.prio[cids[3]] == 1 and p2.prio[cids[2]] == 7
 
 
+def test_meter_hold_lowers_a_meter_only_after_its_sender_slowed():
+    """Hand-checked (hold 0.5 s): a rate cut keeps the meter at the old rate until 0.5 s after
+    the cut, whatever further cuts come meanwhile, then follows; a raise is immediate (and ends
+    a hold below it); a new flow has nothing to hold; 0 = no hold at all."""
+    from coflow.ctl.rates import MeterHold
+    h = MeterHold(0.5)
+    k = ["a", "b"]
+    r, nxt = h.apply(k, np.array([10.0, 4.0]), 0.0)
+    assert r.tolist() == [10.0, 4.0] and nxt == float("inf")
+    r, nxt = h.apply(k, np.array([5.0, 4.0]), 1.0)          # a cut: held at 10 until 1.5
+    assert r.tolist() == [10.0, 4.0] and nxt == 1.5
+    r, nxt = h.apply(k, np.array([2.0, 4.0]), 1.2)          # a further cut inside the hold
+    assert r.tolist() == [10.0, 4.0] and nxt == 1.5
+    r, nxt = h.apply(k, np.array([2.0, 4.0]), 1.5)          # the hold is over: follow
+    assert r.tolist() == [2.0, 4.0] and nxt == float("inf")
+    r, _ = h.apply(k, np.array([1.0, 4.0]), 2.0)
+    assert r.tolist() == [2.0, 4.0]
+    r, nxt = h.apply(k, np.array([8.0, 4.0]), 2.1)          # a raise: at once, no hold left
+    assert r.tolist() == [8.0, 4.0] and nxt == float("inf")
+    r, _ = h.apply(["c"], np.array([3.0]), 2.2)             # gone flows forgotten, a new one free
+    assert r.tolist() == [3.0]
+    z = MeterHold(0.0)
+    z.apply(k, np.array([10.0, 4.0]), 0.0)
+    assert z.apply(k, np.array([1.0, 1.0]), 0.1)[0].tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="meter_hold_s"):
+        TR.split_settings({"meter_hold_s": "-1"})
+
+
 def test_meter_headroom_above_the_paced_rate():
     """A meter passes its flow's rate times 1 + meter_headroom (frame bytes), so a sender paced
     at the rate never reaches it; 0 (the default) is the rate exactly."""

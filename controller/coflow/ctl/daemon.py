@@ -33,7 +33,8 @@ from .coord import DclasCoordinator
 
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
-from .rates import FlowProgress, RateAudit, overrun, plan as rate_plan, rate_snapshot, without_sizes
+from .rates import (FlowProgress, MeterHold, RateAudit, overrun, plan as rate_plan, rate_snapshot,
+                    without_sizes)
 from .switch import SwitchAgent, pipeline_cookie, sync_many
 from .aio import RoundIO, call_timeout
 from . import wire
@@ -147,6 +148,7 @@ class Controller:
         self._overrides: dict = {e: {} for e in self.edges}  # switch -> {cid: prio}
         self._prio: dict = {}  # rate modes: cid -> prio
         self._plan_prio: dict = {}  # rate modes: last plan's classes (keep_classes)
+        self._meter_hold = MeterHold(self.ctl.meter_hold_s)
         self._next_event = INF
         self._rates_stale = True
         self._static_cache = None
@@ -867,8 +869,15 @@ class Controller:
         metering = self.policy.meters
         # a mode without rate control ("queues") keeps the flow_meter entries (they count each
         # flow's bytes for the closed loop) but writes no MeterConfig: every packet is GREEN
-        u = ctx.update(p.cids, p.cf, p.src, p.dst, p.rates if metering else np.zeros(p.rates.size),
-                       self.slots.slot, self.ctl)
+        mrates = p.rates if metering else np.zeros(p.rates.size)
+        if metering and self._meter_hold.hold_s > 0:
+            # a meter goes down only meter_hold_s after its flow's rate (the sender slows first)
+            cids = p.cids
+            mrates, until = self._meter_hold.apply(
+                [(cids[k], a, b) for k, a, b in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist())],
+                p.rates, time.time() if now is None else now)
+            self._next_event = min(self._next_event, until)
+        u = ctx.update(p.cids, p.cf, p.src, p.dst, mrates, self.slots.slot, self.ctl)
         # no priority without enforcement: a coflow the pool could not meter gets no override
         # (it stays in the fair class) and is counted
         self._prio = {c: pr for c, pr in p.prio.items() if c not in ctx.unmetered} \

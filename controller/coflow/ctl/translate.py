@@ -118,6 +118,9 @@ class CtlSettings:
       Aalo's thresholds from this Q1 (``rates.size_caps``: above Q1 never the top class, above
       10 x Q1 never the top two, ...), so that a large coflow alone does not fill the top
       class with a backlog that the next small coflow waits behind; 0 = the order alone.
+    - ``meter_hold_s``: a flow's meter is lowered only this long after its rate was (it keeps
+      the old rate meanwhile; raised at once), so that a paced sender has slowed before its
+      policer tightens (``rates.MeterHold``); 0 = meters follow the rates at once.
     - ``promote_active``: ordered modes (a scheduler that says an order): 0 = a coflow with
       active flows is never moved to a higher class (:func:`keep_classes`: no reordering of
       its own segments); 1 = classes by rank every round (:func:`order_priorities`), a coflow
@@ -149,6 +152,7 @@ class CtlSettings:
     promote_active: int = 0
     pace_headroom: float = 0.0
     class_q1_bytes: float = 0.0
+    meter_hold_s: float = 0.0
 
     @property
     def link_Bps(self) -> float:
@@ -197,6 +201,8 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
     if not (math.isfinite(s.class_q1_bytes) and s.class_q1_bytes >= 0):
         raise ValueError(f"setting class_q1_bytes: must be >= 0 bytes (0 = no size caps), "
                          f"got {s.class_q1_bytes}")
+    if not (math.isfinite(s.meter_hold_s) and s.meter_hold_s >= 0):
+        raise ValueError(f"setting meter_hold_s: must be >= 0 seconds (0 = no hold), got {s.meter_hold_s}")
     if s.promote_active not in (0, 1):
         raise ValueError(f"setting promote_active: must be 0 or 1, got {s.promote_active}")
     if not (math.isfinite(s.rate_capacity_frac) and 0 < s.rate_capacity_frac <= 1):

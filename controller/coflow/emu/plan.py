@@ -66,6 +66,10 @@ METER_PEAK_BURSTS = 4
 #: than the rate the senders pace at (``meter_headroom``): a cooperating sender never meets the
 #: meter, one that does not pace is held to just above its rate.
 METER_HEADROOM = 0.1
+#: With paced senders, a flow's meter is lowered this many round trips after its rate
+#: (``meter_hold_s``): the sender hears of the lower rate first and slows, then the policer
+#: tightens (a meter lowered first dropped the segments in flight: multi-second timeouts).
+METER_HOLD_RTTS = 4
 #: With paced senders, the rate modes' scheduler shares this fraction of each host link's
 #: payload capacity (``rate_capacity_frac``): the links also carry the ACKs of the flows coming
 #: the other way and the segments Linux does not pace (measured on the default run: paced flows
