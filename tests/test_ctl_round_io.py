@@ -301,20 +301,26 @@ def test_the_synchronous_stream_still_works():
         emu.stop()
 
 
+def _sebf_on_leafspine(**settings):
+    """(emulated fabric, registry, SEBF controller) on a 2-leaf, 1-spine, 2-host leaf-spine;
+    ``settings`` on top of no audit, no telemetry, 10 Mb/s."""
+    from coflow.api.registry import CoflowRegistry
+    topo = T.leafspine(2, 1, 2)
+    emu = fabric(topo)
+    reg = CoflowRegistry([h.name for h in topo.hosts])
+    c = D.Controller(topo, "sebf", P4INFO, BMV2_JSON,
+                     {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "10", **settings})
+    return emu, reg, c
+
+
 @pytest.mark.parametrize("push", ["0", "1"])
 def test_closed_loop_observes_again_only_what_can_have_changed(push):
     """The closed loop's readings are fed to FlowProgress again only when something they
     depend on changed: a counter (pushed or a different answer), the flow_meter entries the
     switch holds, or the read set; a round that only re-rates meters observes nothing again,
     and a counter that grows is seen."""
-    from coflow.api.registry import CoflowRegistry
-    topo = T.leafspine(2, 1, 2)
-    emu = fabric(topo)
-    hosts = [h.name for h in topo.hosts]
-    reg = CoflowRegistry(hosts)
-    c = D.Controller(topo, "sebf", P4INFO, BMV2_JSON,
-                     {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
-                     settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "10", "push": push})
+    emu, reg, c = _sebf_on_leafspine(push=push)
     seen = []
     real = c.progress.observe
     c.progress.observe = lambda *a: seen.append(a) or real(*a)
@@ -337,7 +343,7 @@ def test_closed_loop_observes_again_only_what_can_have_changed(push):
         assert len(seen) == n0          # no flow_meter entry written: nothing observed again
         cid = (a.cid.external, a.cid.internal)
         [(src, dst, sw, idx)] = [f for f in c._meter_ctx.flows(cid) if f[0] == 0]
-        dev = {s.name: s.device_id for s in topo.switches}[sw]
+        dev = {s.name: s.device_id for s in c.topo.switches}[sw]
         bump(emu, dev, c.codec.counter_id[M.C_FLOW_BYTES], idx, 1514 * 10)
         time.sleep(0.1)
         c.round()
@@ -362,15 +368,7 @@ def test_an_arrival_is_written_before_the_closed_loop_read_which_keeps_its_clock
     read: a stream of events cannot starve it); the read follows on its own clock. Hand-checked
     decisions, then the loop itself: the arrival's round reads nothing, a later clock round
     does."""
-    from coflow.api.registry import CoflowRegistry
-    topo = T.leafspine(2, 1, 2)
-    emu = fabric(topo)
-    hosts = [h.name for h in topo.hosts]
-    reg = CoflowRegistry(hosts)
-    c = D.Controller(topo, "sebf", P4INFO, BMV2_JSON,
-                     {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
-                     settings={"audit_s": "0", "telemetry_s": "0", "link_mbps": "10",
-                               "progress_s": "0.6"})
+    emu, reg, c = _sebf_on_leafspine(progress_s="0.6")
     calls = []
     real_round = c.round
 
