@@ -150,3 +150,54 @@ def test_a_meter_is_lowered_only_after_its_sender_slowed(hold):
     finally:
         c.stop()
         reg.close()
+
+
+@needs_build
+@pytest.mark.parametrize("pace_hold", ["0", "0.3"])
+def test_a_pace_is_lowered_only_after_the_pace_hold_and_its_meter_after_that(pace_hold):
+    """SEBF, paced senders: a small coflow arriving on a large one's uplink cuts the large
+    flow's rate. With ``pace_hold_s`` 0.3 (and ``meter_hold_s`` 0.5) the rate stream keeps
+    telling the large flow's sender its old rate until 0.3 s after the cut, its meter keeps the
+    old rate until 0.5 s after that (0.8 s), and the controller asks for a round at each end;
+    with 0 the stream has the cut at once (the meter still 0.5 s later). A small coflow gone
+    within the hold is never seen by the sender at all."""
+    c, reg = _controller("sebf", meter_hold_s="0.5", pace_hold_s=pace_hold)
+    try:
+        big = reg.register([("h0", "h1", 5_000_000)])
+        key = str(big.cid)
+
+        def at(now):
+            with c._mu:
+                c._refresh_coflows()
+                c._compute_rates(now)
+                d = c._desired()
+            cir = {k[2]: v.cir for sw in c.edges for k, v in d[sw].entities.items() if k[0] == "meter"}
+            (flow,) = c.rate_board.snapshot()[2][key].flows
+            return flow.rate_Bps, cir
+
+        pace0, cir0 = at(1000.0)
+        (idx,) = cir0
+        small = reg.register([("h0", "h2", 10_000)])
+        pace, cir = at(1000.1)
+        if pace_hold == "0":
+            assert pace < pace0 and cir[idx] == cir0[idx] and c._next_event <= 1000.6 + 1e-9
+            return
+        assert pace == pace0 and cir[idx] == cir0[idx] and c._next_event <= 1000.4 + 1e-9
+        pace, cir = at(1000.3)
+        assert pace == pace0 and cir[idx] == cir0[idx]
+        pace, cir = at(1000.4)                       # the pace hold is over: the sender slows
+        assert pace < pace0 and cir[idx] == cir0[idx] and c._next_event <= 1000.9 + 1e-9
+        pace1 = pace
+        pace, cir = at(1000.9)                       # and then its meter
+        assert pace == pace1 and cir[idx] < cir0[idx]
+        # a pause shorter than the hold never reaches the sender
+        reg.unregister(small.cid)
+        pace, _ = at(1001.0)
+        assert pace == pace0
+        brief = reg.register([("h0", "h3", 10_000)])
+        assert at(1001.1)[0] == pace0
+        reg.unregister(brief.cid)
+        assert at(1001.2)[0] == pace0
+    finally:
+        c.stop()
+        reg.close()

@@ -249,6 +249,8 @@ def test_meter_hold_lowers_a_meter_only_after_its_sender_slowed():
     assert z.apply(k, np.array([1.0, 1.0]), 0.1)[0].tolist() == [1.0, 1.0]
     with pytest.raises(ValueError, match="meter_hold_s"):
         TR.split_settings({"meter_hold_s": "-1"})
+    with pytest.raises(ValueError, match="pace_hold_s"):
+        TR.split_settings({"pace_hold_s": "nan"})
 
 
 def test_meter_headroom_above_the_paced_rate():

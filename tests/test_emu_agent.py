@@ -543,6 +543,12 @@ def test_agent_paces_each_flow_at_the_controllers_rate(tmp_path, monkeypatch):
     assert (sent[0]["pace_min"], sent[0]["pace_last"]) == (1e6, 1e6)
     assert (sent[1]["pace_min"], sent[1]["pace_last"]) == (1e6, 2e7)
     assert (sent[2]["pace_min"], sent[2]["pace_last"]) == (None, None)
+    # each flow reports the state its pooled connection carried into it (TCP_INFO, read at
+    # the right offsets: a window in segments, Linux's 200 ms minimum RTO, an RTT measured)
+    t0 = [sent[k]["tcp0"] for k in range(3)]
+    assert all(set(t) == {"rtt_ms", "cwnd", "ssthresh", "rto_ms", "backoff", "pacing_Bps"} for t in t0)
+    assert all(1 <= t["cwnd"] <= 10_000 and 200 <= t["rto_ms"] <= 120_000 and 0 < t["rtt_ms"] < 1000
+               and t["backoff"] == 0 for t in t0), t0
     assert 1.8 < took[0] < 4.0, took            # paced: ~2.4 s
     assert took[2] < 0.5, took                  # not limited: loopback speed
     assert 1.2 < took[1] < 0.8 * took[0], took  # 1 MB/s for 1.2 s, then 20 MB/s

@@ -50,6 +50,9 @@ def default_switch_addrs(topology, grpc_base: int = 50000, host: str = "127.0.0.
 
 #: seconds an unregistered coflow keeps its slot entry (its connections' last packets)
 SLOT_LINGER_S = 1.0
+#: rate modes: a JSON line per allocation (time, order, every active flow's remaining bytes as
+#: the scheduler saw them and its rate) appended to this file; for diagnosing a schedule
+_RATES_TRACE = os.environ.get("COFLOW_RATES_TRACE", "")
 
 class Controller:
     def __init__(self, topology, mode: str, p4info: str, bmv2_json: str, switch_addrs: dict,
@@ -149,6 +152,7 @@ class Controller:
         self._prio: dict = {}  # rate modes: cid -> prio
         self._plan_prio: dict = {}  # rate modes: last plan's classes (keep_classes)
         self._meter_hold = MeterHold(self.ctl.meter_hold_s)
+        self._pace_hold = MeterHold(self.ctl.pace_hold_s)   # the same rule, for the senders
         self._next_event = INF
         self._rates_stale = True
         self._static_cache = None
@@ -849,6 +853,20 @@ class Controller:
                         self.audit.observe((cid, a, b), t_got, self.progress.pair_sent(cid, a, b),
                                            self._audit_size.get((cid, a, b)))
 
+    def _trace_rates(self, p) -> None:
+        v = p.view
+        if v is None or not p.cids:
+            return
+        order = p.alloc.order.tolist() if p.alloc is not None and p.alloc.order is not None else []
+        h = p.hosts
+        row = {"t": time.time(), "order": [list(p.cids[k]) for k in order],
+               "prio": {f"{c[0]}.{c[1]}": pr for c, pr in p.prio.items()},
+               "flows": [[p.cids[k][0], h[a], h[b], round(float(rem)), round(float(r), 1)]
+                         for k, a, b, rem, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(),
+                                                    v.remaining.tolist(), p.rates.tolist())]}
+        with open(_RATES_TRACE, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
     def _compute_rates(self, now: float | None = None, timings: dict | None = None) -> None:
         """The core's Allocation on the registered coflows -> priorities and meters, handed to
         the desired-state book (``timings``: seconds per phase, for the benchmark)."""
@@ -862,6 +880,8 @@ class Controller:
                       measured, None if self.ctl.promote_active else self._plan_prio,
                       self.ctl.class_q1_bytes)
         self._plan_prio = p.order_prio or {}
+        if _RATES_TRACE:
+            self._trace_rates(p)
         t0 = time.perf_counter()
         self._rates_stale = False
         self._next_event = p.next_event
@@ -869,14 +889,22 @@ class Controller:
         metering = self.policy.meters
         # a mode without rate control ("queues") keeps the flow_meter entries (they count each
         # flow's bytes for the closed loop) but writes no MeterConfig: every packet is GREEN
-        mrates = p.rates if metering else np.zeros(p.rates.size)
-        if metering and self._meter_hold.hold_s > 0:
-            # a meter goes down only meter_hold_s after its flow's rate (the sender slows first)
+        t_now = time.time() if now is None else now
+        prates = p.rates   # what the senders are told to pace at (the rate stream)
+        if metering and (self._pace_hold.hold_s > 0 or self._meter_hold.hold_s > 0):
             cids = p.cids
-            mrates, until = self._meter_hold.apply(
-                [(cids[k], a, b) for k, a, b in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist())],
-                p.rates, time.time() if now is None else now)
+            keys = [(cids[k], a, b) for k, a, b in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist())]
+            # a sender's pace goes down only pace_hold_s after its flow's rate (a pause shorter
+            # than that never reaches it: Linux commits each segment's pacing gap when it
+            # leaves, so a pace at the floor delays the flow a segment-time at the floor,
+            # however soon the rate comes back)
+            prates, until = self._pace_hold.apply(keys, p.rates, t_now)
             self._next_event = min(self._next_event, until)
+            # a meter goes down only meter_hold_s after its sender's pace (the sender slows first)
+            mrates, until = self._meter_hold.apply(keys, prates, t_now)
+            self._next_event = min(self._next_event, until)
+        else:
+            mrates = p.rates if metering else np.zeros(p.rates.size)
         u = ctx.update(p.cids, p.cf, p.src, p.dst, mrates, self.slots.slot, self.ctl)
         # no priority without enforcement: a coflow the pool could not meter gets no override
         # (it stays in the fair class) and is counted
@@ -890,7 +918,7 @@ class Controller:
             recs, prio = self._records, self._prio
             self.rate_board.publish(
                 lambda: rate_snapshot(p, recs, (lambda c: c not in unm) if metering else (lambda c: False),
-                                      floor, prio, 1.0 + self.ctl.pace_headroom),
+                                      floor, prio, 1.0 + self.ctl.pace_headroom, prates),
                 time.time() if now is None else now)
         if self.audit is not None:
             floor = self.ctl.min_rate_frac * self.ctl.link_payload_Bps
@@ -899,8 +927,8 @@ class Controller:
                 c = (rec.cid.external, rec.cid.internal)
                 for f in rec.flows:
                     size[(c, self.host_port[f.src], self.host_port[f.dst])] = f.size_bytes
-            rates = {}
-            for k, a, b, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), p.rates.tolist()):
+            rates = {}   # what each sender was told to pace at (after pace_hold_s)
+            for k, a, b, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), prates.tolist()):
                 c = p.cids[k]
                 if c not in ctx.unmetered:
                     rates[(c, a, b)] = max(r, floor)

@@ -220,18 +220,21 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
 
 
 def rate_snapshot(p: RatePlan, records, limited, floor_Bps: float = 0.0,
-                  prio: dict | None = None, pace_factor: float = 1.0) -> dict:
+                  prio: dict | None = None, pace_factor: float = 1.0,
+                  rates: np.ndarray | None = None) -> dict:
     """What the coflow API's WatchRates streams (:class:`coflow.api.rates.CoflowRates` per
     registered coflow, keyed by its id string): each active flow of the plan under its flow
     id, at the rate its sender should pace at (payload bytes/s: the scheduler's rate, at least
     the meters' floor ``floor_Bps``), ``limited`` where ``limited(cid)`` says a meter holds the
     coflow to its rates (times ``pace_factor``: 1 + ``pace_headroom``); the coflow's class
-    from ``prio`` (default: the plan's). A registered coflow
+    from ``prio`` (default: the plan's); ``rates``: per active flow of the plan, the rates to
+    pace at instead of the plan's (the controller's ``pace_hold_s``). A registered coflow
     with no active flow is listed without flows."""
     from ..api.rates import CoflowRates, FlowRate
     by_cid: dict = {}
     h = p.hosts
-    for k, a, b, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), p.rates.tolist()):
+    rs = p.rates if rates is None else rates
+    for k, a, b, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), rs.tolist()):
         by_cid.setdefault(p.cids[k], []).append((h[a], h[b], r))
     out: dict = {}
     for rec in records:
@@ -302,7 +305,9 @@ def without_sizes(rec):
 
 
 class MeterHold:
-    """Make-before-break for the policers of paced senders (``meter_hold_s``).
+    """Make-before-break for the policers of paced senders (``meter_hold_s``); the same rule
+    holds the senders' own paces (``pace_hold_s``, applied first: the meters then follow the
+    paces).
 
     A flow's new rate reaches its sender over the rate stream and its meter in the round's
     Write, in no guaranteed order: a meter lowered before the sender has slowed drops what the

@@ -121,6 +121,14 @@ class CtlSettings:
     - ``meter_hold_s``: a flow's meter is lowered only this long after its rate was (it keeps
       the old rate meanwhile; raised at once), so that a paced sender has slowed before its
       policer tightens (``rates.MeterHold``); 0 = meters follow the rates at once.
+    - ``pace_hold_s``: the rate a paced sender is told (``WatchRates``) goes down only this long
+      after its flow's rate did (raised at once); its meter then follows ``meter_hold_s``
+      after the pace. Linux commits a paced segment's gap when the segment leaves (one
+      segment-time at the rate then in force), so a pause to the meters' floor shorter than
+      this would cost the flow a segment-time at the floor (about a second at 1% of 1 Mb/s)
+      however soon its rate came back; a hold lets short pauses (a small coflow taking the
+      port for a few hundred ms) go unseen by the sender, the priority classes still putting
+      the small coflow first. 0 = senders follow the rates at once.
     - ``promote_active``: ordered modes (a scheduler that says an order): 0 = a coflow with
       active flows is never moved to a higher class (:func:`keep_classes`: no reordering of
       its own segments); 1 = classes by rank every round (:func:`order_priorities`), a coflow
@@ -153,6 +161,7 @@ class CtlSettings:
     pace_headroom: float = 0.0
     class_q1_bytes: float = 0.0
     meter_hold_s: float = 0.0
+    pace_hold_s: float = 0.0
 
     @property
     def link_Bps(self) -> float:
@@ -203,6 +212,8 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
                          f"got {s.class_q1_bytes}")
     if not (math.isfinite(s.meter_hold_s) and s.meter_hold_s >= 0):
         raise ValueError(f"setting meter_hold_s: must be >= 0 seconds (0 = no hold), got {s.meter_hold_s}")
+    if not (math.isfinite(s.pace_hold_s) and s.pace_hold_s >= 0):
+        raise ValueError(f"setting pace_hold_s: must be >= 0 seconds (0 = no hold), got {s.pace_hold_s}")
     if s.promote_active not in (0, 1):
         raise ValueError(f"setting promote_active: must be 0 or 1, got {s.promote_active}")
     if not (math.isfinite(s.rate_capacity_frac) and 0 < s.rate_capacity_frac <= 1):

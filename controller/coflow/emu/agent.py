@@ -91,6 +91,26 @@ PACE_UNLIMITED = 0xFFFFFFFF     # ~0U: no limit
 PACE_WAIT_S = 0.3
 
 
+#: struct tcp_info (linux/tcp.h) up to tcpi_pacing_rate: the fields :func:`tcp_state` reports
+_TCP_INFO = struct.Struct("=8B 24I Q")
+
+
+def tcp_state(sock: socket.socket) -> dict | None:
+    """What a (pooled) connection carries into the next flow it sends: the kernel's smoothed RTT
+    (ms), congestion window and slow-start threshold (segments), RTO (ms) and its own pacing rate
+    (bytes/s, before SO_MAX_PACING_RATE caps it); None where TCP_INFO is unavailable."""
+    try:
+        raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO.size)
+    except OSError:
+        return None
+    if len(raw) < _TCP_INFO.size:
+        return None
+    v = _TCP_INFO.unpack(raw)
+    u32 = v[8:32]
+    return {"rtt_ms": u32[15] / 1000, "cwnd": u32[18], "ssthresh": u32[17],
+            "rto_ms": u32[0] / 1000, "backoff": v[4], "pacing_Bps": v[32]}
+
+
 def set_pacing(sock: socket.socket, rate_Bps: float | None) -> None:
     """Pace ``sock`` at ``rate_Bps`` payload bytes/s (None: no limit). TCP's own pacing (since
     Linux 4.13, without the fq qdisc) spaces the socket's segments at this rate whatever its
@@ -356,6 +376,7 @@ class Agent:
             if self.watcher is not None:
                 pkey = (cmd["cid"], cmd["flow"])
                 pace = await self._pace(writer.get_extra_info("socket"), pkey)
+            tcp0 = tcp_state(writer.get_extra_info("socket"))
             writer.write(HEADER.pack(MAGIC, cmd["run"], cmd["coflow"], cmd["flow"], cmd["bytes"]))
             left = cmd["bytes"]
             while left > 0:
@@ -382,7 +403,7 @@ class Agent:
             lo, last = self.pace_range.pop((cmd["cid"], cmd["flow"]), (pace, pace))
             self.emit(ev="sent", run=cmd["run"], coflow=cmd["coflow"], flow=cmd["flow"],
                       t_start=t0, t_conn=t_conn, t_end=time.time(), tag=how, pace=pace,
-                      pace_min=lo, pace_last=last)
+                      pace_min=lo, pace_last=last, tcp0=tcp0)
         except asyncio.CancelledError:
             self.pacing.pop((cmd["cid"], cmd["flow"]), None)
             if conn is not None:

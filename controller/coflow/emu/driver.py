@@ -271,6 +271,7 @@ class ModeResult:
     sender_times: dict = field(default_factory=dict)      # (coflow, flow) -> (t_start, t_conn, t_end)
     paced: dict = field(default_factory=dict)             # (coflow, flow) -> rate it was paced at (None: none)
     pace_range: dict = field(default_factory=dict)        # (coflow, flow) -> (lowest, last) paced rate
+    tcp0: dict = field(default_factory=dict)              # (coflow, flow) -> its connection's TCP state at start
     # a dynamic plan (waves, DAGs): per trace coflow, its start and completion (s after t0), and
     # per unit its release (coflow.dynamics.Releaser); None for plain plans
     start: Any = None
@@ -301,6 +302,9 @@ class ModeResult:
                 pr = self.pace_range.get((k, f.index))
                 if pr is not None:
                     rec.update(pace_first=self.paced.get((k, f.index)), pace_min=pr[0], pace_last=pr[1])
+                t0 = self.tcp0.get((k, f.index))
+                if t0 is not None:
+                    rec["tcp0"] = t0
                 out.append(rec)
         return out
 
@@ -311,6 +315,8 @@ def _record_sent(res: ModeResult, name: str, ev: dict) -> None:
         res.paced[(ev["coflow"], ev["flow"])] = ev["pace"] if isinstance(ev["pace"], (int, float)) else None
         num = lambda x: x if isinstance(x, (int, float)) else None  # noqa: E731
         res.pace_range[(ev["coflow"], ev["flow"])] = (num(ev.get("pace_min")), num(ev.get("pace_last")))
+    if isinstance(ev.get("tcp0"), dict):
+        res.tcp0[(ev["coflow"], ev["flow"])] = ev["tcp0"]
     try:
         res.sender_times[(ev["coflow"], ev["flow"])] = (
             float(ev["t_start"]), float(ev.get("t_conn", ev["t_start"])), float(ev["t_end"]))

@@ -70,6 +70,13 @@ METER_HEADROOM = 0.1
 #: (``meter_hold_s``): the sender hears of the lower rate first and slows, then the policer
 #: tightens (a meter lowered first dropped the segments in flight: multi-second timeouts).
 METER_HOLD_RTTS = 4
+#: With paced senders, a flow's pace is lowered this many round trips after its rate
+#: (``pace_hold_s``; its meter METER_HOLD_RTTS after that): a small coflow that takes a port
+#: for its short life (a few hundred ms, registration to unregistration) pauses nobody's
+#: sender. Linux commits a paced segment's gap as it leaves, so a pause at the meters' floor
+#: (1% of the link, 1.2 s a segment at 1 Mb/s) cost a 17 KB flow 2.2 s after a 210-byte
+#: coflow held its receiver's port for 0.21 s (mininet/README.md).
+PACE_HOLD_RTTS = 4
 #: With paced senders, the rate modes' scheduler shares this fraction of each host link's
 #: payload capacity (``rate_capacity_frac``): the links also carry the ACKs of the flows coming
 #: the other way and the segments Linux does not pace (measured on the default run: paced flows

@@ -194,6 +194,7 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
         s["meter_headroom"] = repr(P.METER_HEADROOM)
         if "rtt_us" in s:   # a meter is lowered only after its paced sender has slowed
             s["meter_hold_s"] = repr(P.METER_HOLD_RTTS * float(s["rtt_us"]) / 1e6)
+            s["pace_hold_s"] = repr(P.PACE_HOLD_RTTS * float(s["rtt_us"]) / 1e6)
         s["rate_capacity_frac"] = repr(P.RATE_CAPACITY_FRAC)
     if ENFORCEMENT.get(mode) == "meters":
         s["rate_audit"] = "1"      # achieved vs set rate per flow, from flow_bytes
