@@ -223,6 +223,61 @@ def test_size_caps_keep_large_coflows_out_of_the_top_classes(reg):
     assert p2.prio[cids[0]] <= 3 and p2.prio[cids[3]] == 1 and p2.prio[cids[2]] == 7
 
 
+def test_class_span_keeps_the_orders_tail_out_of_the_largest_coflows_class(reg):
+    """Hand-checked (Q1 = 1 kB): nine 5 kB coflows (cap 6) ahead of a 2 MB one (cap 3) in the
+    order. By the order alone (span 7) the tail of the small ones runs out of classes and
+    shares class 1 with the large one; with span 1 each stays within one class of its size's
+    class (5 or 6) and the large one within one of its own (2), below all of them."""
+    from coflow.ctl.rates import priorities, size_caps
+    from coflow.sched.base import Allocation
+    t, r = reg
+    small = [r.register([(f"h{i % 3}", f"h{(i % 3) + 1}", 5_000)]) for i in range(9)]
+    big = r.register([("h0", "h3", 2_000_000)])
+    recs = small + [big]
+    p = plan("sebf", make_scheduler("sebf"), r.list(), hp(t), LINK, 0.0, {}, 10**9)
+    cids = [(x.cid.external, x.cid.internal) for x in recs]
+    caps = size_caps(p.view, p.cids, 1000)
+    assert [caps[c] for c in cids] == [6] * 9 + [3]
+    order = Allocation(np.zeros(0), order=np.array([p.cids.index(c) for c in cids]))
+    wide, _ = priorities(order, p.cids, {}, caps, span=7)
+    assert [wide[c] for c in cids] == [6, 6, 5, 4, 3, 2, 1, 1, 1, 1]
+    narrow, _ = priorities(order, p.cids, {}, caps, span=1)
+    assert [narrow[c] for c in cids] == [6, 6, 5, 5, 5, 5, 5, 5, 5, 2]
+    with pytest.raises(ValueError, match="class_span"):
+        TR.split_settings({"class_span": "8"})
+
+
+def test_class_span_bounds_every_class_and_raises_no_coflow_still_sending():
+    """Property, 300 random histories of orders and caps: with span s every coflow's class is
+    in [max(1, cap - s), cap]; span 7 is the caps alone; and across rounds (the previous
+    round's order classes kept, caps fixed by size) no coflow present in both rounds rises."""
+    from coflow.ctl.rates import priorities
+    from coflow.sched.base import Allocation
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(1, 16))
+        cids = [(i, 0) for i in range(n)]
+        caps = {c: int(rng.integers(1, 8)) for c in cids}
+        span = int(rng.integers(0, 8))
+        prev: dict = {}
+        last: dict = {}
+        live = list(cids)
+        for _round in range(4):
+            perm = rng.permutation(len(live))
+            alloc = Allocation(np.zeros(0), order=perm)
+            prio, order_prio = priorities(alloc, live, prev, caps, span)
+            alone, _ = priorities(alloc, live, prev, caps, 7)
+            for c in live:
+                assert max(1, caps[c] - span) <= prio[c] <= caps[c]
+                if span == 7:
+                    assert prio[c] == alone[c] == min(order_prio[c], caps[c])
+                if c in last:
+                    assert prio[c] <= last[c], (c, last[c], prio[c])
+            last, prev = prio, order_prio
+            if len(live) > 1:
+                live = [c for c in live if rng.random() > 0.2] or live[:1]
+
+
 def test_meter_hold_lowers_a_meter_only_after_its_sender_slowed():
     """Hand-checked (hold 0.5 s): a rate cut keeps the meter at the old rate until 0.5 s after
     the cut, whatever further cuts come meanwhile, then follows; a raise is immediate (and ends

@@ -878,7 +878,7 @@ class Controller:
                       self.ctl.rate_capacity_Bps, time.time() if now is None else now,
                       self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache, timings,
                       measured, None if self.ctl.promote_active else self._plan_prio,
-                      self.ctl.class_q1_bytes)
+                      self.ctl.class_q1_bytes, self.ctl.class_span)
         self._plan_prio = p.order_prio or {}
         if _RATES_TRACE:
             self._trace_rates(p)

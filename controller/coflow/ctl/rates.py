@@ -167,15 +167,18 @@ def size_caps(v: View, cids: list, q1_bytes: float) -> dict:
 
 
 def priorities(alloc: Allocation, cids: list, prev: dict | None = None,
-               caps: dict | None = None) -> tuple[dict, dict | None]:
+               caps: dict | None = None, span: int = 7) -> tuple[dict, dict | None]:
     """(cid -> BMv2 priority, the order's classes before ``caps``) from what the scheduler said
     in its Allocation, whatever the scheduler: its queues (``alloc.queue``, 1 = highest)
     through ``hw_priority``, else its service order (``alloc.order``) through
     :func:`~coflow.ctl.translate.order_priorities` (7, 6, ..., saturating at 1) and, given
     last round's order classes ``prev``, through :func:`~coflow.ctl.translate.keep_classes`
     (no coflow of ``prev`` promoted), then each at most its cap in ``caps`` (:func:`size_caps`;
-    a cap does not push the coflows behind it down: they may pass it); neither (HUG) = no
-    override (``fair_prio``)."""
+    a cap does not push the coflows behind it down: they may pass it), and at least its cap
+    minus ``span`` (the class_span setting: when the order has more coflows than classes, the
+    ones it ranks past the last class stay in their size's classes instead of all sharing class
+    1 with the largest coflows; 7 = no such floor); neither (HUG) = no override
+    (``fair_prio``)."""
     if not cids:
         return {}, None
     if alloc.queue is not None:
@@ -186,19 +189,25 @@ def priorities(alloc: Allocation, cids: list, prev: dict | None = None,
         order = ranked if prev is None else keep_classes(ranked, prev)
         if not caps:
             return order, order
-        return {c: min(p, caps.get(c, p)) for c, p in order.items()}, order
+        out = {}
+        for c, p in order.items():
+            cap = caps.get(c)
+            out[c] = p if cap is None else max(min(p, cap), cap - span, 1)
+        return out, order
     return {}, None
 
 
 def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float, now: float,
          memory: dict, unknown_size: int, cache: dict | None = None,
          timings: dict | None = None, measured: dict | None = None,
-         prev_prio: dict | None = None, class_q1_bytes: float = 0.0) -> RatePlan:
+         prev_prio: dict | None = None, class_q1_bytes: float = 0.0,
+         class_span: int = 7) -> RatePlan:
     """``timings`` (optional): gets the seconds spent in ``view``, ``allocate``, ``priorities``;
     ``measured``: bytes sent read from the data plane (:func:`build_view`); ``prev_prio``: the
     previous plan's ``prio`` (ordered schedulers then promote no coflow still active:
     :func:`priorities`), None = classes by rank; ``class_q1_bytes`` > 0: ordered schedulers'
-    classes capped by the coflows' sizes (:func:`size_caps`)."""
+    classes capped by the coflows' sizes (:func:`size_caps`), each at least its cap minus
+    ``class_span`` (:func:`priorities`)."""
     t0 = time.perf_counter()
     v, (cf, src, dst), cids = build_view(records, host_port, link_Bps, now, memory, unknown_size,
                                          cache, measured)
@@ -212,7 +221,7 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
     t2 = time.perf_counter()
     caps = size_caps(v, cids, class_q1_bytes) if class_q1_bytes > 0 and alloc.order is not None \
         else None
-    prio, order_prio = priorities(alloc, cids, prev_prio, caps)
+    prio, order_prio = priorities(alloc, cids, prev_prio, caps, class_span)
     if timings is not None:
         timings.update(view=t1 - t0, allocate=t2 - t1, priorities=time.perf_counter() - t2)
     return RatePlan(cids, cf, src, dst, alloc.rates, hosts, prio, alloc.next_event, alloc, v,

@@ -121,6 +121,10 @@ class CtlSettings:
     - ``meter_hold_s``: a flow's meter is lowered only this long after its rate was (it keeps
       the old rate meanwhile; raised at once), so that a paced sender has slowed before its
       policer tightens (``rates.MeterHold``); 0 = meters follow the rates at once.
+    - ``class_span``: with ``class_q1_bytes``, a coflow's class is also at least its size's cap
+      minus this many classes: when the order has more coflows than classes, the ones it ranks
+      past the last class stay near their size's class (a 20 KB coflow in 4 or 5) instead of
+      all sharing class 1 with the largest coflows' backlog; 7 = the order alone below the cap.
     - ``pace_hold_s``: the rate a paced sender is told (``WatchRates``) goes down only this long
       after its flow's rate did (raised at once); its meter then follows ``meter_hold_s``
       after the pace. Linux commits a paced segment's gap when the segment leaves (one
@@ -162,6 +166,7 @@ class CtlSettings:
     class_q1_bytes: float = 0.0
     meter_hold_s: float = 0.0
     pace_hold_s: float = 0.0
+    class_span: int = 7
 
     @property
     def link_Bps(self) -> float:
@@ -212,6 +217,8 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
                          f"got {s.class_q1_bytes}")
     if not (math.isfinite(s.meter_hold_s) and s.meter_hold_s >= 0):
         raise ValueError(f"setting meter_hold_s: must be >= 0 seconds (0 = no hold), got {s.meter_hold_s}")
+    if not 0 <= s.class_span <= 7:
+        raise ValueError(f"setting class_span: must be in 0..7 classes, got {s.class_span}")
     if not (math.isfinite(s.pace_hold_s) and s.pace_hold_s >= 0):
         raise ValueError(f"setting pace_hold_s: must be >= 0 seconds (0 = no hold), got {s.pace_hold_s}")
     if s.promote_active not in (0, 1):

@@ -77,6 +77,11 @@ METER_HOLD_RTTS = 4
 #: (1% of the link, 1.2 s a segment at 1 Mb/s) cost a 17 KB flow 2.2 s after a 210-byte
 #: coflow held its receiver's port for 0.21 s (mininet/README.md).
 PACE_HOLD_RTTS = 4
+#: Ordered modes: a coflow's class is at least its size's class (``class_q1_bytes``) minus this
+#: (``class_span``): a burst of coflows larger than the 7 classes left its tail in class 1 with
+#: the 68 MB coflow's backlog (coflows 40-50 of the default run, 20 KB each, 1-2.7 s slower than
+#: under D-CLAS; mininet/README.md "Fourth pass").
+CLASS_SPAN = 1
 #: With paced senders, the rate modes' scheduler shares this fraction of each host link's
 #: payload capacity (``rate_capacity_frac``): the links also carry the ACKs of the flows coming
 #: the other way and the segments Linux does not pace (measured on the default run: paced flows

@@ -190,6 +190,7 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
         # ordered modes: classes capped by the coflows' sizes on D-CLAS's scaled thresholds
         # (measured: SEBF 1.60x -> 1.82x over fair, beside D-CLAS's 1.87x; mininet/README.md)
         s["class_q1_bytes"] = repr(P.dclas_q1(plan))
+        s["class_span"] = str(P.CLASS_SPAN)
     if paced(cfg, mode):
         s["meter_headroom"] = repr(P.METER_HEADROOM)
         if "rtt_us" in s:   # a meter is lowered only after its paced sender has slowed
