@@ -118,6 +118,9 @@ class MeterYellowMarksEcnTest(P4RuntimeTest):
         self.assertGreaterEqual(ce, (pburst - cburst) / self.SIZE - 1)
         self.assertLessEqual(len(ecn), pburst / self.SIZE + trickle)
         self.assertEqual(ecn[:green], [2] * green)      # green first, then marks
+        # the meter counts its own marks (apart from the ports' queue marks)
+        self.assertEqual(self.counter("meter_marked", 810)[1], ce)
         plain, _ = blast("10.0.0.2", 0)                 # Not-ECT: the same colours, no mark
         self.assertEqual(set(plain), {0})
         self.assertGreaterEqual(len(plain), pburst / self.SIZE - 1)
+        self.assertEqual(self.counter("meter_marked", 811)[1], 0)

@@ -357,7 +357,7 @@ def test_regime_summary_by_hand():
         "retrans_segs": None, "out_segs": None, "retrans_ratio": None, "syn_retrans": None,
         "connections": None, "syn_retrans_per_connection": None, "timeouts": None,
         "warmup_connections": None, "warmup_syn_retrans": None, "ecn_marked": None,
-        "meter_red_drops": None, "spurious_retrans_segs": None, "spurious_rtos": None,
+        "meter_marked": None, "meter_red_drops": None, "spurious_retrans_segs": None, "spurious_rtos": None,
         "before_first_byte_share": None}
     line = format_regime(g)
     assert "retransmitted 2.5% of segments" in line and "25.0% SYN" in line and "median 17.5%" in line
@@ -372,6 +372,8 @@ def test_regime_summary_by_hand():
     # the meters' RED drops, from the controller's telemetry (issue 27)
     r = regime_summary(tcp, tl, [2.0, 1.0], plan, controller={"dataplane": {"drops": {"METER_RED": 42}}})
     assert r["meter_red_drops"] == 42 and "42 meter RED drops" in format_regime(r)
+    m = regime_summary(tcp, tl, [2.0, 1.0], plan, ecn_marked=7, meter_marked=5)
+    assert m["meter_marked"] == 5 and "7 ECN marks (+ 5 by the meters)" in format_regime(m)
 
 
 def test_parse_warm_and_reuse():

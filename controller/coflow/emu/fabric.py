@@ -227,13 +227,16 @@ class Fabric:
         (read-only channels: the mode's controller stays primary): ``enq`` (the pipeline handed
         them to BMv2's queues), ``deq`` (they left them), ``bmv2_dropped`` = enq - deq (BMv2's
         own queues overflowed: a switch process short of CPU), ``pipeline_dropped`` (meter
-        RED). Index = priority 0..7. ``ecn_marked``: frames marked CE, all ports. A switch that cannot be read is listed in ``unread``."""
+        RED). Index = priority 0..7. ``ecn_marked``: frames marked CE, all ports (their queues);
+        ``meter_marked``: frames the meters marked CE (YELLOW), all meters. A switch that cannot
+        be read is listed in ``unread``."""
         from ..dataplane.p4rt import P4InfoHelper, P4RuntimeClient, P4RuntimeError
         info = P4InfoHelper.from_file(p4info_path)
         names = {"enq": "CoflowIngress.stamp.queue_enq", "deq": "CoflowEgress.queue_stats.queue_deq",
                  "pipeline_dropped": "CoflowIngress.queue_stats.queue_drop"}
         out = {k: [0] * 8 for k in names}
         out["ecn_marked"] = 0
+        out["meter_marked"] = 0
         unread = []
         for s in self.net.switches:
             c = P4RuntimeClient(s.grpc_addr, device_id=s.device_id, p4info=info)
@@ -245,6 +248,8 @@ class Fabric:
                         out[key][ce.index.index % 8] += ce.data.packet_count
                 for e in c.read(c.counter_entity("CoflowEgress.ecn_marker.ecn_marked")):
                     out["ecn_marked"] += e.counter_entry.data.packet_count
+                for e in c.read(c.counter_entity("CoflowIngress.flow_meter.meter_marked")):
+                    out["meter_marked"] += e.counter_entry.data.packet_count
             except P4RuntimeError:
                 unread.append(s.name)
             finally:

@@ -439,6 +439,7 @@ class Experiment:
             except Exception as e:  # noqa: BLE001 - a diagnostic: never fail the mode for it
                 bmv2_q = {"error": str(e)}
             ecn = bmv2_q.pop("ecn_marked", None)
+            meter_marked = bmv2_q.pop("meter_marked", None)
             links = {k: v - links0.get(k, 0) for k, v in fab.link_stats().items()}
             if "enq" in bmv2_q:
                 # frames the kernel handed towards the switches that never reached a queue
@@ -465,7 +466,7 @@ class Experiment:
                           stages=stage_summary(timeline), tcp=tcp, bmv2_queues=bmv2_q, links=links,
                           flows=timeline,
                           regime=regime_summary(tcp, timeline, ccts, plan, warm_tcp, ecn,
-                                                _brief(ctl_status)),
+                                                _brief(ctl_status), meter_marked),
                           tcp_warmup=warm_tcp, enforcement=enforcement(cfg, mode),
                           pacing=pacing_summary(res.paced, len(res.sender_times)) if pacing else None)
         s, g = rep["summary"], rep["regime"]
@@ -566,7 +567,7 @@ def pacing_summary(paced: dict, flows: int) -> dict:
 
 def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
                    warmup: dict | None = None, ecn_marked: int | None = None,
-                   controller: dict | None = None) -> dict:
+                   controller: dict | None = None, meter_marked: int | None = None) -> dict:
     """How much of a mode's time is TCP's loss recovery rather than scheduling: retransmitted
     segments over segments sent, SYN retransmissions per connection opened, RTO timeouts, and
     per coflow the share of its CCT spent before its first byte arrived (arrival -> the first of
@@ -574,7 +575,8 @@ def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
     initial RTO). With pooled connections (``warmup``: the hosts' counters over the warm-up,
     before the mode's clock) the connections and SYN retransmissions count those of the
     warm-up too (``warmup_connections``, ``warmup_syn_retrans`` apart); the segments are the
-    mode's. ``ecn_marked``: frames the switches marked CE (the pipeline's counter);
+    mode's. ``ecn_marked``: frames the switches' ports marked CE (their queues past the
+    threshold); ``meter_marked``: frames the sender edges' meters marked CE (YELLOW);
     ``controller`` (its brief status): the meters' RED drops (``meter_red_drops``)."""
     def ratio(a, b):
         return a / b if a is not None and b else None
@@ -595,7 +597,7 @@ def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
             "syn_retrans": syn, "connections": conns,
             "syn_retrans_per_connection": ratio(syn, conns),
             "warmup_connections": w.get("ActiveOpens"), "warmup_syn_retrans": w.get("TCPSynRetrans"),
-            "timeouts": tcp.get("TCPTimeouts"), "ecn_marked": ecn_marked,
+            "timeouts": tcp.get("TCPTimeouts"), "ecn_marked": ecn_marked, "meter_marked": meter_marked,
             "meter_red_drops": (((controller or {}).get("dataplane") or {}).get("drops") or {}).get("METER_RED"),
             # retransmissions of segments the receiver already had (D-SACK): no loss behind them
             "spurious_retrans_segs": tcp.get("TCPDSACKRecvSegs"), "spurious_rtos": tcp.get("TCPSpuriousRTOs"),
@@ -615,6 +617,7 @@ def format_regime(g: dict) -> str:
             f"({g.get('connections', '-')} opened), "
             f"{g.get('timeouts') if g.get('timeouts') is not None else '-'} timeouts, "
             f"{g.get('ecn_marked') if g.get('ecn_marked') is not None else '-'} ECN marks"
+            + (f" (+ {g['meter_marked']} by the meters)" if g.get("meter_marked") is not None else "")
             + (f", {g['meter_red_drops']} meter RED drops" if g.get("meter_red_drops") is not None else "")
             + (f", {g['spurious_retrans_segs']} retransmitted segments the receiver had (D-SACK)"
                if g.get("spurious_retrans_segs") is not None else "")

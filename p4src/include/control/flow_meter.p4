@@ -10,7 +10,8 @@
  * per meter in flow_bytes (frame bytes and packets), which the controller reads
  * every round as the flow's progress (frame bytes - packets * overhead =
  * payload bytes; p4src/README.md "Meters"). A YELLOW packet that is ECN-capable
- * leaves marked CE: with cir = pir and a peak burst larger than the committed one
+ * leaves marked CE (counted per meter in meter_marked, apart from the ports'
+ * queue marks): with cir = pir and a peak burst larger than the committed one
  * (the controller's meter_mark_bursts), a TCP sender above its rate is told by a
  * mark before the peak bucket runs dry and drops; with pburst = cburst (the
  * default) nothing is YELLOW.
@@ -25,6 +26,7 @@ control FlowMeter(inout headers_t hdr,
     meter(FLOW_METERS, MeterType.bytes) flow_meters;
     counter(FLOW_METERS, CounterType.packets_and_bytes) meter_red_drops;
     counter(FLOW_METERS, CounterType.packets_and_bytes) flow_bytes;  /* passed the meter */
+    counter(FLOW_METERS, CounterType.packets) meter_marked;          /* YELLOW, marked CE */
 
     action set_meter(bit<32> index) {
         meta.meter_idx = index;
@@ -51,6 +53,7 @@ control FlowMeter(inout headers_t hdr,
             } else {
                 if (meta.color == METER_YELLOW && hdr.ipv4.ecn != ECN_NOT_ECT) {
                     hdr.ipv4.ecn = ECN_CE;
+                    meter_marked.count(meta.meter_idx);
                 }
                 flow_bytes.count(meta.meter_idx);
             }

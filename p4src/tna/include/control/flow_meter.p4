@@ -18,6 +18,8 @@ control FlowMeter(inout headers_t hdr,
     Counter<bit<64>, bit<32>>(TNA_FLOW_METERS, CounterType_t.PACKETS_AND_BYTES) meter_red_drops;
     /* what passed each meter (GREEN / YELLOW): the controller's per-flow progress */
     Counter<bit<64>, bit<32>>(TNA_FLOW_METERS, CounterType_t.PACKETS_AND_BYTES) flow_bytes;
+    /* YELLOW packets marked CE (the meters' marks, apart from the ports' queue marks) */
+    Counter<bit<32>, bit<32>>(TNA_FLOW_METERS, CounterType_t.PACKETS) meter_marked;
 
     action set_meter(bit<32> index) {
         meta.meter_idx = index;
@@ -47,6 +49,7 @@ control FlowMeter(inout headers_t hdr,
                  * include the ECN field) */
                 if (meta.color == (bit<8>)MeterColor_t.YELLOW && hdr.ipv4.ecn != ECN_NOT_ECT) {
                     hdr.ipv4.ecn = ECN_CE;
+                    meter_marked.count(meta.meter_idx);
                 }
                 flow_bytes.count(meta.meter_idx);
             }
