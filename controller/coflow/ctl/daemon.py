@@ -1050,6 +1050,7 @@ class Controller:
         if self.use_digest:
             book.set_many("report", self.edges, self.digest.entities(
                 self.slots.slot, self._queues, time.monotonic()))
+            self.digest.requantise(self.coord)
         if self.policy.coordinated:
             for name in self.edges:
                 want = self._overrides.get(name, TR.EMPTY)

@@ -226,6 +226,7 @@ class DigestRounds:
         self.width = width              # report_step mask's bit width (the P4Info's)
         self.steps: dict = {}           # slot -> report step in bytes (what the switches hold)
         self._owner: dict = {}          # slot -> the coflow its step was chosen for
+        self.coarsened: set = set()     # slots whose step grew since the last requantise()
         self._entities: dict = {}       # key -> report_step entity
         self._steps_at = -float("inf")
         self._polled_at: dict = {}      # edge -> monotonic time of its last poll
@@ -276,6 +277,17 @@ class DigestRounds:
             self._polled_at[a.name] = now
         return pushed, poll
 
+    def requantise(self, coord) -> None:
+        """Round the coordinator's counts of the slots whose step grew to the new step (what
+        a poll would now give; the data plane's next digest of them comes at a multiple of it)."""
+        if not self.coarsened:
+            return
+        co, st = self.coarsened, self.steps
+        for key in [k for k in coord.last if k[1] in co]:
+            coord.last[key] = quantise(coord.last[key], st[key[1]])
+            coord._dirty_rows.add(key[0])
+        self.coarsened = set()
+
     def entities(self, slots: dict, queues: dict, now: float) -> dict:
         """The report component (the same on every edge): a step per coordinated slot. A new
         slot gets its queue's step at once (its first crossings must be reported); the
@@ -294,6 +306,8 @@ class DigestRounds:
             q = self.steps_of.step(queues.get(c, 1))
             old = steps.get(s)
             if old is None or own[s] != c or (coarsen and q > old):
+                if old is not None and own[s] == c:
+                    self.coarsened.add(s)
                 steps[s], own[s] = q, c
                 changed = True
         if changed or len(self._entities) != len(steps):
