@@ -224,7 +224,7 @@ control CoflowIngressDeparser(packet_out pkt,
                               in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Checksum() ipv4_tagged;
     Checksum() ipv4_untagged;
-    Digest<report_digest_t>() report_digest;   /* report.p4 */
+    Digest<report_digest_t>(TNA_REPORT_DIGEST_TYPE) report_digest;   /* report.p4 */
 
     /* mutually exclusive conditions on one bit: one checksum unit each */
     apply {
