@@ -184,7 +184,7 @@ def _run(seed):
     cids = [(100 + k, 0) for k in range(6)]
     slots = {c: k for k, c in enumerate(cids)}
     fmt = FMT
-    dr = DigestRounds(fmt, params, edges, 0, 512, resync_s=0, width=64)
+    dr = DigestRounds(fmt, params, edges, 0, 512, resync_s=2.0, width=64)
     poll_coord, push_coord = DclasCoordinator(params), DclasCoordinator(params)
     models = {e: EdgeModel() for e in edges}
 
@@ -200,9 +200,9 @@ def _run(seed):
     t = 0.0
     for rnd in range(60):
         t += 1.0
-        # the controller's steps as written at the end of the last round (coarsen every round)
-        dr.resync_s = 1.0
-        dr.entities(slots, queues, t)
+        # the controller's steps as written at the end of the last round (some rounds quiet:
+        # steps grow then, a few slots at a time)
+        dr.entities(slots, queues, quiet=rng.random() < 0.5)
         dr.requantise(push_coord)
         for m in models.values():
             m.step = dict(dr.steps)

@@ -603,7 +603,7 @@ class Controller:
                 self.metrics.read_errors.labels(a.name).inc()
                 continue
             with self._mu:
-                if self._unchanged(a.name, (idx, self.coord.epoch), got):
+                if self._unchanged(a.name, (idx, self.coord.epoch, self.use_digest), got):
                     continue
                 counts: dict = {}
                 for resp in got:
@@ -1047,10 +1047,7 @@ class Controller:
         book.set_many("slots", self.edges, slot_ents)
         if ovr is not None:
             book.set_many("overrides", self.edges, ovr)
-        if self.use_digest:
-            book.set_many("report", self.edges, self.digest.entities(
-                self.slots.slot, self._queues, time.monotonic()))
-            self.digest.requantise(self.coord)
+        ovr_changed = 0
         if self.policy.coordinated:
             for name in self.edges:
                 want = self._overrides.get(name, TR.EMPTY)
@@ -1062,8 +1059,12 @@ class Controller:
                             e = TR.override_entity(c, p)
                             ents[e.key] = e
                     gone = [TR.override_key(c) for c in old if c not in want]
-                    book.set("overrides", name, ents, changed=list(ents) + gone)
+                    ovr_changed += book.set("overrides", name, ents, changed=list(ents) + gone)
                     self._ovr_src[name] = want
+        if self.use_digest:   # report steps (new slots; grown ones only in a round without overrides)
+            book.set_many("report", self.edges, self.digest.entities(
+                self.slots.slot, self._queues, quiet=ovr_changed == 0))
+            self.digest.requantise(self.coord)
         return {name: book.state(name) for name in self.agents}
 
     def _write(self, desired: dict) -> tuple[int, int]:

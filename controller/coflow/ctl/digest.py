@@ -150,6 +150,11 @@ class DigestInbox:
             self._resync = "connected"
             self.enabled = True
 
+    def resync(self, why: str) -> None:
+        """Ask the next take for a poll (the view was built some other way)."""
+        with self._lock:
+            self._resync = self._resync or why
+
     def disable(self) -> None:
         """The switch refused the digest's configuration: every take asks for a poll."""
         with self._lock:
@@ -228,7 +233,6 @@ class DigestRounds:
         self._owner: dict = {}          # slot -> the coflow its step was chosen for
         self.coarsened: set = set()     # slots whose step grew since the last requantise()
         self._entities: dict = {}       # key -> report_step entity
-        self._steps_at = -float("inf")
         self._polled_at: dict = {}      # edge -> monotonic time of its last poll
         self._rr = 0
         self.polls: dict = {}           # why -> edges polled for it
@@ -288,15 +292,17 @@ class DigestRounds:
             coord._dirty_rows.add(key[0])
         self.coarsened = set()
 
-    def entities(self, slots: dict, queues: dict, now: float) -> dict:
+    #: slots whose step may grow in one round (x edges entries written)
+    COARSEN_PER_ROUND = 2
+
+    def entities(self, slots: dict, queues: dict, quiet: bool = True) -> dict:
         """The report component (the same on every edge): a step per coordinated slot. A new
-        slot gets its queue's step at once (its first crossings must be reported); the
-        steps of the others coarsen with their queues on the ``resync_s`` clock (a demotion
-        round writes no report entries)."""
+        slot (or one given to another coflow) gets its queue's step at once: its first
+        crossings must be reported. The others' steps grow with their queues only in a
+        ``quiet`` round (one that writes no override: a demotion round writes no report
+        entries), at most COARSEN_PER_ROUND slots a round, so that no round writes them all."""
         want = {s: c for c, s in slots.items() if s < self.report_slots}
-        coarsen = now - self._steps_at >= self.resync_s
-        if coarsen:
-            self._steps_at = now
+        budget = self.COARSEN_PER_ROUND if quiet else 0
         steps, own = self.steps, self._owner
         changed = False
         for s in [s for s in steps if s not in want]:
@@ -305,9 +311,11 @@ class DigestRounds:
         for s, c in want.items():
             q = self.steps_of.step(queues.get(c, 1))
             old = steps.get(s)
-            if old is None or own[s] != c or (coarsen and q > old):
-                if old is not None and own[s] == c:
+            fresh = old is None or own[s] != c
+            if fresh or (budget > 0 and q > old):
+                if not fresh:
                     self.coarsened.add(s)
+                    budget -= 1
                 steps[s], own[s] = q, c
                 changed = True
         if changed or len(self._entities) != len(steps):

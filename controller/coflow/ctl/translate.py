@@ -103,7 +103,7 @@ class CtlSettings:
       report digests (:mod:`coflow.ctl.digest`; each edge's count rounded down to its slot's
       report step) instead of polling ``coflow_bytes``; an edge is polled on a new connection,
       a missed digest list or a malformed digest, and every ``digest_resync_s`` (one edge per
-      round), when the steps coarsen too. 0 = poll every round (exact counts).
+      round). 0 = poll every round (exact counts).
     - ``claim_margin_frac`` / ``claim_margin_bytes``: declared sizes are claims (rate modes):
       when the payload bytes the counters saw on a host pair of a coflow pass the sizes its
       flows there declare by more than ``frac`` x declared + ``bytes``, the controller stops

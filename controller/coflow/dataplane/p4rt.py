@@ -419,6 +419,14 @@ class P4RuntimeClient:
         req.other.Pack(rr)
         self._requests.put(req)
 
+    def packet_out(self, payload: bytes) -> None:
+        """A PacketOut on the stream (BMv2 started with ``--cpu-port P`` injects it into its
+        ingress on port P; benchmarks use it as traffic)."""
+        pb, _ = _pb()
+        req = pb.StreamMessageRequest()
+        req.packet.payload = payload
+        self._requests.put(req)
+
     def ack_digest(self, digest_id: int, list_id: int) -> None:
         """Acknowledge a DigestList on the stream (DigestListAck): the server may then send
         the same data again (PI caches unacked samples for ``ack_timeout_ns``)."""
