@@ -419,6 +419,20 @@ class PacketTraffic:
                 self.count[(edge, slot)] = t - left
 
 
+def drain_digests(ctl, quiet_s: float = 0.5, limit_s: float = 60.0) -> None:
+    """Wait until no digest list has arrived for ``quiet_s`` (the setup's traffic reports
+    every coflow on every edge at once: thousands of lists before the first counted round)."""
+    def n():
+        return sum(a.digests.lists for a in ctl.agents.values() if a.digests is not None)
+    end = time.monotonic() + limit_s
+    last, since = n(), time.monotonic()
+    while time.monotonic() < end and time.monotonic() - since < quiet_s:
+        time.sleep(0.05)
+        if n() != last:
+            last, since = n(), time.monotonic()
+    log(f"  {last} digest lists received in the setup")
+
+
 def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, routes_full) -> list:
     """The D-CLAS rounds on the edges' report digests (``digest``) against the default path on
     the same controller, switches and traffic (``poll``: BMv2 polled, the emulated switches'
@@ -450,9 +464,9 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
         cids = sorted(slots)
         by_slot = {slots[c]: c for c in cids}
         traffic = PacketTraffic(ctl, sw.kind, topo.hosts[-1].ip)
-        for e in ctl.edges:
-            traffic.to(e, {slots[c]: 200 for c in cids}, by_slot)
-        time.sleep(0.5)
+        for e in ctl.edges:   # 64 bytes per coflow and edge: 8 x 64 < Q1, nobody demoted yet
+            traffic.to(e, {slots[c]: 64 for c in cids}, by_slot)
+        drain_digests(ctl)
         set_variant(ctl, "digest")
         ctl.round()
         ctl.round()
