@@ -469,10 +469,12 @@ def plot_scale(s: dict, path: str) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4.5))
     lines: dict = {}
     for r in _default_rows(s["rows"]):
         lines.setdefault((_scale_label(r), r["coflows"], r["switch"]), []).append((r["edges"], r["median_ms"]))
+    if not lines:   # no default-path rows (a digest comparison alone): no curve to plot
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
     for (label, c, sw), pts in sorted(lines.items()):
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if sw == "emulated" else "s--",
