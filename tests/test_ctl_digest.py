@@ -251,3 +251,20 @@ def test_rounding_error_is_bounded():
     th = [float(t) for t in p.thresholds()]
     assert 8 * rs.step(1) <= th[0] / 8
     assert 8 * rs.step(3) <= (th[2] - th[1]) / 8
+
+
+def test_p4info_digest_of_another_shape_is_one_error():
+    from coflow.dataplane.pb import p4info_pb2
+    p = p4info_pb2.P4Info()
+    assert DigestFormat.from_p4info(p) is None          # no digest: poll only
+    d = p.digests.add()
+    d.preamble.id, d.preamble.name = 9, "report_digest_t"
+    d.type_spec.struct.name = "report_digest_t"
+    st = p.type_info.structs["report_digest_t"]
+    for name, w in (("slot", 32), ("external_id", 32), ("bytes", 64)):
+        m = st.members.add()
+        m.name = name
+        m.type_spec.bitstring.bit.bitwidth = w
+    with pytest.raises(DigestError, match="members") as e:
+        DigestFormat.from_p4info(p)
+    assert "\n" not in str(e.value)

@@ -312,7 +312,7 @@ class DigestRounds:
             q = self.steps_of.step(queues.get(c, 1))
             old = steps.get(s)
             fresh = old is None or own[s] != c
-            if fresh or (budget > 0 and q > old):
+            if fresh or (budget > 0 and q > (old or 0)):
                 if not fresh:
                     self.coarsened.add(s)
                     budget -= 1
