@@ -35,6 +35,13 @@ once: the code before its config was left in place until the index is taken agai
 ``before`` .. ``after`` variants have neither of these two changes, ``rebuild`` reads in every
 round (its baseline in ``churn`` is ``readall``).
 
+The ``digest`` variant (issue 29) is a comparison of its own (bench_dclas_digest): D-CLAS on the
+edges' report digests against ``poll`` (the default path: BMv2 polled, the emulated switches'
+pushed counters) on one controller with thresholds 1,500 x 2^k, the traffic real packets on BMv2
+(PacketOuts into ingress at ``--cpu-port 255``) and counter writes on the emulated switches
+(which turn a write that crosses a report step into a digest); rounds ``steady`` and
+``demotions`` as above, rows with variants ``poll`` and ``digest``.
+
 The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
 measured apart at every N (``closed_loop`` rows), in the same variants.
 
