@@ -70,7 +70,7 @@ def test_bmv2_digest_demotes_without_a_read(fabric):
     assert polls.get("connected") == 2 and "clock" not in polls
     dst = topo.hosts[-1].ip
     lists0 = ctl.agents[e0].digests.lists
-    for i in range(5):                          # 5 x 1000 bytes: past Q1 = 4096 on e0
+    for _ in range(5):                          # 5 x 1000 bytes: past Q1 = 4096 on e0
         ctl.agents[e0].client.packet_out(_frame(ca, 1000, dst))
     step = ctl.digest.steps[ctl.slots.slot[ca]]
     assert 1000 >= step            # every packet crosses a step boundary: one digest each
