@@ -119,3 +119,44 @@ def test_a_missed_list_polls_that_edge(setup):
     assert ctl.digest.polls.get("gap", 0) == before.get("gap", 0) + 1
     assert ctl.agents[e1].digests.missed == 1
     assert ctl.coord.local_bytes(e1, sb) == 3000 & ~(ctl.digest.steps[sb] - 1)
+
+
+def digest_entry_sequence(address, device_id):
+    """DigestEntry writes as PI's digest_mgr answers them: INSERT of a configured digest
+    ALREADY_EXISTS, MODIFY / DELETE of an unconfigured one NOT_FOUND, an unknown digest id
+    NOT_FOUND; configure_digest (INSERT, else MODIFY) works either way. (Also run against BMv2:
+    tests/test_ctl_digest_live.py.)"""
+    from coflow.ctl.digest import DigestFormat
+    from coflow.dataplane.p4rt import P4InfoHelper, P4RuntimeClient, P4RuntimeError
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
+    c = P4RuntimeClient(address, device_id, 10, P4InfoHelper.from_file(P4INFO))
+    c.connect(timeout=5)
+    try:
+        c.set_pipeline(P4INFO, BMV2_JSON)
+        did = DigestFormat.from_p4info(c.p4info.p4info).digest_id
+
+        def ent(d=did):
+            e = pb.Entity()
+            e.digest_entry.digest_id = d
+            e.digest_entry.config.max_list_size = 1
+            return e
+        with pytest.raises(P4RuntimeError, match="code 5"):     # NOT_FOUND
+            c.write([("MODIFY", ent())])
+        with pytest.raises(P4RuntimeError, match="code 5"):
+            c.write([("INSERT", ent(did + 1))])
+        c.write([("INSERT", ent())])
+        with pytest.raises(P4RuntimeError, match="code 6"):     # ALREADY_EXISTS
+            c.write([("INSERT", ent())])
+        c.configure_digest(did)                                  # falls back to MODIFY
+        c.write([("DELETE", ent())])
+        with pytest.raises(P4RuntimeError, match="code 5"):
+            c.write([("DELETE", ent())])
+        c.configure_digest(did)                                  # INSERT again
+    finally:
+        c.close()
+
+
+def test_emulated_digest_entry_has_pi_semantics():
+    from p4rt_emu import EmulatorThread
+    with EmulatorThread([7]) as emu:
+        digest_entry_sequence(emu.addresses[7], 7)

@@ -82,3 +82,18 @@ def test_bmv2_digest_demotes_without_a_read(fabric):
     assert ca in ctl._overrides[e1] and ca not in ctl._overrides[e0]
     assert ctl.coord.local_bytes(e0, ctl.slots.slot[ca]) == 5000 & ~(step - 1)
     assert ctl.agents[e0].digests.errors == 0 and ctl.agents[e0].digests.missed == 0
+
+
+def test_bmv2_digest_entry_semantics_equal_the_emulators():
+    """The DigestEntry write sequence tests/test_ctl_digest_emu.py runs on the emulated switch,
+    on BMv2 (PI): the same answers."""
+    from coflow.ctl.bmv2 import Bmv2
+    from test_ctl_digest_emu import digest_entry_sequence
+    with open(P4INFO) as f:
+        if "report_digest_t" not in f.read():
+            pytest.skip("build/coflow.p4info.txt without the report digest: run `make p4`")
+    sw = Bmv2(4700 + time.time_ns() % 100).start()
+    try:
+        digest_entry_sequence(sw.address, sw.device_id)
+    finally:
+        sw.stop()
