@@ -11,7 +11,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 EXTRAS ?= test,p4,ctl,lint,sweep
 
-.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-failover clean help results results-emu readme \
+.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-scale-digest bench-failover clean help results results-emu readme \
 	shell shell-venv
 
 all: help
@@ -112,6 +112,17 @@ bench-scale: $(VENV)/.installed
 	$(PY) bench/bench_scale.py --out out/bench/bench_scale.json $(SCALE_ARGS)
 	$(COFLOW) results save --kind scale out/bench/bench_scale.json -o results/ctl-scale.json \
 	  --command "make bench-scale$(if $(SCALE_ARGS), SCALE_ARGS=\"$(SCALE_ARGS)\")"
+	$(COFLOW) results readme --readme controller/README.md
+
+# issue 29's report digests against the default path alone (D-CLAS at 8 edges, BMv2 driven by
+# packets and emulated; bench/bench_scale.py bench_dclas_digest): results/ctl-scale-digest.json and
+# its table in controller/README.md (`make bench-scale` runs it too, variant `digest`)
+bench-scale-digest: $(VENV)/.installed
+	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
+	$(PY) bench/bench_scale.py --edges 8 --coflows 100,1000 --modes dclas --variants digest --rounds 40 \
+	  --out out/bench/bench_scale_digest.json $(SCALE_ARGS)
+	$(COFLOW) results save --kind scale out/bench/bench_scale_digest.json -o results/ctl-scale-digest.json \
+	  --command "make bench-scale-digest$(if $(SCALE_ARGS), SCALE_ARGS=\"$(SCALE_ARGS)\")"
 	$(COFLOW) results readme --readme controller/README.md
 
 # controller failover across "machines" on etcd (issue 30): two controllers in namespaces, a

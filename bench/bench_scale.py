@@ -35,6 +35,13 @@ once: the code before its config was left in place until the index is taken agai
 ``before`` .. ``after`` variants have neither of these two changes, ``rebuild`` reads in every
 round (its baseline in ``churn`` is ``readall``).
 
+The ``digest`` variant (issue 29) is a comparison of its own (bench_dclas_digest): D-CLAS on the
+edges' report digests against ``poll`` (the default path: BMv2 polled, the emulated switches'
+pushed counters) on one controller with thresholds 1,500 x 2^k, the traffic real packets on BMv2
+(PacketOuts into ingress at ``--cpu-port 255``) and counter writes on the emulated switches
+(which turn a write that crosses a report step into a digest); rounds ``steady`` and
+``demotions`` as above, rows with variants ``poll`` and ``digest``.
+
 The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
 measured apart at every N (``closed_loop`` rows), in the same variants.
 
@@ -59,7 +66,7 @@ sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 
-VARIANTS = ("before", "aio", "skip", "after", "push")
+VARIANTS = ("before", "aio", "skip", "after", "push", "digest")
 
 
 def pct(xs, q):
@@ -110,8 +117,8 @@ class Switches:
     def start(self) -> dict:
         if self.kind == "bmv2":
             from coflow.ctl.bmv2 import Bmv2
-            for s in self.topo.switches:
-                self.bmv2[s.name] = Bmv2(s.device_id).start()
+            for s in self.topo.switches:   # --cpu-port: the digest comparison's PacketOuts
+                self.bmv2[s.name] = Bmv2(s.device_id, target_args=("--cpu-port", str(CPU_PORT))).start()
             return {n: b.address for n, b in self.bmv2.items()}
         from p4rt_emu import EmulatedSwitches
         self.emu = EmulatedSwitches([s.device_id for s in self.topo.switches], self.emu_procs).start()
@@ -151,6 +158,19 @@ def set_variant(ctl, variant: str) -> None:
         ctl.io = None
     ctl.skip_unchanged = variant in ("skip", "after") or pushlike
     ctl.use_push = pushlike
+    # digest (issue 29): the default I/O with D-CLAS on the edges' report digests; poll: the
+    # default (push) on the same switches and traffic, its baseline (bench_dclas_digest)
+    if variant in ("digest", "poll"):
+        ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
+        ctl._bench_io = ctl.io
+        ctl.skip_unchanged = ctl.use_push = True
+        ctl.incremental_read_set = ctl.progress_on_clock = True
+    want_digest = variant == "digest"
+    if getattr(ctl, "digest", None) is not None and want_digest != ctl.use_digest:
+        ctl.use_digest = want_digest
+        for e in ctl.edges:   # a view the other variant left: the digest path polls first
+            if ctl.agents[e].digests is not None:
+                ctl.agents[e].digests.resync("variant")
     # rebuild: the default I/O (push) with the closed loop's metered pairs rebuilt from the
     # meter pool every round (the code before the read set was kept incrementally), read in
     # every round (as readall)
@@ -350,6 +370,138 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
                              "startup_s": startup, **s})
     finally:
         traffic.close()
+        ctl.stop()
+        reg.close()
+    return rows
+
+
+#: the digest comparison's D-CLAS thresholds (bench_dclas_digest): small enough that BMv2 is
+#: driven by real packets (a level's bytes in one PacketOut of at most 48 KB)
+DIGEST_Q1, DIGEST_E = 1500, 2
+CPU_PORT = 255          # BMv2's --cpu-port: PacketOuts enter its ingress there
+MAX_PACKET = 60_000
+
+
+def tagged_frame(cid, length: int, dst_ip: str) -> bytes:
+    """A UDP frame of ``length`` bytes carrying the CoflowId option (scapy)."""
+    from scapy.all import IP, UDP, Ether, Raw, raw
+    from coflow.dataplane import packet as pk
+    p = Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / IP(
+        src="10.255.0.1", dst=dst_ip, options=[pk.coflow_option(pk.CoflowId(*cid))]) / UDP()
+    return raw(p / Raw(b"\0" * max(0, length - len(p))))
+
+
+class PacketTraffic:
+    """Traffic as the digest comparison drives it: BMv2 gets real packets (PacketOut on the
+    controller's own stream, into ingress at CPU_PORT: counted, reported, then dropped for
+    want of an egress interface), so both the polled counters and the digests see them; the
+    emulated switches get counter writes, their stand-in for packets (bench/p4rt_emu.py turns
+    a write that crosses a report step into a digest)."""
+
+    def __init__(self, ctl, kind: str, dst_ip: str):
+        self.ctl, self.kind, self.dst = ctl, kind, dst_ip
+        self.count: dict = {}          # (edge, slot) -> bytes sent so far
+        self.packets = 0
+
+    def to(self, edge: str, targets: dict, cids: dict) -> None:
+        """Bring (edge, slot)'s bytes up to ``targets[slot]``."""
+        from coflow.ctl import model as M
+        a = self.ctl.agents[edge]
+        if self.kind != "bmv2":
+            dev_vals = {}
+            for slot, t in targets.items():
+                if t > self.count.get((edge, slot), 0):
+                    self.count[(edge, slot)] = t
+                    dev_vals[slot] = (t, 1)
+            if dev_vals:
+                Traffic(self.ctl, {}).write_counters(edge, M.C_COFLOW_BYTES, dev_vals)
+            return
+        for slot, t in targets.items():
+            left = t - self.count.get((edge, slot), 0)
+            while left >= 64:
+                n = min(left, MAX_PACKET)
+                a.client.packet_out(tagged_frame(cids[slot], n, self.dst))
+                self.packets += 1
+                left -= n
+                self.count[(edge, slot)] = t - left
+
+
+def drain_digests(ctl, quiet_s: float = 0.5, limit_s: float = 60.0) -> None:
+    """Wait until no digest list has arrived for ``quiet_s`` (the setup's traffic reports
+    every coflow on every edge at once: thousands of lists before the first counted round)."""
+    def n():
+        return sum(a.digests.lists for a in ctl.agents.values() if a.digests is not None)
+    end = time.monotonic() + limit_s
+    last, since = n(), time.monotonic()
+    while time.monotonic() < end and time.monotonic() - since < quiet_s:
+        time.sleep(0.05)
+        if n() != last:
+            last, since = n(), time.monotonic()
+    log(f"  {last} digest lists received in the setup")
+
+
+def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, routes_full) -> list:
+    """The D-CLAS rounds on the edges' report digests (``digest``) against the default path on
+    the same controller, switches and traffic (``poll``: BMv2 polled, the emulated switches'
+    pushed counters), alternated in blocks as run_rounds does; D-CLAS thresholds DIGEST_Q1 x
+    DIGEST_E^k so that BMv2 is driven by packets. ``steady``: every coordinated coflow has
+    sent a packet on every edge; ``demotions``: before each round 5 coflows' bytes on one edge
+    reach their next threshold."""
+    from coflow.api.registry import CoflowRegistry
+    from coflow.ctl.daemon import Controller
+    from coflow.params import DclasParams
+    hosts = [h.name for h in topo.hosts]
+    reg = CoflowRegistry(hosts)
+    for k in range(ncoflows):
+        reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
+    ctl = Controller(topo, "dclas", p4info, bmv2_json, addrs, registry=reg,
+                     settings={"audit_s": "0", "telemetry_s": "0", "Q1": str(DIGEST_Q1),
+                               "E": str(DIGEST_E), "digest": "1"}, start_timeout=600)
+    if ctl.digest is None:
+        log("  the P4 program has no report digest: run `make p4`")
+        ctl.stop()
+        reg.close()
+        return []
+    startup = start_controller(ctl, routes_full)
+    rows = []
+    variants = ("poll", "digest")
+    try:
+        ctl.round()
+        slots = dict(ctl.slots.slot)
+        cids = sorted(slots)
+        by_slot = {slots[c]: c for c in cids}
+        traffic = PacketTraffic(ctl, sw.kind, topo.hosts[-1].ip)
+        for e in ctl.edges:   # 64 bytes per coflow and edge: 8 x 64 < Q1, nobody demoted yet
+            traffic.to(e, {slots[c]: 64 for c in cids}, by_slot)
+        drain_digests(ctl)
+        set_variant(ctl, "digest")
+        ctl.round()
+        ctl.round()
+        pids = sw.pids()
+        out = {"steady": run_rounds(ctl, "steady", rounds, variants, pids)}
+        th = [int(t) for t in DclasParams(K=8, E=DIGEST_E, Q1=DIGEST_Q1).thresholds()]
+        level = {c: 0 for c in cids}
+        edges = ctl.edges
+
+        def demote(i):
+            e = edges[i % len(edges)]
+            ups = {}
+            for j in range(5):
+                c = cids[(i * 5 + j) % len(cids)]
+                level[c] = min(level[c] + 1, len(th))
+                ups[slots[c]] = th[level[c] - 1]
+            traffic.to(e, ups, by_slot)
+        nd = min(rounds, len(cids) * len(th) // 5 // len(variants) * (BLOCK - 1) // BLOCK)
+        out["demotions"] = run_rounds(ctl, "demotions", nd, variants, pids, demote)
+        for scen, per in out.items():
+            for v, s in per.items():
+                rows.append({"mode": "dclas", "round": scen, "variant": v, "edges": len(ctl.edges),
+                             "coflows": ncoflows, "coordinated": len(cids), "switch": sw.kind,
+                             "dclas_Q1": DIGEST_Q1, "dclas_E": DIGEST_E, "startup_s": startup,
+                             "packets_sent": traffic.packets,
+                             "digest_polls": dict(ctl.digest.polls),
+                             "digest_entries": ctl.digest.observed, **s})
+    finally:
         ctl.stop()
         reg.close()
     return rows
@@ -727,8 +879,13 @@ def main(argv=None) -> int:
                     for c in (coflows if mode != "closed_loop" else [0]):
                         log(f"N={n} {kind} {mode} coflows={c}")
                         if mode == "dclas":
-                            rows = bench_dclas(topo, addrs, sw, c, rounds, vs, args.p4info,
-                                               args.json, routes_full)
+                            vd = tuple(v for v in vs if v != "digest")
+                            rows = bench_dclas(topo, addrs, sw, c, rounds, vd, args.p4info,
+                                               args.json, routes_full) if vd else []
+                            if "digest" in vs:
+                                log(f"N={n} {kind} dclas coflows={c}: digest vs poll")
+                                rows += bench_dclas_digest(topo, addrs, sw, c, rounds, args.p4info,
+                                                           args.json, routes_full)
                         elif mode == "sebf":
                             rows = bench_sebf(topo, addrs, sw, c, rounds, vs, args.p4info,
                                               args.json, routes_full)

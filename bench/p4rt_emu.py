@@ -27,6 +27,13 @@ What it serves is what the controller uses, with BMv2's (PI's) semantics:
   with the entries that changed, each time one ReadResponse in a StreamMessageResponse's
   ``other``.
 
+- Report digests (issue 29, p4src report.p4): DigestEntry writes with PI's semantics (INSERT
+  of a configured digest ALREADY_EXISTS, MODIFY / DELETE of an unconfigured one NOT_FOUND);
+  once configured, a write of ``coflow_bytes[slot]`` (the benchmark's stand-in for traffic,
+  below) that moves the count across a multiple of the slot's ``report_step`` step sends a
+  DigestList {slot, the slot's CoflowId from ``coflow_slot``, the new count} to the primary's
+  stream, list ids 1, 2, ... per digest as PI numbers them; acks are accepted and ignored.
+
 No data plane: counters change only when written. The answers are protobuf messages of the
 generated stubs; read answers are assembled from each entity's cached serialised
 ``ReadResponse`` (a concatenation of serialised messages is their merge, so the joined bytes
@@ -76,6 +83,22 @@ def _one(entity) -> bytes:
     r = pb.ReadResponse()
     r.entities.add().CopyFrom(entity)
     return r.SerializeToString()
+
+
+def _report_ids(p4info):
+    """The ids the report digest's emulation needs (p4src report.p4), None without it."""
+    dig = [d for d in p4info.digests if d.type_spec.struct.name == "report_digest_t"]
+    tables = {t.preamble.name: t for t in p4info.tables}
+    counters = {c.preamble.name: c.preamble.id for c in p4info.counters}
+    step, slot = tables.get("CoflowIngress.report.report_step"), tables.get(
+        "CoflowIngress.coflow_counter.coflow_slot")
+    if not dig or step is None or slot is None:
+        return None
+    f = {m.name: m.id for m in slot.match_fields}
+    return {"digest": dig[0].preamble.id, "step_table": step.preamble.id,
+            "step_field": step.match_fields[0].id, "slot_table": slot.preamble.id,
+            "ext_field": f["external_id"], "int_field": f["internal_id"],
+            "counter": counters.get("CoflowIngress.coflow_counter.coflow_bytes")}
 
 
 _PIPELINES: dict = {}   # hash of (P4Info, device config) -> its parsed form, shared by devices
@@ -131,6 +154,7 @@ class Device:
         self.reads = 0
         self.subs: list = []        # [queue, ReadRequest, chunks last pushed] per subscription
         self.on_change = None       # fn(device): its counters changed (pushes are due)
+        self._report = None         # report digest's ids (set_pipeline), None: no digest
         self._reset_state()
 
     # pipeline -------------------------------------------------------------------------------
@@ -142,6 +166,9 @@ class Device:
         self.refs: dict = {}       # ("member"|"group", profile, id) -> references
         self.meters: dict = {}     # meter id -> {index: bytes} (configured ones)
         self.counters: dict = {}   # counter id -> {index: bytes} (written ones)
+        self.digest_cfg: dict = {}  # digest id -> DigestEntry bytes (configured digests)
+        self.digest_lists: dict = {}  # digest id -> list ids sent so far
+        self._owner_cache = None    # (coflow_slot rows object id, len, slot -> (ext, int))
 
     def set_pipeline(self, config) -> None:
         """Install a pipeline; devices given the same one share its parsed form (P4Info
@@ -167,6 +194,7 @@ class Device:
                                         bytes(config.p4_device_config))
         self.p4info, self.schema, self._fields, self._table_actions, defaults, self.device_config = shared
         self.cookie = config.cookie.cookie if config.HasField("cookie") else None
+        self._report = _report_ids(self.p4info)
         self._reset_state()
         self.defaults = dict(defaults)
         self.changed()
@@ -198,6 +226,8 @@ class Device:
             self._meter_write(typ, ent)
         elif kind == "counter_entry":
             self._counter_write(typ, ent)
+        elif kind == "digest_entry":
+            self._digest_write(typ, ent)
         else:
             raise P4Error(code_pb2.UNIMPLEMENTED, f"{kind} writes are not supported")
 
@@ -247,6 +277,8 @@ class Device:
                 raise P4Error(code_pb2.NOT_FOUND, "entry not found")
             self._unref(old[1])
             del rows[key]
+            if self._report is not None and te.table_id == self._report["slot_table"]:
+                self._report_version += 1
             return
         if typ == pb.Update.INSERT and old is not None:
             raise P4Error(code_pb2.ALREADY_EXISTS, "entry already exists")
@@ -275,6 +307,8 @@ class Device:
         if ref is not None:
             self.refs[ref] = self.refs.get(ref, 0) + 1
         rows[key] = (_one(ent), ref)
+        if self._report is not None and te.table_id == self._report["slot_table"]:
+            self._report_version += 1
 
     def _unref(self, ref) -> None:
         if ref is not None:
@@ -367,6 +401,71 @@ class Device:
         else:
             rows.pop(me.index.index, None)
 
+    def _digest_write(self, typ, ent) -> None:
+        d = ent.digest_entry
+        if self._report is None or d.digest_id != self._report["digest"]:
+            raise P4Error(code_pb2.NOT_FOUND, f"{d.digest_id} is not a valid digest id")
+        have = d.digest_id in self.digest_cfg
+        if typ == pb.Update.INSERT and have:
+            raise P4Error(code_pb2.ALREADY_EXISTS, f"Digest {d.digest_id} already configured")
+        if typ != pb.Update.INSERT and not have:
+            raise P4Error(code_pb2.NOT_FOUND, f"Digest {d.digest_id} not configured")
+        if typ == pb.Update.DELETE:
+            del self.digest_cfg[d.digest_id]
+        else:
+            self.digest_cfg[d.digest_id] = d.SerializeToString()
+
+    def _count_before(self, counter_id: int, index: int) -> int:
+        old = self.counters.get(counter_id, {}).get(index)
+        if old is None:
+            return 0
+        return pb.ReadResponse.FromString(old).entities[0].counter_entry.data.byte_count
+
+    def _slot_owner(self, slot: int):
+        """(external, internal) of the coflow_slot entry that gives ``slot``, or None."""
+        rows = self.tables.get(self._report["slot_table"], {})
+        c = self._owner_cache
+        if c is None or c[0] is not rows or c[1] != self._report_version:
+            own = {}
+            for ent_bytes, _ in rows.values():
+                te = pb.ReadResponse.FromString(ent_bytes).entities[0].table_entry
+                m = {f.field_id: int.from_bytes(f.exact.value, "big") for f in te.match}
+                s_ = int.from_bytes(te.action.action.params[0].value, "big")
+                own[s_] = (m.get(self._report["ext_field"], 0), m.get(self._report["int_field"], 0))
+            c = self._owner_cache = (rows, self._report_version, own)
+        return c[2].get(slot)
+
+    _report_version = 0
+
+    def _report_crossing(self, counter_id: int, index: int, before: int, after: int) -> None:
+        """report.p4 on a counter write: a digest when the count crosses a step multiple."""
+        r = self._report
+        if r is None or counter_id != r["counter"] or r["digest"] not in self.digest_cfg:
+            return
+        fm = pb.FieldMatch(field_id=r["step_field"])
+        fm.exact.value = _canon(index.to_bytes(4, "big"))
+        row = self.tables.get(r["step_table"], {}).get(((fm.SerializeToString(deterministic=True),), 0))
+        if row is None:
+            return
+        te = pb.ReadResponse.FromString(row[0]).entities[0].table_entry
+        mask = int.from_bytes(te.action.action.params[0].value, "big")
+        if not (before ^ after) & mask:
+            return
+        own = self._slot_owner(index)
+        if own is None or self.primary is None or self.primary not in self.streams:
+            return
+        n = self.digest_lists.get(r["digest"], 0) + 1
+        self.digest_lists[r["digest"]] = n
+        resp = pb.StreamMessageResponse()
+        dl = resp.digest
+        dl.digest_id = r["digest"]
+        dl.list_id = n
+        dl.timestamp = time.time_ns()
+        st = dl.data.add().struct
+        for v in (index, own[0], own[1], after):
+            st.members.add().bitstring = _canon(int(v).to_bytes(8, "big"))
+        self.streams[self.primary].put_nowait(resp)
+
     def _counter_write(self, typ, ent) -> None:
         ce = ent.counter_entry
         if typ != pb.Update.MODIFY:
@@ -374,6 +473,10 @@ class Device:
         if not ce.HasField("index"):
             raise P4Error(code_pb2.UNIMPLEMENTED, "wildcard counter writes are not supported")
         self._indexed("counters", ce.counter_id, ce.index.index)
+        if self._report is not None and self.digest_cfg:
+            self._report_crossing(ce.counter_id, ce.index.index,
+                                  self._count_before(ce.counter_id, ce.index.index),
+                                  ce.data.byte_count)
         e = pb.Entity()
         c = e.counter_entry
         c.counter_id = ce.counter_id
@@ -400,6 +503,8 @@ class Device:
         c.index.index = index
         c.data.byte_count = nbytes
         c.data.packet_count = npackets
+        if self._report is not None and self.digest_cfg:
+            self._report_crossing(counter_id, index, self._count_before(counter_id, index), nbytes)
         self.counters.setdefault(counter_id, {})[index] = _one(e)
         self.changed()
 

@@ -3,7 +3,7 @@
  * (v1model, started with --priority-queues 8).
  *
  * Ingress: sanity -> config (port role, mode) -> routing (LPM + ECMP) ->
- *   tagged:   [edge] coflow byte counter -> mode decision (fair/dclas/fifo-lm/rate;
+ *   tagged:   [edge] coflow byte counter (+ digest on a report boundary) -> mode decision (fair/dclas/fifo-lm/rate;
  *             a coflow the controller did not register: the lowest class)
  *             [fabric, stamped] the stamp's priority
  *             -> override -> [edge] flow meter
@@ -24,6 +24,7 @@
 #include "include/control/config.p4"
 #include "include/control/routing.p4"
 #include "include/control/coflow_counter.p4"
+#include "include/control/report.p4"
 #include "include/control/dclas.p4"
 #include "include/control/fifo_lm.p4"
 #include "include/control/override.p4"
@@ -40,6 +41,7 @@ control CoflowIngress(inout headers_t hdr,
     PipelineConfig() config;
     Routing() routing;
     CoflowCounter() coflow_counter;
+    Report() report;
     Dclas() dclas;
     FifoLm() fifo_lm;
     Override() override;
@@ -64,6 +66,7 @@ control CoflowIngress(inout headers_t hdr,
 
         if (decide) {
             coflow_counter.apply(hdr, meta, std_meta);
+            report.apply(hdr, meta, std_meta);    /* a digest on a report boundary */
         }
         if (decide && meta.managed == 1 && meta.slot_assigned == 0) {
             /* A controller is in charge and did not register this coflow (no coflow_slot

@@ -33,6 +33,8 @@ P4_ONLY = {
     "PORT_ROLE_TABLE_SIZE", "ROUTING_TABLE_SIZE", "ECMP_SELECTOR_SIZE", "ECMP_HASH_WIDTH",
     "COFLOW_SLOT_TABLE_SIZE", "OVERRIDE_TABLE_SIZE", "DCLAS_TABLE_SIZE",
     "UNTAGGED_CLASS_TABLE_SIZE", "FLOW_METER_TABLE_SIZE", "FIFO_LM_TABLE_SIZE",
+    # v1model digest receiver (BMv2's learn list id; P4Runtime names digests by their struct)
+    "REPORT_DIGEST_RECEIVER",
     # meter colours: the target's encoding (v1model RED = 2, TNA RED = 3), read by P4 only
     "METER_GREEN", "METER_YELLOW", "METER_RED",
 }

@@ -278,3 +278,23 @@ def test_views_render_the_prose_figures_and_an_unknown_view_is_one_line(tmp_path
     assert R.summaries_used(text) == {"x"}
     with pytest.raises(R.ResultsError, match="no view 'nope' of a 'sim' summary"):
         R.render_readme("<!-- results:x+nope -->\n<!-- /results:x+nope -->\n", str(d))
+
+
+def test_scale_digest_view_pairs_poll_and_digest(tmp_path):
+    """bench-scale's digest comparison (issue 29): each round's `poll` and `digest` rows side by
+    side with their phases and the digest / poll ratios; rows of other variants are left out."""
+    def row(v, med, p99, read, write, upd):
+        return {"mode": "dclas", "round": "demotions", "variant": v, "edges": 8, "coflows": 100,
+                "switch": "bmv2", "median_ms": med, "p99_ms": p99, "cpu_median_ms": med / 2,
+                "read_median_ms": read, "compute_median_ms": 0.5, "write_median_ms": write,
+                "updates_per_round": upd}
+    res = {"rows": [row("poll", 8.0, 10.0, 4.0, 3.0, 39.0), row("digest", 4.0, 6.0, 0.1, 3.2, 40.0),
+                    row("push", 1.0, 1.0, 1.0, 1.0, 1.0)], "loadavg_start": [1.0, 1.0, 1.0]}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(res))
+    s = R.summarize_scale(res, str(p), "make bench-scale-digest")
+    out = R.render_scale_digest(s)
+    assert ("| dclas demotions | 8 | 100 | bmv2 | 8.00 / 10.00 / 4.00 | 4.00 / 0.50 / 3.00 | "
+            "4.00 / 6.00 / 2.00 | 0.10 / 0.50 / 3.20 | 39 / 40 | 0.50 / 0.60 |") in out
+    assert out.count("| dclas") == 1
+    assert R.VIEWS[("scale", "digest")] is R.render_scale_digest

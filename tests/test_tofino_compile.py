@@ -72,3 +72,24 @@ def test_compiled_slot_hash_is_the_controllers(tofino_build):
     assert int(a["poly"], 16) & 0xFFFFFFFF == C.TNA_SLOT_CRC_POLY
     assert int(a["init"], 16) == C.TNA_CRC_INIT and int(a["final_xor"], 16) == C.TNA_CRC_XOR
     assert a["reverse"] is True and a["msb"] is False and a["extend"] is False
+
+
+def test_report_digest_is_packed_on_its_digest_type(tofino_build):
+    """The deparser's learning (digest) unit as bf-p4c compiled it (the .bfa): selected by
+    ``ig_dprsr_md.digest_type``, and for TNA_REPORT_DIGEST_TYPE it packs the slot, the CoflowId
+    and the count after the packet, in report_digest_t's order; the P4Info declares the
+    digest with the widths the controller's DigestFormat reads (units: 64-byte)."""
+    import re
+    from coflow.ctl.digest import DigestFormat
+    from coflow.dataplane.p4rt import P4InfoHelper
+    text = open(os.path.join(tofino_build, "pipe", "coflow_tna.bfa")).read()
+    i = text.index("  learning:")
+    sec = text[i:text.index("context_json", i)]
+    assert "select:" in sec and "digest_type" in sec.splitlines()[1]
+    entry = sec.split(f"    {C.TNA_REPORT_DIGEST_TYPE}:", 1)[1]
+    fields = re.findall(r"#\s*(?:bit\[[^]]*\]: )?(ingress::\S+)", entry)
+    assert fields[1:5] == ["ingress::meta.slot", "ingress::hdr.coflow_opt.external_id",
+                           "ingress::hdr.coflow_opt.internal_id", "ingress::meta.report_after"], fields
+    fmt = DigestFormat.from_p4info(P4InfoHelper.from_file(
+        os.path.join(tofino_build, "coflow_tna.p4info.txt")).p4info, C.TNA_BYTES_UNIT_SHIFT)
+    assert fmt.widths == (C.TNA_SLOT_BITS, 32, 8, 32) and fmt.unit_shift == C.TNA_BYTES_UNIT_SHIFT

@@ -169,6 +169,11 @@ _SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every
                      "reset": "released meters left configured (`reset`: reset at release)"}
 
 
+#: the digest comparison's variants (bench_scale.bench_dclas_digest): the default path, and
+#: D-CLAS on the edges' report digests
+SCALE_DIGEST = ("poll", "digest")
+
+
 def _short(x):
     """Timings to 3 significant digits (a summary stays small)."""
     if isinstance(x, float):
@@ -190,6 +195,7 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
     return {"schema": SCHEMA, "kind": "scale", "command": command,
             "rows": [{k: _short(r.get(k)) for k in (SCALE_KEYS + ("updates_per_round",)
                                                     if r.get("variant") in ("push", None) + SCALE_ALONE
+                                                    + SCALE_DIGEST
                                                     else SCALE_KEYS[:9]) if r.get(k) is not None}
                      for r in rows],
             "bmv2_idle": res.get("bmv2_idle"), "emulated_idle": res.get("emulated_idle"),
@@ -463,10 +469,12 @@ def plot_scale(s: dict, path: str) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(7, 4.5))
     lines: dict = {}
     for r in _default_rows(s["rows"]):
         lines.setdefault((_scale_label(r), r["coflows"], r["switch"]), []).append((r["edges"], r["median_ms"]))
+    if not lines:   # no default-path rows (a digest comparison alone): no curve to plot
+        return False
+    fig, ax = plt.subplots(figsize=(7, 4.5))
     for (label, c, sw), pts in sorted(lines.items()):
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if sw == "emulated" else "s--",
@@ -617,7 +625,42 @@ def render_emu_what(s: dict) -> str:
     return "; ".join(out) + ".\n"
 
 
-VIEWS = {("sim", "what"): render_sim_what, ("emu", "what"): render_emu_what}
+def render_scale_digest(s: dict) -> str:
+    """The D-CLAS rounds on the edges' report digests (``digest``) against the default path
+    (``poll``: BMv2 polled, the emulated edges' pushed counters) in the same run, on the same
+    controller, switches and traffic, variants alternated in blocks of rounds."""
+    rows = [r for r in s["rows"] if r.get("variant") in SCALE_DIGEST]
+    by: dict = {}
+    for r in rows:
+        by.setdefault((r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]), {})[r["variant"]] = r
+    out = [f"`{s['command']}` ({_machine(s['run'])}; load average "
+           f"{_f((s.get('loadavg') or [None])[0] and s['loadavg'][0][0], '{:.1f}')} at the start). "
+           "`poll`: the default path (BMv2 polled; the emulated edges push their counters); "
+           "`digest`: the report digests (setting `digest=1`). Median / p99 wall and median CPU "
+           "(ms), the phases' medians, updates written per round; ratio digest / poll.", "",
+           "| round | edges | coflows | switches | poll: median / p99 / CPU | poll: read / compute / write "
+           "| digest: median / p99 / CPU | digest: read / compute / write | updates poll / digest "
+           "| median / p99 ratio |",
+           "|---|---:|---:|---|---|---|---|---|---|---|"]
+    for k in sorted(by, key=lambda k: (k[0], k[1] or "", k[3], k[2], k[4])):
+        p, d = by[k].get("poll"), by[k].get("digest")
+        if p is None or d is None:
+            continue
+
+        def cols(r):
+            return (f"{_f(r['median_ms'])} / {_f(r['p99_ms'])} / {_f(r['cpu_median_ms'])}",
+                    f"{_f(r.get('read_median_ms'))} / {_f(r.get('compute_median_ms'))} / "
+                    f"{_f(r.get('write_median_ms'))}")
+        pc, dc = cols(p), cols(d)
+        out.append(f"| {_scale_label(p)} | {k[2]:,} | {k[3]:,} | {k[4]} | {pc[0]} | {pc[1]} | {dc[0]} | "
+                   f"{dc[1]} | {_f(p.get('updates_per_round'), '{:.0f}')} / "
+                   f"{_f(d.get('updates_per_round'), '{:.0f}')} | "
+                   f"{d['median_ms'] / p['median_ms']:.2f} / {d['p99_ms'] / p['p99_ms']:.2f} |")
+    return "\n".join(out) + "\n"
+
+
+VIEWS = {("sim", "what"): render_sim_what, ("emu", "what"): render_emu_what,
+         ("scale", "digest"): render_scale_digest}
 
 
 def load_summary(path: str) -> dict:

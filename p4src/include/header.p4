@@ -103,6 +103,7 @@ struct local_metadata_t {
     epoch_t      epoch;          /* now: ingress timestamp >> EPOCH_SHIFT */
     epoch_t      slot_seen;      /* epoch of the slot owner's last packet */
     bytes_t      bytes_before;   /* the coflow's bytes before this packet */
+    bytes_t      report_mask;    /* report_step's ~(step - 1) for the slot (report.p4) */
     prio_t       prio;
     bit<32>      meter_idx;
     bit<2>       color;

@@ -29,6 +29,10 @@ const bit<2> METER_RED    = 2;
 #define COFLOW_SLOTS (ASSIGNED_SLOTS + HASH_SLOTS) /* byte-counter slots: registers + mirror counter */
 #define COFLOW_SLOT_TABLE_SIZE ASSIGNED_SLOTS
 
+/* report_step (report.p4): one entry per controller-assigned slot */
+#define REPORT_TABLE_SIZE COFLOW_SLOT_TABLE_SIZE
+#define REPORT_DIGEST_RECEIVER 1     /* v1model digest receiver (BMv2's learn list id) */
+
 #define FLOW_METERS (ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW)
 #define FLOW_METER_TABLE_SIZE FLOW_METERS
 

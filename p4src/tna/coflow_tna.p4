@@ -29,6 +29,7 @@
 #include "include/control/config.p4"
 #include "include/control/routing.p4"
 #include "include/control/coflow_counter.p4"
+#include "include/control/report.p4"
 #include "include/control/dclas.p4"
 #include "include/control/fifo_lm.p4"
 #include "include/control/override.p4"
@@ -48,6 +49,7 @@ control CoflowIngress(inout headers_t hdr,
     PipelineConfig() config;
     Routing() routing;
     CoflowCounter() coflow_counter;
+    Report() report;
     Dclas() dclas;
     FifoLmDistance() fifo_distance;
     FifoLm() fifo_lm;
@@ -83,6 +85,7 @@ control CoflowIngress(inout headers_t hdr,
             fifo_distance.apply(hdr, meta);
         }
         coflow_counter.apply(hdr, meta);    /* counts only if decide */
+        report.apply(hdr, meta, ig_dprsr_md);   /* digest_type on a report boundary */
         if (meta.decide == 1 && meta.role == PortRole_t.EDGE && meta.mode == Mode_t.RATE) {
             flow_meter.apply(hdr, meta);            /* RED sets meta.meter_red */
         }

@@ -210,6 +210,9 @@ class Controller:
                        M.C_FLOW_BYTES if self.policy.rate and self.ctl.progress_s > 0 else None)
             for e in self.edges:
                 self.agents[e].push_counter = counter
+        # report digests (issue 29, setting ``digest``): D-CLAS rounds on pushed crossings
+        self.digest = self._digest_rounds() if self.policy.dclas else None
+        self.use_digest = bool(self.ctl.digest) and self.digest is not None
         # tests' reference: one switch's Write after the other (False: all in flight together)
         self.sequential_writes = False
         self._unsubscribe = None
@@ -531,6 +534,8 @@ class Controller:
                 if s is not None:
                     self.coord.slot_reset(s)
                     new.add(cid)
+        if self.digest is not None:
+            self.digest.set_owners([self.agents[e] for e in self.edges], self.slots.slot)
         return new
 
     def _read_raw(self, agents: list, counter: str, idx: dict) -> list:
@@ -576,7 +581,9 @@ class Controller:
         if not idx:
             return 0.0
         readable = [a for a in (self.agents[e] for e in self.edges) if a.readable()]
-        if self.use_push:    # edges that push their counters are not polled
+        if self.use_digest:  # the edges push threshold crossings: poll only those that must be
+            readable = self._observe_digests(readable)
+        elif self.use_push:    # edges that push their counters are not polled
             polled = []
             for a in readable:
                 seq = a.push_sequence()
@@ -600,13 +607,38 @@ class Controller:
                 self.metrics.read_errors.labels(a.name).inc()
                 continue
             with self._mu:
-                if self._unchanged(a.name, (idx, self.coord.epoch), got):
+                if self._unchanged(a.name, (idx, self.coord.epoch, self.use_digest), got):
                     continue
                 counts: dict = {}
                 for resp in got:
                     wire.parse_counter_bytes_fast(resp, counts)
+                if self.use_digest:   # rounded as the pushed counts are
+                    counts = self.digest.quantise(counts)
                 self.coord.observe(a.name, counts)
         return time.perf_counter() - t0
+
+    def _digest_rounds(self):
+        """The digest side of D-CLAS (coflow.ctl.digest) when the P4 program has the report
+        digest, with an inbox on every edge; None otherwise."""
+        from .digest import DigestFormat, DigestRounds
+        fmt = DigestFormat.from_p4info(self.codec.h.p4info, self.target.bytes_unit_shift)
+        if fmt is None or M.T_REPORT not in self.codec.table_id:
+            return None
+        width = self.codec.aparams[M.A_SET_STEP]["mask"][1]
+        d = DigestRounds(fmt, self.dclas_params, self.edges, self.target.bytes_unit_shift,
+                         self.target.metered_slots, self.ctl.digest_resync_s, width)
+        for e in self.edges:
+            self.agents[e].digests = d.inbox(e)
+        return d
+
+    def _observe_digests(self, readable: list) -> list:
+        """Digest mode: hand the coordinator what the edges pushed (rounded to the report
+        steps); returns the edges to poll this round."""
+        pushed, poll = self.digest.collect(readable, time.monotonic())
+        with self._mu:
+            for name, counts in pushed.items():
+                self.coord.observe(name, counts)
+        return poll
 
     def round(self, progress: bool = True) -> dict:
         """One read / compute / write round; returns its timings (seconds: wall, and the
@@ -1043,6 +1075,7 @@ class Controller:
         book.set_many("slots", self.edges, slot_ents)
         if ovr is not None:
             book.set_many("overrides", self.edges, ovr)
+        ovr_changed = 0
         if self.policy.coordinated:
             for name in self.edges:
                 want = self._overrides.get(name, TR.EMPTY)
@@ -1054,8 +1087,12 @@ class Controller:
                             e = TR.override_entity(c, p)
                             ents[e.key] = e
                     gone = [TR.override_key(c) for c in old if c not in want]
-                    book.set("overrides", name, ents, changed=list(ents) + gone)
+                    ovr_changed += book.set("overrides", name, ents, changed=list(ents) + gone)
                     self._ovr_src[name] = want
+        if self.use_digest:   # report steps (new slots; grown ones only in a round without overrides)
+            book.set_many("report", self.edges, self.digest.entities(
+                self.slots.slot, self._queues, quiet=ovr_changed == 0))
+            self.digest.requantise(self.coord)
         return {name: book.state(name) for name in self.agents}
 
     def _write(self, desired: dict) -> tuple[int, int]:

@@ -31,6 +31,7 @@ T_OVERRIDE = "CoflowIngress.override.coflow_override"
 T_UNTAGGED = "CoflowIngress.default_class.untagged_class"
 T_FLOW_METER = "CoflowIngress.flow_meter.flow_meter"
 T_ECN_PORT = "CoflowEgress.ecn_marker.ecn_port"
+T_REPORT = "CoflowIngress.report.report_step"   # report digests' steps (ctl/digest.py)
 A_SET_ROLE = "CoflowIngress.config.set_role"
 A_SET_CONFIG = "CoflowIngress.config.set_config"
 A_NEXT_HOP = "CoflowIngress.routing.set_next_hop"
@@ -40,6 +41,7 @@ A_OVERRIDE_QUEUE = "CoflowIngress.override.set_queue"
 A_SET_CLASS = "CoflowIngress.default_class.set_class"
 A_SET_METER = "CoflowIngress.flow_meter.set_meter"
 A_SET_VQ = "CoflowEgress.ecn_marker.set_vq"
+A_SET_STEP = "CoflowIngress.report.set_step"
 P_ECMP = "CoflowIngress.routing.ecmp_selector"
 C_COFLOW_BYTES = "CoflowIngress.coflow_counter.coflow_bytes"
 C_COLLISIONS = "CoflowIngress.coflow_counter.slot_collisions"
@@ -54,7 +56,7 @@ M_FLOW = "CoflowIngress.flow_meter.flow_meters"
 
 # Tables whose entries the controller owns entirely: anything else found there is deleted.
 MANAGED_TABLES = (T_PORT_ROLE, T_ROUTING, T_SLOT, T_DCLAS, T_OVERRIDE, T_UNTAGGED, T_FLOW_METER,
-                  T_ECN_PORT)
+                  T_ECN_PORT, T_REPORT)
 DEFAULT_TABLES = (T_CONFIG,)  # tables whose default action the controller writes
 
 Params = tuple  # ((name, int), ...) sorted by name

@@ -88,6 +88,9 @@ class SwitchAgent:
         self.push_cpu_s = 0.0
         self._push_lock = threading.Lock()
         self._push_fresh: dict = {}  # what was pushed since the last take_pushed()
+        # report digests (coflow.ctl.digest.DigestInbox; None: not asked for): configured on
+        # every bring-up as primary, acked and merged from the stream's thread
+        self.digests = None
 
     # lifecycle ---------------------------------------------------------------------------
     def start(self) -> None:
@@ -126,6 +129,10 @@ class SwitchAgent:
             return
         if kind == "other":
             self._on_push(detail)
+            return
+        if kind == "digest":
+            if self.digests is not None:
+                self.digests.on_list(detail, ack=client.ack_digest)
             return
         if kind == "stream_error":
             log.info("%s: stream broke: %s", self.name, detail)
@@ -172,6 +179,19 @@ class SwitchAgent:
             self.pushed = None     # until this connection's subscription is answered
         if self.push_counter is not None:
             c.subscribe([self.codec.counter_entity(self.push_counter)])
+
+    def _enable_digests(self, c) -> None:
+        """Configure the report digest (a fresh connection: the inbox asks for a poll first,
+        nothing before it was reported). A switch that refuses it is polled."""
+        if self.digests is None:
+            return
+        self.digests.connected()
+        try:
+            c.configure_digest(self.digests.fmt.digest_id)
+        except Exception as exc:  # noqa: BLE001 - a switch without digests is polled
+            log.warning("%s: report digest not enabled (%s): polled", self.name,
+                        str(exc).splitlines()[0])
+            self.digests.disable()
 
     def push_sequence(self) -> int | None:
         """The number of pushes received so far on this connection, None when the switch does
@@ -239,6 +259,7 @@ class SwitchAgent:
                 self.pipeline_pushes += 1
                 reset = True
             self._subscribe(c)
+            self._enable_digests(c)
             if self.on_master is not None:
                 self.on_master(self)
                 self.on_master_done += 1

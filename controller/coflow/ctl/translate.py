@@ -99,6 +99,11 @@ class CtlSettings:
       ``coflow_bytes``, the closed loop's ``flow_bytes``) on the stream when they change; an
       edge that does (the emulated switches of ``make bench-scale``) is not polled, one that
       does not (BMv2) is; 0 = every edge polled.
+    - ``digest``: 1 = D-CLAS rounds run on the threshold crossings the edges push as
+      report digests (:mod:`coflow.ctl.digest`; each edge's count rounded down to its slot's
+      report step) instead of polling ``coflow_bytes``; an edge is polled on a new connection,
+      a missed digest list or a malformed digest, and every ``digest_resync_s`` (one edge per
+      round). 0 = poll every round (exact counts).
     - ``claim_margin_frac`` / ``claim_margin_bytes``: declared sizes are claims (rate modes):
       when the payload bytes the counters saw on a host pair of a coflow pass the sizes its
       flows there declare by more than ``frac`` x declared + ``bytes``, the controller stops
@@ -155,6 +160,8 @@ class CtlSettings:
     meter_peak_bursts: float = 1.0
     round_aio: int = 1
     push: int = 1
+    digest: int = 0
+    digest_resync_s: float = 1.0
     tofino_shape_mbps: float = 0.0   # Tofino: shape every port to this rate (0: port speed)
     meter_headroom: float = 0.0
     rate_audit: int = 0

@@ -46,6 +46,7 @@ HASH_MUL_EXT = 0x9E3779B1           # v1model slot hash: 2^32 / golden ratio (Fi
 HASH_MUL_INT = 0x85EBCA77
 FLOW_SLOTS_PER_COFLOW = 8           # meters per assigned slot (sizing only: a pool, FLOW_METERS)
 FLOW_METERS = ASSIGNED_SLOTS * FLOW_SLOTS_PER_COFLOW
+REPORT_TABLE_SIZE = ASSIGNED_SLOTS                 # report_step entries: assigned slots (report.p4)
 
 # Slot lifecycle (define.p4, target_v1model.p4; coflow_counter.p4) ---------------------------
 EPOCH_BITS = 16                     # epoch_t: the slot age clock wraps after 2^16 epochs
@@ -74,6 +75,8 @@ TNA_CRC_INIT = 0xFFFFFFFF
 TNA_CRC_XOR = 0xFFFFFFFF
 TNA_METERED_SLOTS = ASSIGNED_SLOTS                # slots whose coflows have meters (as v1model)
 TNA_FLOW_METERS = TNA_METERED_SLOTS * FLOW_SLOTS_PER_COFLOW
+TNA_REPORT_TABLE_SIZE = TNA_METERED_SLOTS         # report_step entries (slots 0..511 report)
+TNA_REPORT_DIGEST_TYPE = 1                        # ig_dprsr_md.digest_type of a report
 TNA_BYTES_UNIT_SHIFT = 6                          # byte registers count 64-byte units (32 bits)
 TNA_DCLAS_KEY_SHIFT = 12                          # D-CLAS range key = units[31:12]
 TNA_DCLAS_KEY_BITS = 32 - TNA_DCLAS_KEY_SHIFT     # 20 bits: 5 PHV nibbles

@@ -366,6 +366,8 @@ class P4RuntimeClient:
                 self.on_event(self, "mastership", master)
         elif resp.HasField("other") and self.on_event is not None:
             self.on_event(self, "other", resp.other)
+        elif resp.HasField("digest") and self.on_event is not None:
+            self.on_event(self, "digest", resp.digest)   # a DigestList (ack_digest)
         else:
             self._responses.put(resp)
 
@@ -416,6 +418,46 @@ class P4RuntimeClient:
         rr.entities.extend(entities)
         req.other.Pack(rr)
         self._requests.put(req)
+
+    def packet_out(self, payload: bytes) -> None:
+        """A PacketOut on the stream (BMv2 started with ``--cpu-port P`` injects it into its
+        ingress on port P; benchmarks use it as traffic)."""
+        pb, _ = _pb()
+        req = pb.StreamMessageRequest()
+        req.packet.payload = payload
+        self._requests.put(req)
+
+    def ack_digest(self, digest_id: int, list_id: int) -> None:
+        """Acknowledge a DigestList on the stream (DigestListAck): the server may then send
+        the same data again (PI caches unacked samples for ``ack_timeout_ns``)."""
+        pb, _ = _pb()
+        req = pb.StreamMessageRequest()
+        req.digest_ack.digest_id = digest_id
+        req.digest_ack.list_id = list_id
+        self._requests.put(req)
+
+    def configure_digest(self, digest_id: int, max_timeout_ns: int = 0, max_list_size: int = 1,
+                         ack_timeout_ns: int = 1_000_000_000) -> None:
+        """Enable a digest: a DigestEntry INSERT (MODIFY when it is configured already, e.g.
+        by this controller's previous run on the same pipeline). ``max_timeout_ns`` 0 with
+        ``max_list_size`` 1: each digest is sent at once (PI's digest_mgr)."""
+        pb, _ = _pb()
+
+        def entity():
+            e = pb.Entity()
+            d = e.digest_entry
+            d.digest_id = digest_id
+            d.config.max_timeout_ns = max_timeout_ns
+            d.config.max_list_size = max_list_size
+            d.config.ack_timeout_ns = ack_timeout_ns
+            return e
+        try:
+            self.write([("INSERT", entity())])
+        except P4RuntimeError as exc:   # configured already (ALREADY_EXISTS): modify it
+            try:
+                self.write([("MODIFY", entity())])
+            except P4RuntimeError:
+                raise exc from None
 
     def arbitrate(self, election_id: int) -> None:
         """Send a new arbitration update on the open stream with ``election_id`` (a controller

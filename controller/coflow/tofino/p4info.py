@@ -44,6 +44,12 @@ def _differences():
             C.TNA_DCLAS_KEY_BITS, TOFINO.dclas_key_max,
             "range key = bytes_before[31:12] in 64-byte units: 256 KiB steps (a range key must "
             "fit 5 PHV nibbles); thresholds rounded to the nearest step"),
+        ("match", M.T_REPORT, "slot"): (
+            C.TNA_SLOT_BITS, C.TNA_REPORT_TABLE_SIZE - 1,
+            "the slot index's width (bmv2: bit<32>); slots below TNA_REPORT_TABLE_SIZE report"),
+        ("param", M.A_SET_STEP, "mask"): (
+            32, (1 << 32) - 1,
+            "~(step - 1) in 64-byte units, the byte registers' unit (bmv2: bytes in 64 bits)"),
     }
 
 

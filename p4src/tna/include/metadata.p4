@@ -50,6 +50,14 @@ struct clock_state_t {
     bit<32>   last_ts;
     bit<32>   wraps;
 }
+/* The digest of a report boundary crossing (control/report.p4) */
+struct report_digest_t {
+    tna_slot_t   slot;         /* the counter slot (meta.slot) */
+    coflow_ext_t external_id;  /* the packet's CoflowId (a re-assigned slot's old coflow) */
+    coflow_int_t internal_id;
+    tna_units_t  units;        /* the slot's 64-byte units after the crossing packet */
+}
+
 typedef bit<TNA_DCLAS_KEY_BITS> tna_dclas_key_t;
 typedef bit<32> queue_idx_t;       /* port ++ prio, as v1model's per-queue counter index */
 
@@ -94,6 +102,11 @@ struct ingress_metadata_t {
     bit<16>         frame_bytes;      /* ip_len + 14 + half a unit (16 bits, as total_len) */
     bit<16>         len_units;        /* frame_bytes in units (the ALU widens it) */
     tna_units_t     bytes_before;
+    bit<1>          slot_restart;     /* the slot's count restarted (taken or claimed) */
+    bit<1>          report_on;        /* report_step hit: the slot reports crossings */
+    tna_units_t     report_mask;      /* report_step's ~(step - 1), in units (report.p4) */
+    tna_units_t     report_after;     /* units after this packet (report.p4's shadow count) */
+    tna_units_t     report_cross;     /* (before ^ after) & mask: != 0 sends the digest */
     bit<32>         fifo_rank;        /* ext |-| fifo_base */
     tna_units_t     heavy_over;       /* bytes_before |-| heavy_bytes: != 0 is heavy */
     prio_t          prio;

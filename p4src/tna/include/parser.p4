@@ -50,6 +50,8 @@ parser CoflowIngressParser(packet_in pkt,
         meta.route_miss = 0;
         meta.forward = 0;
         meta.decide = 0;
+        meta.report_on = 0;
+        meta.slot_restart = 0;
         meta.meter_red = 0;
         meta.l4_sport = 0;
         meta.l4_dport = 0;
@@ -222,6 +224,7 @@ control CoflowIngressDeparser(packet_out pkt,
                               in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
     Checksum() ipv4_tagged;
     Checksum() ipv4_untagged;
+    Digest<report_digest_t>(TNA_REPORT_DIGEST_TYPE) report_digest;   /* report.p4 */
 
     /* mutually exclusive conditions on one bit: one checksum unit each */
     apply {
@@ -235,6 +238,10 @@ control CoflowIngressDeparser(packet_out pkt,
             hdr.ipv4.hdr_checksum = ipv4_untagged.update({
                 IPV4_FIXED_WORDS(hdr.ipv4),
                 OPT_WORDS_8(hdr.ipv4_opts), hdr.ipv4_opts[8].data, hdr.ipv4_opts[9].data});
+        }
+        if (ig_dprsr_md.digest_type == TNA_REPORT_DIGEST_TYPE) {
+            report_digest.pack({meta.slot, hdr.coflow_opt.external_id,
+                                hdr.coflow_opt.internal_id, meta.report_after});
         }
         pkt.emit(meta.bridged);
         pkt.emit(hdr);

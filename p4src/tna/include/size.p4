@@ -24,6 +24,10 @@
  * FLOW_SLOTS_PER_COFLOW meters each; coflows in higher slots are not metered. */
 #define TNA_METERED_SLOTS 512
 #define TNA_FLOW_METERS (TNA_METERED_SLOTS * FLOW_SLOTS_PER_COFLOW)
+/* report_step (report.p4): as many slots report threshold crossings as v1model has assigned
+ * slots (the metered ones); ig_dprsr_md.digest_type of a report (3 bits, 0 = none) */
+#define TNA_REPORT_TABLE_SIZE TNA_METERED_SLOTS
+#define TNA_REPORT_DIGEST_TYPE 1
 
 #define TNA_BYTES_UNIT_SHIFT 6                              /* register unit: 64 bytes */
 #define TNA_DCLAS_KEY_SHIFT 12                              /* range key = units[31:12] */

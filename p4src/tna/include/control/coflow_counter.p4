@@ -187,6 +187,7 @@ control CoflowCounter(inout headers_t hdr,
                 slot_collisions.count(meta.slot);
             } else {
                 bytes_restart.execute(meta.slot);     /* taken or claimed: restart at 0 */
+                meta.slot_restart = 1;                /* report.p4's shadow count too */
                 meta.bytes_before = 0;
                 if (outcome == slot_outcome_t.TAKE) {
                     slot_takeovers.count(meta.slot);

@@ -1,0 +1,93 @@
+/*
+ * report.p4 (TNA) -- threshold crossings pushed to the controller, the v1model control
+ * (p4src/include/control/report.p4) with TNA's Digest extern: ingress marks the packet
+ * (ig_dprsr_md.digest_type = TNA_REPORT_DIGEST_TYPE) and the ingress deparser packs
+ * {slot, CoflowId, units after the packet} (parser.p4, CoflowIngressDeparser; the pattern of
+ * open-p4studio's p4_16_programs/tna_digest and bf-p4c's tofino1_base.p4 Digest).
+ *
+ * Counts are the byte register's 64-byte units (coflow_counter.p4), so the controller's
+ * step is a power-of-two number of units and report_step's mask ~(step - 1) is in units.
+ * The crossing test is the v1model one, ((before ^ after) & mask) != 0. `after` comes from a
+ * stateful ALU of its own: a shadow of coflow_bytes_reg for the reporting slots (one 32-bit
+ * word per report_step entry), added to and restarted exactly as the byte register is, which
+ * returns the count after the packet. Computing `after` as bytes_before + len_units in the
+ * MAU instead (a 16-bit length widened into a 32-bit sum) makes bf-p4c's PHV allocation fail
+ * ("Unable to slice ... meta.len_units, meta.report_after, meta.bytes_before ...").
+ * Then xor and and, one ALU operation per action (an action cannot span stages), and a
+ * gateway. No register the controller writes: the step is a table entry.
+ */
+#ifndef __REPORT_TNA__
+#define __REPORT_TNA__
+
+/* report_digest_t: metadata.p4 (the deparser in parser.p4 packs it) */
+
+control Report(inout headers_t hdr,
+               inout ingress_metadata_t meta,
+               inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+
+    action set_step(tna_units_t mask) {
+        meta.report_mask = mask;
+        meta.report_on = 1;
+    }
+
+    table report_step {
+        key = { meta.slot: exact @name("slot"); }
+        actions = { set_step; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = TNA_REPORT_TABLE_SIZE;
+    }
+
+    /* the reporting slots' counts after each packet (slots < TNA_REPORT_TABLE_SIZE: only
+     * they have report_step entries) */
+    Register<tna_units_t, tna_slot_t>(TNA_REPORT_TABLE_SIZE, 0) report_units_reg;
+
+    RegisterAction<tna_units_t, tna_slot_t, tna_units_t>(report_units_reg) units_add = {
+        void apply(inout tna_units_t units, out tna_units_t after) {
+            units = units |+| (tna_units_t)meta.len_units;
+            after = units;
+        }
+    };
+
+    RegisterAction<tna_units_t, tna_slot_t, tna_units_t>(report_units_reg) units_restart = {
+        void apply(inout tna_units_t units, out tna_units_t after) {
+            units = (tna_units_t)meta.len_units;
+            after = units;
+        }
+    };
+
+    /* one ALU operation per action, each a table of its own (they depend on each other,
+     * and an action cannot span stages) */
+    action xor_after() {
+        meta.report_cross = meta.bytes_before ^ meta.report_after;
+    }
+    action and_mask() {
+        meta.report_cross = meta.report_cross & meta.report_mask;
+    }
+    action mark() {
+        ig_dprsr_md.digest_type = TNA_REPORT_DIGEST_TYPE;
+    }
+    @hidden table t_xor { actions = { xor_after; } const default_action = xor_after(); size = 1; }
+    @hidden table t_mask { actions = { and_mask; } const default_action = and_mask(); size = 1; }
+    @hidden table t_mark { actions = { mark; } const default_action = mark(); size = 1; }
+
+    apply {
+        /* the lookup whenever tagged (placed early); the test once the count is known */
+        if (hdr.coflow_opt.isValid()) {
+            report_step.apply();
+        }
+        if (meta.decide == 1 && meta.slot_assigned == 1 && meta.report_on == 1) {
+            if (meta.slot_restart == 1) {
+                meta.report_after = units_restart.execute(meta.slot);
+            } else {
+                meta.report_after = units_add.execute(meta.slot);
+            }
+            t_xor.apply();
+            t_mask.apply();
+            if (meta.report_cross != 0) {
+                t_mark.apply();
+            }
+        }
+    }
+}
+
+#endif
