@@ -91,9 +91,13 @@ def test_scaled_thresholds():
                                              "meter_headroom": repr(P.METER_HEADROOM),
                                              "rate_capacity_frac": repr(P.RATE_CAPACITY_FRAC),
                                              "rate_audit": "1",
-                                             "class_q1_bytes": repr(10 * 2**20 * 1e-3)}
-    # the ordered modes' size caps on D-CLAS's own scaled Q1; none for D-CLAS or fair
+                                             "class_q1_bytes": repr(10 * 2**20 * 1e-3),
+                                             "class_span": str(P.CLASS_SPAN)}
+    # the ordered modes' size caps on D-CLAS's own scaled Q1, each within CLASS_SPAN of its
+    # cap; none for D-CLAS or fair
     assert mode_settings(cfg, "sincronia", p)["class_q1_bytes"] == s["Q1"]
+    assert mode_settings(cfg, "sincronia", p)["class_span"] == "1" == str(P.CLASS_SPAN)
+    assert "class_span" not in mode_settings(cfg, "dclas", p)
     assert "class_q1_bytes" not in mode_settings(cfg, "dclas", p)
     assert "class_q1_bytes" not in mode_settings(cfg, "fair", p)
     assert P.RATE_CAPACITY_FRAC < 1      # paced rates leave room for the ACKs and unpaced segments
