@@ -6,9 +6,9 @@ demoted (overrides on the other edge) from the digest alone, with no counter rea
 connection's first poll. A missed digest list makes the next round poll that edge."""
 import os
 import sys
-import time
 
 import pytest
+from live import wait_for
 
 from coflow import topology as T
 from coflow.api.registry import CoflowRegistry
@@ -30,15 +30,6 @@ def _has_digest():
 
 pytestmark = pytest.mark.skipif(not _has_digest(),
                                 reason="build/coflow.p4info.txt without the report digest: run `make p4`")
-
-
-def _wait(pred, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 @pytest.fixture
@@ -85,7 +76,7 @@ def test_demotion_from_a_digest_without_a_read(setup):
     assert polls.get("connected") == 2 and "clock" not in polls
     got0 = ctl.agents[e0].digests.lists
     _bump(ctl, emu, topo, e0, sa, 5000)     # 0 -> 5000 bytes on e0: past Q1 = 4096
-    assert _wait(lambda: ctl.agents[e0].digests.lists > got0), "no digest list arrived"
+    assert wait_for(lambda: ctl.agents[e0].digests.lists > got0), "no digest list arrived"
     r = ctl.round()
     assert ctl.digest.polls == polls                       # nothing was polled
     assert r["read_s"] >= 0 and ctl._queues[(a.external, a.internal)] == 2
@@ -109,12 +100,12 @@ def test_a_missed_list_polls_that_edge(setup):
         d = emu.emu.devices[dev]
         d.digest_lists[did] = d.digest_lists.get(did, 0) + 1   # list n+1 is "lost"
     _bump(ctl, emu, topo, e1, sb, 300)      # a first list on this connection (list 1)
-    assert _wait(lambda: ctl.agents[e1].digests.lists == 1)
+    assert wait_for(lambda: ctl.agents[e1].digests.lists == 1)
     ctl.round()
     emu.call(skip_one)
     before = dict(ctl.digest.polls)
     _bump(ctl, emu, topo, e1, sb, 2700)     # list 3 arrives, list 2 never did
-    assert _wait(lambda: ctl.agents[e1].digests.lists == 2)
+    assert wait_for(lambda: ctl.agents[e1].digests.lists == 2)
     ctl.round()
     assert ctl.digest.polls.get("gap", 0) == before.get("gap", 0) + 1
     assert ctl.agents[e1].digests.missed == 1

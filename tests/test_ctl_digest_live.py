@@ -9,7 +9,7 @@ import time
 import pytest
 
 from coflow import topology as T
-from live import BMV2_JSON, P4INFO, bmv2_marks, offset_ids
+from live import BMV2_JSON, P4INFO, bmv2_marks, offset_ids, wait_for
 
 pytestmark = bmv2_marks()
 
@@ -22,15 +22,6 @@ def _frame(cid, length, dst_ip):
     p = Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / IP(
         src="10.255.0.1", dst=dst_ip, options=[pk.coflow_option(pk.CoflowId(*cid))]) / UDP()
     return raw(p / Raw(b"\0" * (length - len(p))))
-
-
-def _wait(pred, timeout=5.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if pred():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 @pytest.fixture
@@ -74,7 +65,7 @@ def test_bmv2_digest_demotes_without_a_read(fabric):
         ctl.agents[e0].client.packet_out(_frame(ca, 1000, dst))
     step = ctl.digest.steps[ctl.slots.slot[ca]]
     assert 1000 >= step            # every packet crosses a step boundary: one digest each
-    assert _wait(lambda: ctl.agents[e0].digests.lists >= lists0 + 5)
+    assert wait_for(lambda: ctl.agents[e0].digests.lists >= lists0 + 5)
     time.sleep(0.1)
     ctl.round()
     assert ctl.digest.polls == polls            # no Read: the digests were enough
