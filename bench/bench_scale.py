@@ -29,7 +29,9 @@ decoded), ``after`` (both), ``push`` (after, and the edges that push their count
 stream are not polled: the emulated ones; BMv2 does not push, so there it is ``after``; the
 controller's default); SEBF also ``rebuild`` (push, with the closed loop's metered pairs rebuilt
 from the meter pool every round and re-observed after every Write: the code before) and, in
-``churn``, ``readall`` (push, with the closed loop's counters read in the event round too: the
+``churn``, ``copyrec`` (push, with every registry record copied in every round: the code
+before the rounds read the registry's shared snapshots), ``readall`` (push, with the closed
+loop's counters read in the event round too: the
 code before the read had its own clock) and ``reset`` (push, with a released meter reset at
 once: the code before its config was left in place until the index is taken again); the
 ``before`` .. ``after`` variants have neither of these two changes, ``rebuild`` reads in every
@@ -41,7 +43,9 @@ measured apart at every N (``closed_loop`` rows), in the same variants.
 Writes out/bench/bench_scale.json: {"rows": [{"mode", "edges", "coflows", "switch", "median_ms",
 "p99_ms", "cpu_median_ms", "round", "variant", phases, "min_delta_ms", "full_gc_in_rounds" (full
 garbage collections inside the counted rounds), ...}], "dclas_queues": {the core's vectorised
-D-CLAS queue decision against the per-coflow loop it replaced, same run}, ...}.
+D-CLAS queue decision against the per-coflow loop it replaced, same run}, "codec_encode": {a
+churn round's writes encoded by the codec and by the generic encoder it replaced, same run},
+...}.
 """
 from __future__ import annotations
 
@@ -141,7 +145,7 @@ def patient(ctl) -> None:
 def set_variant(ctl, variant: str) -> None:
     from coflow.ctl.aio import RoundIO
     # push and the variants that are push minus one change: the default I/O
-    pushlike = variant in ("push", "rebuild", "readall", "reset")
+    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec")
     want_aio = variant in ("aio", "after") or pushlike
     if want_aio and ctl.io is None:
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
@@ -158,10 +162,14 @@ def set_variant(ctl, variant: str) -> None:
     # readall: the default (push) with the closed loop read in every round, an arrival's or
     # departure's too (the code before the read had its own clock); only push reads on the
     # clock (the other variants are the code before it)
-    ctl.progress_on_clock = variant in ("push", "reset")
+    ctl.progress_on_clock = variant in ("push", "reset", "copyrec")
     # reset: the default (push) with a released meter reset (the code before its config was
     # left in place until the index is taken again)
-    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild")
+    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild", "copyrec")
+    # copyrec: the default (push) with every registry record copied in every round (the code
+    # before the rounds read the registry's shared snapshots, CoflowRegistry.list_shared: the
+    # View's per-coflow arrays were then re-checked by comparing each coflow's bytes sent)
+    ctl.shared_records = variant != "copyrec"
 
 
 def start_controller(ctl, routes_full: bool) -> float:
@@ -397,8 +405,8 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
                 reg.update(rec.cid, sent={f: min(rec.flows[f].size_bytes - 1,
                                                  rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
                                           for f in fl})
-        if "push" in variants:   # the incremental read set's baseline, same run
-            variants = tuple(variants) + ("rebuild",)
+        if "push" in variants:   # the incremental read set's and shared records' baselines, same run
+            variants = tuple(variants) + ("rebuild", "copyrec")
         # the closed loop's clock rounds: each reads the counters (what an API Update changed)
         out = {"progress": run_rounds(ctl, "progress", rounds, variants, pids, progress)}
 
@@ -407,6 +415,7 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
             live.append(reg.register(make_flows(hosts, per, rng)).cid)
         if "push" in variants:   # baselines of the closed loop's read on its clock and of
             variants = tuple(variants) + ("readall", "reset")   # lingering meters, same run
+            # (copyrec was added for progress: shared records' baseline here too)
         # the loop's answer to an arrival and a departure (an event round)
         out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn, event=True)
         for scen, s_per in out.items():
@@ -552,6 +561,65 @@ def queues_micro(ncoflows: int = 100, reps: int = 300) -> dict:
             "ratio": out["vectorised"] / out["loop"]}
 
 
+def codec_micro(reps: int = 200) -> dict:
+    """The write phase's client work for one SEBF churn round on 8 edges (100 coflows x 100
+    flows): one departure's 100 flow_meter deletes, one arrival's 100 flow_meter inserts with
+    their flow_bytes resets and 100 meter configs, a slot, its reset and an override per edge,
+    as bench-scale's churn writes them; encoded and serialised by the codec (its fast paths)
+    and by the generic encoder it replaced (tests/reference_codec.py, the property test's
+    oracle), same run, alternated: median milliseconds per round."""
+    import random
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference_codec import add_updates_reference
+    from coflow.ctl import model as M
+    from coflow.ctl import translate as TR
+    from coflow.ctl.codec import Codec
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
+    codec = Codec.from_file(_ARGS.p4info)
+    rng = random.Random(29)
+    s = TR.CtlSettings(link_mbps=1000)
+    per_edge: list = []
+    for e in range(8):
+        ops = []
+        for j in range(12):   # ~100 flows over 8 edges, per coflow
+            ops.append(M.Op("DELETE", M.TableEntry(M.T_FLOW_METER, (
+                ("external_id", 21), ("internal_id", 0), ("ipv4_dst", 0x0a000000 + rng.randrange(16)),
+                ("ipv4_src", 0x0a000000 + 2 * e + j % 2)), M.A_SET_METER, (("index", rng.randrange(4096)),))))
+        for j in range(12):
+            idx = rng.randrange(4096)
+            ops.append(M.Op("MODIFY", M.CounterReset(M.C_FLOW_BYTES, idx)))
+            ops.append(M.Op("INSERT", M.TableEntry(M.T_FLOW_METER, (
+                ("external_id", 122), ("internal_id", 0), ("ipv4_dst", 0x0a000000 + rng.randrange(16)),
+                ("ipv4_src", 0x0a000000 + 2 * e + j % 2)), M.A_SET_METER, (("index", idx),))))
+            ops.append(M.Op("MODIFY", TR.meter_config(idx, rng.choice([0.0, rng.random() * 1e8]), s)))
+        ops += [M.Op("MODIFY", M.CounterReset(M.C_COFLOW_BYTES, 77)),
+                M.Op("INSERT", TR.slot_entity((122, 0), 77)),
+                M.Op("INSERT", TR.override_entity((122, 0), 1)),
+                M.Op("DELETE", TR.override_entity((21, 0), 5))]
+        per_edge.append(ops)
+    t: dict = {"codec": [], "reference": []}
+    same = True
+    for _ in range(reps):
+        got: dict = {}
+        for name in ("codec", "reference"):
+            t0 = time.perf_counter()
+            out = []
+            for ops in per_edge:
+                req = pb.WriteRequest(device_id=1)
+                if name == "codec":
+                    codec.add_updates(req, ops)
+                else:
+                    add_updates_reference(codec, req, ops)
+                out.append(req.SerializeToString())
+            t[name].append(time.perf_counter() - t0)
+            got[name] = out
+        same = same and got["codec"] == got["reference"]
+    med = {k: statistics.median(x) * 1e3 for k, x in t.items()}
+    return {"updates": sum(len(o) for o in per_edge), "codec_ms": med["codec"],
+            "reference_ms": med["reference"], "ratio": med["codec"] / med["reference"],
+            "identical_bytes": same}
+
+
 def emu_cost(topo_edges: int, procs: int) -> dict:
     from p4rt_emu import EmulatedSwitches
     with EmulatedSwitches(list(range(1, topo_edges + 1)), procs) as e:
@@ -686,11 +754,14 @@ def main(argv=None) -> int:
     if have_bmv2:
         log("idle BMv2 cost")
         res["bmv2_idle"] = idle_bmv2_cost()
+    else:
+        log("simple_switch_grpc not found: emulated switches only")
     if "dclas" in modes:
         res["dclas_queues"] = queues_micro()
         log(f"dclas_queues: {res['dclas_queues']}")
-    else:
-        log("simple_switch_grpc not found: emulated switches only")
+    if "sebf" in modes:
+        res["codec_encode"] = codec_micro()
+        log(f"codec_encode: {res['codec_encode']}")
     base = 20000 + (os.getpid() % 100) * 1100
     out_path = args.out
     kept: list = []
@@ -698,7 +769,7 @@ def main(argv=None) -> int:
         with open(out_path) as f:
             old = json.load(f)
         kept = old.get("rows", [])
-        for k in ("bmv2_idle", "emulated_idle", "startup", "dclas_queues"):
+        for k in ("bmv2_idle", "emulated_idle", "startup", "dclas_queues", "codec_encode"):
             if k in old and k not in res:
                 res[k] = old[k]
         res["earlier_runs"] = old.get("earlier_runs", []) + [

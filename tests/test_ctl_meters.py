@@ -401,3 +401,50 @@ def test_a_released_meter_keeps_its_config_until_its_index_is_taken_again(meters
     assert (have.entities.get(m0c.key) == m0c) is meters
     if not meters:
         assert not any(k[0] == "meter" for k in have.entities)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), fcs=st.sampled_from([0, 4]))
+def test_every_meter_is_meter_config_of_its_pair_rate(seed, fcs):
+    """Over rounds of arrivals, departures and rate changes (many flows at the same rate, as
+    the coflows behind others at 0), each meter the context holds is exactly
+    ``meter_config(its index, the sum of its pair's flow rates)``: the configs computed once
+    per rate within a round are each meter's own."""
+    rng = random.Random(seed)
+    t = T.leafspine(2, 3, 2)
+    nh = len(t.hosts)
+    s = TR.CtlSettings(link_mbps=100, min_rate_frac=rng.choice([0.0, 0.01]))
+    ctx = TR.MeterContext(t, meters=64, fcs_bytes=fcs)
+    live: dict = {}
+    nxt = 1
+    checked = 0
+    for _ in range(8):
+        for _ in range(rng.randrange(1, 3)):
+            if live and rng.random() < 0.3:
+                live.pop(rng.choice(sorted(live)))
+            else:
+                fl = []
+                for _ in range(rng.randrange(1, 7)):
+                    a = rng.randrange(nh)
+                    fl.append((a, (a + rng.randrange(1, nh)) % nh))
+                live[(nxt, 0)] = fl
+                nxt += 1
+        cids = sorted(live)
+        cf, src, dst, rate = [], [], [], []
+        for k, c in enumerate(cids):
+            for a, b in live[c]:
+                cf.append(k)
+                src.append(a)
+                dst.append(b)
+                rate.append(rng.choice([0.0, 0.0, 1e4, 2.5e5, rng.random() * 1e7]))
+        ctx.update(cids, np.array(cf), np.array(src), np.array(dst), np.array(rate), None, s)
+        pair_rate: dict = {}
+        for k, a, b, r in zip(cf, src, dst, rate):
+            pair_rate[(cids[k], a, b)] = pair_rate.get((cids[k], a, b), 0.0) + r
+        state = ctx.state()
+        for c in cids:
+            for a, b, sw, idx in ctx.flows(c):
+                want = TR.meter_config(idx, pair_rate[(c, a, b)], s, fcs)
+                assert state[sw][want.key] == want, (seed, c, a, b)
+                checked += 1
+    assert checked > 0

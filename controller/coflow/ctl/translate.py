@@ -694,6 +694,7 @@ class MeterContext:
         # bench-scale's baseline)
         self.linger_released = True
         self._settings = None
+        self._meter_memo: tuple = (None, {})   # (settings, rate -> config at index 0), per round
         self.unmetered: dict = {}  # cid -> pairs that got no meter (the whole coflow: none)
         # the closed loop's read set, kept incrementally (changed only by the coflows a round
         # builds or drops): switch -> {index: (cid, src, dst, flow_meter entry)} of every
@@ -772,9 +773,17 @@ class MeterContext:
         return e
 
     def meter(self, index: int, rate: float, s: CtlSettings) -> M.MeterConfig:
-        # not cached: only meters whose rate changed get here, and a cache of every
-        # (index, rate) seen would grow without bound (and lengthen garbage collections)
-        return meter_config(index, rate, s, self.fcs_bytes)
+        # not cached across rounds: only meters whose rate changed get here, and a cache of
+        # every (index, rate) seen would grow without bound (and lengthen garbage
+        # collections); within a round, the configs of equal rates are computed once (a new
+        # coflow behind others has many flows at the same rate, e.g. 0: the meters' floor)
+        memo = self._meter_memo
+        if memo[0] is not s:
+            memo = self._meter_memo = (s, {})
+        cfg = memo[1].get(rate)
+        if cfg is None:
+            cfg = memo[1][rate] = meter_config(0, rate, s, self.fcs_bytes)
+        return M.MeterConfig(cfg.meter, index, cfg.cir, cfg.cburst, cfg.pir, cfg.pburst)
 
     def _coflow(self, cid, src, dst, old: _CoflowMeters | None) -> _CoflowMeters | None:
         """Pairs in order of first appearance, each with its own index from the pool (kept
@@ -829,6 +838,7 @@ class MeterContext:
         if s is None:
             s = CtlSettings()
         self.pool.commit()
+        self._meter_memo = (s, {})   # this round's configs by rate (meter())
         cf = np.asarray(cf, dtype=np.int64)
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
@@ -859,24 +869,26 @@ class MeterContext:
         ch = np.flatnonzero(mrate != prev)
         patches: list = []
         if ch.size:
-            mr = mrate.tolist()
+            # only the changed meters' rates as Python floats (not all of the round's meters)
+            mr_ch = mrate[ch].tolist()
             owner = np.searchsorted(moffs, ch, side="right") - 1
             by: dict = {}
             fresh: set = set()
-            for i, k in zip(ch.tolist(), owner.tolist()):
+            for i, r_i, k in zip(ch.tolist(), mr_ch, owner.tolist()):
                 cid, cm = members[k]
                 if cm.meters is None or k in fresh:  # new or rebuilt: all its meters, once
                     if k not in fresh:
                         fresh.add(k)
                         meters: dict = {}
+                        rates_k = mrate[cm.moff:cm.moff + cm.nmeters].tolist()
                         for j in range(cm.nmeters):
-                            m = self.meter(cm.m_index[j], mr[cm.moff + j], s)
+                            m = self.meter(cm.m_index[j], rates_k[j], s)
                             meters.setdefault(cm.m_sw[j], {})[m.key] = m
                         cm.meters = meters
                         sets.extend((("meters", cid), sw, meters[sw]) for sw in sorted(meters))
                     continue
                 j = i - cm.moff
-                m = self.meter(cm.m_index[j], mr[i], s)
+                m = self.meter(cm.m_index[j], r_i, s)
                 cm.meters[cm.m_sw[j]][m.key] = m
                 by.setdefault((cid, cm.m_sw[j]), (cm, []))[1].append(m.key)
             patches = [(("meters", cid), sw, cm.meters[sw], ks) for (cid, sw), (cm, ks) in by.items()]
