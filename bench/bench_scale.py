@@ -28,13 +28,14 @@ round's RPCs on one asyncio loop), ``skip`` (futures, an answer identical to the
 decoded), ``after`` (both), ``push`` (after, and the edges that push their counters on the
 stream are not polled: the emulated ones; BMv2 does not push, so there it is ``after``; the
 controller's default); SEBF also ``rebuild`` (push, with the closed loop's metered pairs rebuilt
-from the meter pool every round and re-observed after every Write: the code before) and, in
-``churn``, ``copyrec`` (push, with every registry record copied in every round: the code
-before the rounds read the registry's shared snapshots), ``readall`` (push, with the closed
-loop's counters read in the event round too: the
-code before the read had its own clock) and ``reset`` (push, with a released meter reset at
-once: the code before its config was left in place until the index is taken again); the
-``before`` .. ``after`` variants have neither of these two changes, ``rebuild`` reads in every
+from the meter pool every round and re-observed after every Write: the code before), ``copyrec``
+(push, with every registry record copied in every round: the code before the rounds read the
+registry's shared snapshots) and, in ``churn``, ``nomemo`` (push, with each new meter's config
+computed on its own: the code before a round computed each rate's config once), ``readall``
+(push, with the closed loop's counters read in the event round too: the code before the read
+had its own clock) and ``reset`` (push, with a released meter reset at once: the code before
+its config was left in place until the index is taken again); the ``before`` .. ``after``
+variants have neither of the last two changes, ``rebuild`` reads in every
 round (its baseline in ``churn`` is ``readall``).
 
 The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
@@ -145,7 +146,7 @@ def patient(ctl) -> None:
 def set_variant(ctl, variant: str) -> None:
     from coflow.ctl.aio import RoundIO
     # push and the variants that are push minus one change: the default I/O
-    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec")
+    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec", "nomemo")
     want_aio = variant in ("aio", "after") or pushlike
     if want_aio and ctl.io is None:
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
@@ -162,14 +163,17 @@ def set_variant(ctl, variant: str) -> None:
     # readall: the default (push) with the closed loop read in every round, an arrival's or
     # departure's too (the code before the read had its own clock); only push reads on the
     # clock (the other variants are the code before it)
-    ctl.progress_on_clock = variant in ("push", "reset", "copyrec")
+    ctl.progress_on_clock = variant in ("push", "reset", "copyrec", "nomemo")
     # reset: the default (push) with a released meter reset (the code before its config was
     # left in place until the index is taken again)
-    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild", "copyrec")
+    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild", "copyrec", "nomemo")
     # copyrec: the default (push) with every registry record copied in every round (the code
     # before the rounds read the registry's shared snapshots, CoflowRegistry.list_shared: the
     # View's per-coflow arrays were then re-checked by comparing each coflow's bytes sent)
     ctl.shared_records = variant != "copyrec"
+    # nomemo: the default (push) with every meter's config computed on its own (the code
+    # before a round computed each rate's config once)
+    ctl._meter_ctx.config_memo = variant != "nomemo"
 
 
 def start_controller(ctl, routes_full: bool) -> float:
@@ -414,8 +418,9 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
             reg.unregister(live.pop(0))
             live.append(reg.register(make_flows(hosts, per, rng)).cid)
         if "push" in variants:   # baselines of the closed loop's read on its clock and of
-            variants = tuple(variants) + ("readall", "reset")   # lingering meters, same run
-            # (copyrec was added for progress: shared records' baseline here too)
+            variants = tuple(variants) + ("readall", "reset", "nomemo")   # lingering meters,
+            # and configs per rate, same run (copyrec was added for progress: shared records'
+            # baseline here too)
         # the loop's answer to an arrival and a departure (an event round)
         out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn, event=True)
         for scen, s_per in out.items():

@@ -164,10 +164,11 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
 SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "median_ms", "p99_ms",
               "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms")
 #: bench-scale variants that are the default (push) without one change: variant -> the change
-SCALE_ALONE = ("readall", "reset", "copyrec")
+SCALE_ALONE = ("readall", "reset", "copyrec", "nomemo")
 _SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every round reads)",
                      "reset": "released meters left configured (`reset`: reset at release)",
-                     "copyrec": "registry's shared snapshots (`copyrec`: every record copied each round)"}
+                     "copyrec": "registry's shared snapshots (`copyrec`: every record copied each round)",
+                     "nomemo": "a round's meter configs once per rate (`nomemo`: once per meter)"}
 
 
 def _short(x):

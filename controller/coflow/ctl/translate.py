@@ -695,6 +695,9 @@ class MeterContext:
         self.linger_released = True
         self._settings = None
         self._meter_memo: tuple = (None, {})   # (settings, rate -> config at index 0), per round
+        # a round computes each rate's config once (False: once per meter, the code before;
+        # bench-scale's baseline)
+        self.config_memo = True
         self.unmetered: dict = {}  # cid -> pairs that got no meter (the whole coflow: none)
         # the closed loop's read set, kept incrementally (changed only by the coflows a round
         # builds or drops): switch -> {index: (cid, src, dst, flow_meter entry)} of every
@@ -777,6 +780,8 @@ class MeterContext:
         # every (index, rate) seen would grow without bound (and lengthen garbage
         # collections); within a round, the configs of equal rates are computed once (a new
         # coflow behind others has many flows at the same rate, e.g. 0: the meters' floor)
+        if not self.config_memo:
+            return meter_config(index, rate, s, self.fcs_bytes)
         memo = self._meter_memo
         if memo[0] is not s:
             memo = self._meter_memo = (s, {})
