@@ -30,8 +30,9 @@ stream are not polled: the emulated ones; BMv2 does not push, so there it is ``a
 controller's default); SEBF also ``rebuild`` (push, with the closed loop's metered pairs rebuilt
 from the meter pool every round and re-observed after every Write: the code before), ``copyrec``
 (push, with every registry record copied in every round: the code before the rounds read the
-registry's shared snapshots) and, in ``churn``, ``nomemo`` (push, with each new meter's config
-computed on its own: the code before a round computed each rate's config once), ``readall``
+registry's shared snapshots), ``scalarcfg`` (push, with each moved meter's config computed on its
+own and patched even when unchanged: the code before the round's meters were computed in one
+vector pass) and, in ``churn``, ``readall``
 (push, with the closed loop's counters read in the event round too: the code before the read
 had its own clock) and ``reset`` (push, with a released meter reset at once: the code before
 its config was left in place until the index is taken again); the ``before`` .. ``after``
@@ -146,7 +147,7 @@ def patient(ctl) -> None:
 def set_variant(ctl, variant: str) -> None:
     from coflow.ctl.aio import RoundIO
     # push and the variants that are push minus one change: the default I/O
-    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec", "nomemo")
+    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec", "scalarcfg")
     want_aio = variant in ("aio", "after") or pushlike
     if want_aio and ctl.io is None:
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
@@ -163,17 +164,30 @@ def set_variant(ctl, variant: str) -> None:
     # readall: the default (push) with the closed loop read in every round, an arrival's or
     # departure's too (the code before the read had its own clock); only push reads on the
     # clock (the other variants are the code before it)
-    ctl.progress_on_clock = variant in ("push", "reset", "copyrec", "nomemo")
+    ctl.progress_on_clock = variant in ("push", "reset", "copyrec", "scalarcfg")
     # reset: the default (push) with a released meter reset (the code before its config was
     # left in place until the index is taken again)
-    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild", "copyrec", "nomemo")
+    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild", "copyrec", "scalarcfg")
     # copyrec: the default (push) with every registry record copied in every round (the code
     # before the rounds read the registry's shared snapshots, CoflowRegistry.list_shared: the
     # View's per-coflow arrays were then re-checked by comparing each coflow's bytes sent)
     ctl.shared_records = variant != "copyrec"
-    # nomemo: the default (push) with every meter's config computed on its own (the code
-    # before a round computed each rate's config once)
-    ctl._meter_ctx.config_memo = variant != "nomemo"
+    # scalarcfg: the default (push) with the meter translation that computed each moved
+    # meter's config on its own and patched it whether or not it changed (the code before
+    # meter_params; tests/reference_translate.py, the property tests' oracle)
+    ctx = ctl._meter_ctx
+    ctx.__class__ = _reference_ctx() if variant == "scalarcfg" else _package_ctx()
+
+
+def _reference_ctx():
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference_translate import MeterContextReference
+    return MeterContextReference
+
+
+def _package_ctx():
+    from coflow.ctl.translate import MeterContext
+    return MeterContext
 
 
 def start_controller(ctl, routes_full: bool) -> float:
@@ -409,8 +423,8 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
                 reg.update(rec.cid, sent={f: min(rec.flows[f].size_bytes - 1,
                                                  rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
                                           for f in fl})
-        if "push" in variants:   # the incremental read set's and shared records' baselines, same run
-            variants = tuple(variants) + ("rebuild", "copyrec")
+        if "push" in variants:   # the incremental read set's, shared records' and vector
+            variants = tuple(variants) + ("rebuild", "copyrec", "scalarcfg")   # meters' baselines
         # the closed loop's clock rounds: each reads the counters (what an API Update changed)
         out = {"progress": run_rounds(ctl, "progress", rounds, variants, pids, progress)}
 
@@ -418,9 +432,8 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
             reg.unregister(live.pop(0))
             live.append(reg.register(make_flows(hosts, per, rng)).cid)
         if "push" in variants:   # baselines of the closed loop's read on its clock and of
-            variants = tuple(variants) + ("readall", "reset", "nomemo")   # lingering meters,
-            # and configs per rate, same run (copyrec was added for progress: shared records'
-            # baseline here too)
+            variants = tuple(variants) + ("readall", "reset")   # lingering meters, same run
+            # (copyrec and scalarcfg were added for progress: their baselines here too)
         # the loop's answer to an arrival and a departure (an event round)
         out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn, event=True)
         for scen, s_per in out.items():

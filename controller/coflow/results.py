@@ -164,11 +164,12 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
 SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "median_ms", "p99_ms",
               "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms")
 #: bench-scale variants that are the default (push) without one change: variant -> the change
-SCALE_ALONE = ("readall", "reset", "copyrec", "nomemo")
+SCALE_ALONE = ("readall", "reset", "copyrec", "scalarcfg")
 _SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every round reads)",
                      "reset": "released meters left configured (`reset`: reset at release)",
                      "copyrec": "registry's shared snapshots (`copyrec`: every record copied each round)",
-                     "nomemo": "a round's meter configs once per rate (`nomemo`: once per meter)"}
+                     "scalarcfg": "moved meters in one vector pass, rewritten only if their config "
+                                  "changed (`scalarcfg`: one at a time, all patched)"}
 
 
 def _short(x):
