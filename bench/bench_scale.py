@@ -47,7 +47,8 @@ Writes out/bench/bench_scale.json: {"rows": [{"mode", "edges", "coflows", "switc
 garbage collections inside the counted rounds), ...}], "dclas_queues": {the core's vectorised
 D-CLAS queue decision against the per-coflow loop it replaced, same run}, "codec_encode": {a
 churn round's writes encoded by the codec and by the generic encoder it replaced, same run},
-...}.
+"meters_all_move": {the meter translation of a round in which every rate moves, against the
+per-meter update it replaced, same run}, ...}.
 """
 from __future__ import annotations
 
@@ -638,6 +639,43 @@ def codec_micro(reps: int = 200) -> dict:
             "identical_bytes": same}
 
 
+def meters_micro(rounds: int = 40) -> dict:
+    """The meter translation of a round in which every flow's rate moves a little (a
+    starvation interval, a reordering: the SEBF rounds' slowest), 100 coflows x 100 flows on
+    the 8-edge fabric: ``MeterContext.update`` against the per-meter update it replaced
+    (tests/reference_translate.py, the property tests' oracle), each on its own context, same
+    run: median milliseconds per round and the meter keys each patched."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference_translate import MeterContextReference
+    from coflow.ctl import translate as TR
+    topo = topology(8, 0)
+    nh = len(topo.hosts)
+    rng = np.random.default_rng(29)
+    cids = [(k + 1, 0) for k in range(100)]
+    cf = np.repeat(np.arange(100), 100)
+    src = rng.integers(0, nh, cf.size)
+    dst = (src + rng.integers(1, nh, cf.size)) % nh
+    base = rng.lognormal(8, 3, cf.size)
+    s = TR.CtlSettings(link_mbps=1000)
+    ctxs = {"vector": TR.MeterContext(topo), "reference": MeterContextReference(topo)}
+    for c in ctxs.values():
+        c.update(cids, cf, src, dst, base, None, s)
+    t: dict = {k: [] for k in ctxs}
+    keys: dict = {}
+    for i in range(rounds):
+        r = base * (1 + 0.001 * (i + 1))
+        for name, c in ctxs.items():
+            t0 = time.perf_counter()
+            u = c.update(cids, cf, src, dst, r, None, s)
+            t[name].append(time.perf_counter() - t0)
+            keys[name] = sum(len(k) for *_, k in u.patches)
+    med = {k: statistics.median(x) * 1e3 for k, x in t.items()}
+    same = ctxs["vector"].state() == ctxs["reference"].state()
+    return {"flows": int(cf.size), "vector_ms": med["vector"], "reference_ms": med["reference"],
+            "ratio": med["vector"] / med["reference"], "vector_patched": keys["vector"],
+            "reference_patched": keys["reference"], "same_state": same}
+
+
 def emu_cost(topo_edges: int, procs: int) -> dict:
     from p4rt_emu import EmulatedSwitches
     with EmulatedSwitches(list(range(1, topo_edges + 1)), procs) as e:
@@ -780,6 +818,8 @@ def main(argv=None) -> int:
     if "sebf" in modes:
         res["codec_encode"] = codec_micro()
         log(f"codec_encode: {res['codec_encode']}")
+        res["meters_all_move"] = meters_micro()
+        log(f"meters_all_move: {res['meters_all_move']}")
     base = 20000 + (os.getpid() % 100) * 1100
     out_path = args.out
     kept: list = []
@@ -787,7 +827,8 @@ def main(argv=None) -> int:
         with open(out_path) as f:
             old = json.load(f)
         kept = old.get("rows", [])
-        for k in ("bmv2_idle", "emulated_idle", "startup", "dclas_queues", "codec_encode"):
+        for k in ("bmv2_idle", "emulated_idle", "startup", "dclas_queues", "codec_encode",
+                  "meters_all_move"):
             if k in old and k not in res:
                 res[k] = old[k]
         res["earlier_runs"] = old.get("earlier_runs", []) + [
