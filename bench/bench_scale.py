@@ -823,6 +823,7 @@ def main(argv=None) -> int:
     base = 20000 + (os.getpid() % 100) * 1100
     out_path = args.out
     kept: list = []
+    old_validation: list = []
     if args.append and os.path.exists(out_path):
         with open(out_path) as f:
             old = json.load(f)
@@ -831,6 +832,7 @@ def main(argv=None) -> int:
                   "meters_all_move"):
             if k in old and k not in res:
                 res[k] = old[k]
+        old_validation = old.get("validation") or []
         res["earlier_runs"] = old.get("earlier_runs", []) + [
             {k: old.get(k) for k in ("started", "finished", "loadavg_start", "loadavg_end", "args")}]
 
@@ -889,8 +891,14 @@ def main(argv=None) -> int:
         res["startup"] = [r for r in res["startup"] if r["edges"] != n] + got
         with open(out_path, "w") as f:
             json.dump(dict(res, rows=kept + res["rows"]), f, indent=1)
+    measured = {(r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"]) for r in res["rows"]}
     res["rows"] = kept + res["rows"]
-    res["validation"] = validation(res["rows"])
+
+    def vkey(v):
+        return (v["mode"], v["round"], v["variant"], v["edges"], v["coflows"])
+    # the pairs this run measured, validated again; the earlier runs' entries kept as they were
+    res["validation"] = [v for v in validation(res["rows"]) if vkey(v) in measured] + \
+        [v for v in old_validation if vkey(v) not in measured]
     res["loadavg_end"] = os.getloadavg()
     res["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with open(out_path, "w") as f:
