@@ -28,11 +28,15 @@ round's RPCs on one asyncio loop), ``skip`` (futures, an answer identical to the
 decoded), ``after`` (both), ``push`` (after, and the edges that push their counters on the
 stream are not polled: the emulated ones; BMv2 does not push, so there it is ``after``; the
 controller's default); SEBF also ``rebuild`` (push, with the closed loop's metered pairs rebuilt
-from the meter pool every round and re-observed after every Write: the code before) and, in
-``churn``, ``readall`` (push, with the closed loop's counters read in the event round too: the
-code before the read had its own clock) and ``reset`` (push, with a released meter reset at
-once: the code before its config was left in place until the index is taken again); the
-``before`` .. ``after`` variants have neither of these two changes, ``rebuild`` reads in every
+from the meter pool every round and re-observed after every Write: the code before), ``copyrec``
+(push, with every registry record copied in every round: the code before the rounds read the
+registry's shared snapshots), ``scalarcfg`` (push, with each moved meter's config computed on its
+own and patched even when unchanged: the code before the round's meters were computed in one
+vector pass) and, in ``churn``, ``readall``
+(push, with the closed loop's counters read in the event round too: the code before the read
+had its own clock) and ``reset`` (push, with a released meter reset at once: the code before
+its config was left in place until the index is taken again); the ``before`` .. ``after``
+variants have neither of the last two changes, ``rebuild`` reads in every
 round (its baseline in ``churn`` is ``readall``).
 
 The ``digest`` variant (issue 29) is a comparison of its own (bench_dclas_digest): D-CLAS on the
@@ -48,7 +52,10 @@ measured apart at every N (``closed_loop`` rows), in the same variants.
 Writes out/bench/bench_scale.json: {"rows": [{"mode", "edges", "coflows", "switch", "median_ms",
 "p99_ms", "cpu_median_ms", "round", "variant", phases, "min_delta_ms", "full_gc_in_rounds" (full
 garbage collections inside the counted rounds), ...}], "dclas_queues": {the core's vectorised
-D-CLAS queue decision against the per-coflow loop it replaced, same run}, ...}.
+D-CLAS queue decision against the per-coflow loop it replaced, same run}, "codec_encode": {a
+churn round's writes encoded by the codec and by the generic encoder it replaced, same run},
+"meters_all_move": {the meter translation of a round in which every rate moves, against the
+per-meter update it replaced, same run}, ...}.
 """
 from __future__ import annotations
 
@@ -148,7 +155,7 @@ def patient(ctl) -> None:
 def set_variant(ctl, variant: str) -> None:
     from coflow.ctl.aio import RoundIO
     # push and the variants that are push minus one change: the default I/O
-    pushlike = variant in ("push", "rebuild", "readall", "reset")
+    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec", "scalarcfg")
     want_aio = variant in ("aio", "after") or pushlike
     if want_aio and ctl.io is None:
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
@@ -178,10 +185,30 @@ def set_variant(ctl, variant: str) -> None:
     # readall: the default (push) with the closed loop read in every round, an arrival's or
     # departure's too (the code before the read had its own clock); only push reads on the
     # clock (the other variants are the code before it)
-    ctl.progress_on_clock = variant in ("push", "reset")
+    ctl.progress_on_clock = variant in ("push", "reset", "copyrec", "scalarcfg")
     # reset: the default (push) with a released meter reset (the code before its config was
     # left in place until the index is taken again)
-    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild")
+    ctl._meter_ctx.linger_released = variant in ("push", "readall", "rebuild", "copyrec", "scalarcfg")
+    # copyrec: the default (push) with every registry record copied in every round (the code
+    # before the rounds read the registry's shared snapshots, CoflowRegistry.list_shared: the
+    # View's per-coflow arrays were then re-checked by comparing each coflow's bytes sent)
+    ctl.shared_records = variant != "copyrec"
+    # scalarcfg: the default (push) with the meter translation that computed each moved
+    # meter's config on its own and patched it whether or not it changed (the code before
+    # meter_params; tests/reference_translate.py, the property tests' oracle)
+    ctx = ctl._meter_ctx
+    ctx.__class__ = _reference_ctx() if variant == "scalarcfg" else _package_ctx()
+
+
+def _reference_ctx():
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference_translate import MeterContextReference
+    return MeterContextReference
+
+
+def _package_ctx():
+    from coflow.ctl.translate import MeterContext
+    return MeterContext
 
 
 def start_controller(ctl, routes_full: bool) -> float:
@@ -549,8 +576,8 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
                 reg.update(rec.cid, sent={f: min(rec.flows[f].size_bytes - 1,
                                                  rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
                                           for f in fl})
-        if "push" in variants:   # the incremental read set's baseline, same run
-            variants = tuple(variants) + ("rebuild",)
+        if "push" in variants:   # the incremental read set's, shared records' and vector
+            variants = tuple(variants) + ("rebuild", "copyrec", "scalarcfg")   # meters' baselines
         # the closed loop's clock rounds: each reads the counters (what an API Update changed)
         out = {"progress": run_rounds(ctl, "progress", rounds, variants, pids, progress)}
 
@@ -559,6 +586,7 @@ def bench_sebf(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, r
             live.append(reg.register(make_flows(hosts, per, rng)).cid)
         if "push" in variants:   # baselines of the closed loop's read on its clock and of
             variants = tuple(variants) + ("readall", "reset")   # lingering meters, same run
+            # (copyrec and scalarcfg were added for progress: their baselines here too)
         # the loop's answer to an arrival and a departure (an event round)
         out["churn"] = run_rounds(ctl, "churn", max(5, rounds // 2), variants, pids, churn, event=True)
         for scen, s_per in out.items():
@@ -704,6 +732,102 @@ def queues_micro(ncoflows: int = 100, reps: int = 300) -> dict:
             "ratio": out["vectorised"] / out["loop"]}
 
 
+def codec_micro(reps: int = 200) -> dict:
+    """The write phase's client work for one SEBF churn round on 8 edges (100 coflows x 100
+    flows): one departure's 100 flow_meter deletes, one arrival's 100 flow_meter inserts with
+    their flow_bytes resets and 100 meter configs, a slot, its reset and an override per edge,
+    as bench-scale's churn writes them; encoded and serialised by the codec (its fast paths)
+    and by the generic encoder it replaced (tests/reference_codec.py, the property test's
+    oracle), same run, alternated: median milliseconds per round."""
+    import random
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference_codec import add_updates_reference
+    from coflow.ctl import model as M
+    from coflow.ctl import translate as TR
+    from coflow.ctl.codec import Codec
+    from coflow.dataplane.pb import p4runtime_pb2 as pb
+    codec = Codec.from_file(_ARGS.p4info)
+    rng = random.Random(29)
+    s = TR.CtlSettings(link_mbps=1000)
+    per_edge: list = []
+    for e in range(8):
+        ops = []
+        for j in range(12):   # ~100 flows over 8 edges, per coflow
+            ops.append(M.Op("DELETE", M.TableEntry(M.T_FLOW_METER, (
+                ("external_id", 21), ("internal_id", 0), ("ipv4_dst", 0x0a000000 + rng.randrange(16)),
+                ("ipv4_src", 0x0a000000 + 2 * e + j % 2)), M.A_SET_METER, (("index", rng.randrange(4096)),))))
+        for j in range(12):
+            idx = rng.randrange(4096)
+            ops.append(M.Op("MODIFY", M.CounterReset(M.C_FLOW_BYTES, idx)))
+            ops.append(M.Op("INSERT", M.TableEntry(M.T_FLOW_METER, (
+                ("external_id", 122), ("internal_id", 0), ("ipv4_dst", 0x0a000000 + rng.randrange(16)),
+                ("ipv4_src", 0x0a000000 + 2 * e + j % 2)), M.A_SET_METER, (("index", idx),))))
+            ops.append(M.Op("MODIFY", TR.meter_config(idx, rng.choice([0.0, rng.random() * 1e8]), s)))
+        ops += [M.Op("MODIFY", M.CounterReset(M.C_COFLOW_BYTES, 77)),
+                M.Op("INSERT", TR.slot_entity((122, 0), 77)),
+                M.Op("INSERT", TR.override_entity((122, 0), 1)),
+                M.Op("DELETE", TR.override_entity((21, 0), 5))]
+        per_edge.append(ops)
+    t: dict = {"codec": [], "reference": []}
+    same = True
+    for _ in range(reps):
+        got: dict = {}
+        for name in ("codec", "reference"):
+            t0 = time.perf_counter()
+            out = []
+            for ops in per_edge:
+                req = pb.WriteRequest(device_id=1)
+                if name == "codec":
+                    codec.add_updates(req, ops)
+                else:
+                    add_updates_reference(codec, req, ops)
+                out.append(req.SerializeToString())
+            t[name].append(time.perf_counter() - t0)
+            got[name] = out
+        same = same and got["codec"] == got["reference"]
+    med = {k: statistics.median(x) * 1e3 for k, x in t.items()}
+    return {"updates": sum(len(o) for o in per_edge), "codec_ms": med["codec"],
+            "reference_ms": med["reference"], "ratio": med["codec"] / med["reference"],
+            "identical_bytes": same}
+
+
+def meters_micro(rounds: int = 40) -> dict:
+    """The meter translation of a round in which every flow's rate moves a little (a
+    starvation interval, a reordering: the SEBF rounds' slowest), 100 coflows x 100 flows on
+    the 8-edge fabric: ``MeterContext.update`` against the per-meter update it replaced
+    (tests/reference_translate.py, the property tests' oracle), each on its own context, same
+    run: median milliseconds per round and the meter keys each patched."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from reference_translate import MeterContextReference
+    from coflow.ctl import translate as TR
+    topo = topology(8, 0)
+    nh = len(topo.hosts)
+    rng = np.random.default_rng(29)
+    cids = [(k + 1, 0) for k in range(100)]
+    cf = np.repeat(np.arange(100), 100)
+    src = rng.integers(0, nh, cf.size)
+    dst = (src + rng.integers(1, nh, cf.size)) % nh
+    base = rng.lognormal(8, 3, cf.size)
+    s = TR.CtlSettings(link_mbps=1000)
+    ctxs = {"vector": TR.MeterContext(topo), "reference": MeterContextReference(topo)}
+    for c in ctxs.values():
+        c.update(cids, cf, src, dst, base, None, s)
+    t: dict = {k: [] for k in ctxs}
+    keys: dict = {}
+    for i in range(rounds):
+        r = base * (1 + 0.001 * (i + 1))
+        for name, c in ctxs.items():
+            t0 = time.perf_counter()
+            u = c.update(cids, cf, src, dst, r, None, s)
+            t[name].append(time.perf_counter() - t0)
+            keys[name] = sum(len(k) for *_, k in u.patches)
+    med = {k: statistics.median(x) * 1e3 for k, x in t.items()}
+    same = ctxs["vector"].state() == ctxs["reference"].state()
+    return {"flows": int(cf.size), "vector_ms": med["vector"], "reference_ms": med["reference"],
+            "ratio": med["vector"] / med["reference"], "vector_patched": keys["vector"],
+            "reference_patched": keys["reference"], "same_state": same}
+
+
 def emu_cost(topo_edges: int, procs: int) -> dict:
     from p4rt_emu import EmulatedSwitches
     with EmulatedSwitches(list(range(1, topo_edges + 1)), procs) as e:
@@ -838,21 +962,29 @@ def main(argv=None) -> int:
     if have_bmv2:
         log("idle BMv2 cost")
         res["bmv2_idle"] = idle_bmv2_cost()
+    else:
+        log("simple_switch_grpc not found: emulated switches only")
     if "dclas" in modes:
         res["dclas_queues"] = queues_micro()
         log(f"dclas_queues: {res['dclas_queues']}")
-    else:
-        log("simple_switch_grpc not found: emulated switches only")
+    if "sebf" in modes:
+        res["codec_encode"] = codec_micro()
+        log(f"codec_encode: {res['codec_encode']}")
+        res["meters_all_move"] = meters_micro()
+        log(f"meters_all_move: {res['meters_all_move']}")
     base = 20000 + (os.getpid() % 100) * 1100
     out_path = args.out
     kept: list = []
+    old_validation: list = []
     if args.append and os.path.exists(out_path):
         with open(out_path) as f:
             old = json.load(f)
         kept = old.get("rows", [])
-        for k in ("bmv2_idle", "emulated_idle", "startup", "dclas_queues"):
+        for k in ("bmv2_idle", "emulated_idle", "startup", "dclas_queues", "codec_encode",
+                  "meters_all_move"):
             if k in old and k not in res:
                 res[k] = old[k]
+        old_validation = old.get("validation") or []
         res["earlier_runs"] = old.get("earlier_runs", []) + [
             {k: old.get(k) for k in ("started", "finished", "loadavg_start", "loadavg_end", "args")}]
 
@@ -916,8 +1048,14 @@ def main(argv=None) -> int:
         res["startup"] = [r for r in res["startup"] if r["edges"] != n] + got
         with open(out_path, "w") as f:
             json.dump(dict(res, rows=kept + res["rows"]), f, indent=1)
+    measured = {(r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"]) for r in res["rows"]}
     res["rows"] = kept + res["rows"]
-    res["validation"] = validation(res["rows"])
+
+    def vkey(v):
+        return (v["mode"], v["round"], v["variant"], v["edges"], v["coflows"])
+    # the pairs this run measured, validated again; the earlier runs' entries kept as they were
+    res["validation"] = [v for v in validation(res["rows"]) if vkey(v) in measured] + \
+        [v for v in old_validation if vkey(v) not in measured]
     res["loadavg_end"] = os.getloadavg()
     res["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     with open(out_path, "w") as f:

@@ -475,3 +475,49 @@ def test_shared_registry_keeps_its_state_when_the_database_is_damaged(tmp_path):
     assert [str(r.cid) for r in b.list()] == ["1.0"]
     a.close()
     b.close()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_list_shared_reuses_only_unchanged_records(seed, tmp_path):
+    """``list_shared`` (the controller's rounds) equals ``list`` after every change; a record
+    that did not change since the last call is the same object, one that changed (update,
+    add_flows) or came back from the database is a new one, and a departed one is gone."""
+    import random
+    rng = random.Random(seed)
+    r = CoflowRegistry(HOSTS, db_path=str(tmp_path / "reg.db") if seed % 2 else None)
+    try:
+        prev = {}
+        changed = set()
+        for step in range(60):
+            recs = r.list()
+            x = rng.random()
+            if x < 0.3 or not recs:
+                c = r.register([(HOSTS[rng.randrange(4)], HOSTS[4 + rng.randrange(4)], 1000)]).cid
+                changed.add(c)
+            elif x < 0.45:
+                c = rng.choice(recs).cid
+                r.unregister(c)
+                changed.add(c)
+            elif x < 0.75:
+                c = rng.choice(recs).cid
+                r.update(c, sent={0: rng.randrange(1000)})
+                changed.add(c)
+            elif x < 0.85:
+                rec = rng.choice(recs)
+                used = {(f.src, f.dst) for f in rec.flows}
+                free = [(a, b) for a in HOSTS[:4] for b in HOSTS[4:] if (a, b) not in used]
+                if free:
+                    r.add_flows(rec.cid, [(*rng.choice(free), 10)])
+                    changed.add(rec.cid)
+            got = r.list_shared()
+            assert [g.to_dict() for g in got] == [g.to_dict() for g in r.list()], (seed, step)
+            for g in got:
+                if g.cid in prev and g.cid not in changed:
+                    assert g is prev[g.cid], (seed, step, g.cid)
+                elif g.cid in prev:
+                    assert g is not prev[g.cid], (seed, step, g.cid)
+            prev = {g.cid: g for g in got}
+            changed = set()
+        assert len(r._shared_snaps) == len(r)     # departed coflows' snapshots are dropped
+    finally:
+        r.close()

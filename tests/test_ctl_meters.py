@@ -401,3 +401,147 @@ def test_a_released_meter_keeps_its_config_until_its_index_is_taken_again(meters
     assert (have.entities.get(m0c.key) == m0c) is meters
     if not meters:
         assert not any(k[0] == "meter" for k in have.entities)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), fcs=st.sampled_from([0, 4]))
+def test_every_meter_is_meter_config_of_its_pair_rate(seed, fcs):
+    """Over rounds of arrivals, departures and rate changes (many flows at the same rate, as
+    the coflows behind others at 0), each meter the context holds is exactly
+    ``meter_config(its index, the sum of its pair's flow rates)``: the configs computed once
+    per rate within a round are each meter's own."""
+    rng = random.Random(seed)
+    t = T.leafspine(2, 3, 2)
+    nh = len(t.hosts)
+    s = TR.CtlSettings(link_mbps=100, min_rate_frac=rng.choice([0.0, 0.01]))
+    ctx = TR.MeterContext(t, meters=64, fcs_bytes=fcs)
+    live: dict = {}
+    nxt = 1
+    checked = 0
+    for _ in range(8):
+        for _ in range(rng.randrange(1, 3)):
+            if live and rng.random() < 0.3:
+                live.pop(rng.choice(sorted(live)))
+            else:
+                fl = []
+                for _ in range(rng.randrange(1, 7)):
+                    a = rng.randrange(nh)
+                    fl.append((a, (a + rng.randrange(1, nh)) % nh))
+                live[(nxt, 0)] = fl
+                nxt += 1
+        cids = sorted(live)
+        cf, src, dst, rate = [], [], [], []
+        for k, c in enumerate(cids):
+            for a, b in live[c]:
+                cf.append(k)
+                src.append(a)
+                dst.append(b)
+                rate.append(rng.choice([0.0, 0.0, 1e4, 2.5e5, rng.random() * 1e7]))
+        ctx.update(cids, np.array(cf), np.array(src), np.array(dst), np.array(rate), None, s)
+        pair_rate: dict = {}
+        for k, a, b, r in zip(cf, src, dst, rate):
+            pair_rate[(cids[k], a, b)] = pair_rate.get((cids[k], a, b), 0.0) + r
+        state = ctx.state()
+        for c in cids:
+            for a, b, sw, idx in ctx.flows(c):
+                want = TR.meter_config(idx, pair_rate[(c, a, b)], s, fcs)
+                assert state[sw][want.key] == want, (seed, c, a, b)
+                checked += 1
+    assert checked > 0
+
+
+def _reference():
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import reference_translate
+    return reference_translate
+
+
+@settings(max_examples=200, deadline=None)
+@given(rates=st.lists(st.one_of(st.just(0.0), st.floats(0, 1e11), st.integers(0, 10**10).map(float)),
+                      min_size=1, max_size=40),
+       floor=st.sampled_from([0.0, 0.01, 0.3]), headroom=st.sampled_from([0.0, 0.1, 0.4]),
+       peak=st.sampled_from([1.0, 1.5, 4.0]), rtt=st.floats(1, 1e6), fcs=st.sampled_from([0, 4]),
+       mbps=st.sampled_from([1, 10, 100, 1000, 100000]))
+def test_meter_params_bit_identical_to_the_scalar_reference(rates, floor, headroom, peak, rtt, fcs, mbps):
+    """meter_params (one vector pass over a round's meters) gives, meter by meter, exactly the
+    scalar config the translation computed one at a time before (tests/reference_translate.py);
+    meter_config (built on it) too."""
+    ref = _reference()
+    s = TR.CtlSettings(link_mbps=mbps, min_rate_frac=floor, meter_headroom=headroom,
+                       meter_peak_bursts=peak, rtt_us=rtt)
+    cir, burst, pk = TR.meter_params(np.array(rates), s, fcs)
+    for i, r in enumerate(rates):
+        want = ref.meter_config_reference(i, r, s, fcs)
+        assert (int(cir[i]), int(burst[i]), int(cir[i]), int(pk[i])) == want[2:], (r, want)
+        assert TR.meter_config(i, r, s, fcs) == want
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_meter_update_equals_the_per_meter_reference(seed):
+    """Over random rounds (arrivals, departures, flows finishing, rates moving, often below the
+    floor), the vectorised update leaves every switch's meter components holding what the
+    per-meter reference context holds (same pool decisions), and its patches name only
+    meters whose config changed (the reference names every meter whose rate moved)."""
+    ref = _reference()
+    rng = random.Random(seed)
+    t = T.leafspine(2, 3, 2)
+    nh = len(t.hosts)
+    s = TR.CtlSettings(link_mbps=100, min_rate_frac=0.01)
+    a, b = TR.MeterContext(t, meters=64), ref.MeterContextReference(t, meters=64)
+    live: dict = {}
+    nxt = 1
+    b_prev: dict = {}
+    for _ in range(10):
+        for _ in range(rng.randrange(0, 3)):
+            if live and rng.random() < 0.3:
+                live.pop(rng.choice(sorted(live)))
+            else:
+                fl = []
+                for _ in range(rng.randrange(1, 7)):
+                    x = rng.randrange(nh)
+                    fl.append((x, (x + rng.randrange(1, nh)) % nh))
+                live[(nxt, 0)] = fl
+                nxt += 1
+        cids = sorted(live)
+        cf, src, dst, rate = [], [], [], []
+        for k, c in enumerate(cids):
+            for x, y in live[c]:
+                cf.append(k)
+                src.append(x)
+                dst.append(y)
+                # mostly tiny moves under the floor (the configs stay), some real ones
+                rate.append(rng.choice([0.0, rng.random() * 1e3, rng.random() * 1e4, rng.random() * 1e7]))
+        args = (cids, np.array(cf, dtype=np.int64), np.array(src, dtype=np.int64),
+                np.array(dst, dtype=np.int64), np.array(rate))
+        ua, ub = a.update(*args, None, s), b.update(*args, None, s)
+        assert a.state() == b.state(), seed
+        pa = sum(len(ks) for *_, ks in ua.patches)
+        pb_ = sum(len(ks) for *_, ks in ub.patches)
+        assert pa <= pb_
+        for _comp, sw, ents, ks in ua.patches:   # a patched meter's config really changed
+            for k in ks:
+                old = b_prev.get(sw, {}).get(k)
+                assert old is None or old != ents[k], (seed, k)
+        b_prev = {sw: dict(d) for sw, d in b.state().items()}
+
+
+def test_a_rate_move_below_the_floor_writes_nothing():
+    """Hand-checked: two flows at 1 KB/s and 2 KB/s (both under the 1% floor of 100 Mb/s,
+    125 KB/s) move to 3 KB/s and 0: their meters keep their configs, no patch; one moving to
+    1 MB/s gets a new config and a patch of exactly its key."""
+    t = T.leafspine(2, 3, 2)
+    s = TR.CtlSettings(link_mbps=100, min_rate_frac=0.01)
+    ctx = TR.MeterContext(t, meters=16)
+    cids = [(1, 0)]
+    cf, src, dst = np.array([0, 0, 0]), np.array([0, 1, 2]), np.array([3, 2, 0])
+    u = ctx.update(cids, cf, src, dst, np.array([1e3, 2e3, 5e3]), None, s)
+    assert len(u.sets) and not u.patches
+    before = ctx.state()
+    u = ctx.update(cids, cf, src, dst, np.array([3e3, 0.0, 5e3]), None, s)
+    assert u.patches == [] and u.sets == [] and ctx.state() == before
+    u = ctx.update(cids, cf, src, dst, np.array([3e3, 0.0, 1e6]), None, s)
+    (comp, sw, ents, ks), = u.patches
+    assert comp == ("meters", (1, 0)) and len(ks) == 1
+    assert ents[ks[0]] == TR.meter_config(ks[0][2], 1e6, s)

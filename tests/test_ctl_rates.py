@@ -341,3 +341,52 @@ def test_rate_audit_by_hand():
     assert s["within_10pct"] == 0.5 and s["median"] == pytest.approx(0.75)
     a.forget_except(set())               # coflow gone: its figures stay in the totals
     assert a.summary(min_expected=0)["flows"] == 2
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_view_cached_over_shared_snapshots_equals_fresh(seed):
+    """build_view with its per-record cache over the registry's shared snapshots
+    (list_shared: an unchanged coflow is the same object, its arrays reused without a
+    compare) and the closed loop's measured bytes (the same dict while a coflow's readings
+    do not change, a new one when they do) gives, round after round, exactly the View a
+    fresh build from copied records gives."""
+    import random
+    rng = random.Random(seed)
+    t = T.bigswitch(6)
+    hosts = [h.name for h in t.hosts]
+    r = CoflowRegistry(hosts)
+    cache: dict = {}
+    measured: dict = {}
+    hits = 0
+    try:
+        for step in range(40):
+            recs = r.list()
+            x = rng.random()
+            if x < 0.25 or not recs:
+                pairs = rng.sample([(a, b) for a in hosts for b in hosts if a != b], rng.randrange(1, 6))
+                r.register([(a, b, rng.choice([None, 10**5, 10**6])) for a, b in pairs])
+            elif x < 0.35:
+                r.unregister(rng.choice(recs).cid)
+            elif x < 0.6:
+                rec = rng.choice(recs)
+                r.update(rec.cid, sent={rng.randrange(len(rec.flows)): rng.randrange(2 * 10**5)})
+            elif x < 0.85:   # a coflow's readings change: a new dict (as FlowProgress.measured)
+                rec = rng.choice(recs)
+                c = (rec.cid.external, rec.cid.internal)
+                measured[c] = {i: rng.randrange(3 * 10**5) for i in
+                               rng.sample(range(len(rec.flows)), rng.randrange(1, len(rec.flows) + 1))}
+            live = {(x.cid.external, x.cid.internal) for x in r.list()}
+            measured = {c: m for c, m in measured.items() if c in live}
+            shared = r.list_shared()
+            v, arrs, cids = build_view(shared, hp(t), LINK, 10.0 + step, {}, 10**9, cache, measured)
+            w, arrs_w, cids_w = build_view(r.list(), hp(t), LINK, 10.0 + step, {}, 10**9, None,
+                                           {c: dict(m) for c, m in measured.items()})
+            assert cids == cids_w, (seed, step)
+            for name in ("src", "dst", "sent", "remaining", "cf", "cf_lo", "cf_id", "cf_sent", "cf_total"):
+                assert np.array_equal(getattr(v, name), getattr(w, name)), (seed, step, name)
+            for a, b in zip(arrs, arrs_w):
+                assert np.array_equal(a, b)
+            hits += sum(1 for ra in cache.values() if ra.merged is not None)
+        assert hits > 0   # the merge cache was exercised
+    finally:
+        r.close()

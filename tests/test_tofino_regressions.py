@@ -560,8 +560,12 @@ def test_fcs_is_in_tofinos_payload_conversion_and_meter_sizes():
         cfg = TR.meter_config(0, rate, s, tg.fcs_bytes)
         assert cfg.cir == int(-(-rate * tg.max_frame_bytes // C.TCP_MSS_BYTES))
     from coflow import topology as topo
-    ctx = TR.MeterContext(topo.leafspine(2, 2, 2), fcs_bytes=4)
-    assert ctx.meter(0, rate, s).cir == TR.meter_config(0, rate, s, 4).cir > TR.meter_config(0, rate, s).cir
+    import numpy as np
+    ctx = TR.MeterContext(topo.leafspine(2, 2, 2), fcs_bytes=4)   # the context's own meters
+    ctx.update([(1, 0)], np.array([0]), np.array([0]), np.array([1]), np.array([rate]), None, s)
+    from coflow.ctl import model as M
+    (m,) = [e for d in ctx.state().values() for e in d.values() if isinstance(e, M.MeterConfig)]
+    assert m.cir == TR.meter_config(0, rate, s, 4).cir > TR.meter_config(0, rate, s).cir
 
 
 def test_counted_length_is_capped_at_the_mtu():

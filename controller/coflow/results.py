@@ -164,9 +164,12 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
 SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "median_ms", "p99_ms",
               "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms")
 #: bench-scale variants that are the default (push) without one change: variant -> the change
-SCALE_ALONE = ("readall", "reset")
+SCALE_ALONE = ("readall", "reset", "copyrec", "scalarcfg")
 _SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every round reads)",
-                     "reset": "released meters left configured (`reset`: reset at release)"}
+                     "reset": "released meters left configured (`reset`: reset at release)",
+                     "copyrec": "registry's shared snapshots (`copyrec`: every record copied each round)",
+                     "scalarcfg": "moved meters in one vector pass, rewritten only if their config "
+                                  "changed (`scalarcfg`: one at a time, all patched)"}
 
 
 #: the digest comparison's variants (bench_scale.bench_dclas_digest): the default path, and
@@ -202,6 +205,8 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
             "validation": [{k: _short(v) for k, v in r.items()} for r in res.get("validation") or []],
             "startup": [{k: _short(v) for k, v in r.items()} for r in res.get("startup") or []],
             "dclas_queues": {k: _short(v) for k, v in (res.get("dclas_queues") or {}).items()} or None,
+            "codec_encode": {k: _short(v) for k, v in (res.get("codec_encode") or {}).items()} or None,
+            "meters_all_move": {k: _short(v) for k, v in (res.get("meters_all_move") or {}).items()} or None,
             "p4info": res.get("p4info"),
             "loadavg": [res.get("loadavg_start"), res.get("loadavg_end")],
             "run": run_info(source_path, res)}
@@ -434,6 +439,20 @@ def render_scale(s: dict) -> str:
                 f"due): {_f(dq['vectorised_us'], '{:.0f}')} us vectorised against "
                 f"{_f(dq['loop_us'], '{:.0f}')} us for the per-coflow loop it replaced "
                 f"({dq['ratio']:.2f}x, same run, median per call)."]
+    ce = s.get("codec_encode")
+    if ce:
+        out += ["", f"The write phase's client work for one SEBF churn round ({ce['updates']:,} updates "
+                f"over 8 edges, encoded and serialised): {_f(ce['codec_ms'])} ms with the codec against "
+                f"{_f(ce['reference_ms'])} ms for the generic encoder it replaced ({ce['ratio']:.2f}x, same "
+                f"run, median; {'the same bytes' if ce.get('identical_bytes') else 'BYTES DIFFER'})."]
+    mm = s.get("meters_all_move")
+    if mm:
+        out += ["", f"The meter translation of a round in which every flow's rate moves ({mm['flows']:,} "
+                f"flows, 8 edges: a starvation interval, a reordering): {_f(mm['vector_ms'])} ms in one "
+                f"vector pass, {mm['vector_patched']:,} meters rewritten (their configs changed), against "
+                f"{_f(mm['reference_ms'])} ms and {mm['reference_patched']:,} meters patched for the "
+                f"per-meter update it replaced ({mm['ratio']:.2f}x, same run, median; "
+                f"{'the same meters' if mm.get('same_state') else 'STATES DIFFER'})."]
     val = s.get("validation") or []
     if val:
         out += ["", "The emulation against BMv2, the same rounds at the same N (emulated / BMv2; "

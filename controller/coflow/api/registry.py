@@ -260,6 +260,7 @@ class CoflowRegistry:
         self._next_external = 1
         self._next_internal: dict[int, int] = {}   # job (external id) -> next free internal id
         self._version = 0
+        self._shared_snaps: dict[CoflowId, tuple] = {}   # cid -> (stored record, its snapshot)
         self._db: sqlite3.Connection | None = None
         if db_path is not None:
             self._open_db(db_path)
@@ -288,6 +289,25 @@ class CoflowRegistry:
     def list(self) -> list[CoflowRecord]:
         with self._lock:
             return _copy(list(self._recs.values()))
+
+    def list_shared(self) -> list[CoflowRecord]:
+        """As :meth:`list`, but a record that did not change since the previous call is the
+        same snapshot object as then (a change replaces the stored record, never modifies it
+        in place), so a caller that keeps per-record caches (the controller's rounds) copies
+        and re-reads only the coflows that moved. The snapshots are shared between calls:
+        callers must not modify them."""
+        with self._lock:
+            snaps = self._shared_snaps
+            out = []
+            for cid, r in self._recs.items():
+                got = snaps.get(cid)
+                if got is None or got[0] is not r:
+                    got = snaps[cid] = (r, _copy(r))
+                out.append(got[1])
+            if len(snaps) > len(out):
+                for cid in [c for c in snaps if c not in self._recs]:
+                    del snaps[cid]
+            return out
 
     def snapshot(self) -> tuple[int, list[CoflowRecord]]:
         """``(version, records)`` read atomically."""

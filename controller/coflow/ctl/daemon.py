@@ -229,6 +229,8 @@ class Controller:
         self.distrusted: dict = {}      # cid -> {"at", "pair", "measured_bytes", "declared_bytes"}
         self._claim_seen: dict = {}     # cid -> progress.changes(cid) at its last check
         self._desized: dict = {}        # cid -> (record, the record without sizes)
+        # rounds read the registry's shared snapshots (CoflowRegistry.list_shared)
+        self.shared_records = True
 
     # lifecycle ----------------------------------------------------------------------------
     def start(self, loop: bool = True) -> "Controller":
@@ -508,7 +510,11 @@ class Controller:
         """Registry -> slots; returns the coflows whose slot is new."""
         self._registry_dirty = False
         self._rates_stale = True
-        self._records = self.registry.list()
+        # the registry's shared snapshots (an unchanged coflow is the same record object as
+        # in the last round: its cached arrays are reused without a compare; False: a fresh
+        # copy of every record, the code before; bench-scale's baseline)
+        shared = getattr(self.registry, "list_shared", None) if self.shared_records else None
+        self._records = shared() if shared is not None else self.registry.list()
         live = {(r.cid.external, r.cid.internal) for r in self._records}
         # an unregistered coflow keeps its slot entry SLOT_LINGER_S longer: its connections'
         # last packets (FIN, final ACKs) are still classed as its own, not as unregistered

@@ -497,13 +497,36 @@ def payload_bytes(frame_bytes: int, packets: int, fcs_bytes: int = 0) -> int:
     return max(0, int(frame_bytes) - int(packets) * (FRAME_OVERHEAD_BYTES + fcs_bytes))
 
 
-def burst_bytes(frame_Bps: float, s: CtlSettings, fcs_bytes: int = 0) -> int:
+def burst_bytes(frame_Bps, s: CtlSettings, fcs_bytes: int = 0):
     """A meter's burst: one round trip of its (frame) rate, at least two maximum-size frames
     (a token bucket below one frame passes nothing, one frame serialises every burst) and at
     most ``burst_buffer_frac`` of the port buffer (a larger burst would be absorbed by no
-    queue: the meter would let through what the port then drops)."""
+    queue: the meter would let through what the port then drops). ``frame_Bps``: a number
+    (an int is returned) or an array of them (an int64 array)."""
     hi = int(s.port_buffer_bytes * s.burst_buffer_frac)
-    return min(max(int(math.ceil(frame_Bps * s.rtt_us / 1e6)), 2 * (MAX_FRAME_BYTES + fcs_bytes)), hi)
+    b = np.minimum(np.maximum(np.ceil(np.asarray(frame_Bps, dtype=np.float64) * s.rtt_us / 1e6)
+                              .astype(np.int64), 2 * (MAX_FRAME_BYTES + fcs_bytes)), hi)
+    return int(b) if b.ndim == 0 else b
+
+
+def meter_params(rates_Bps: np.ndarray, s: CtlSettings, fcs_bytes: int = 0) -> tuple:
+    """(cir, burst, peak burst) int64 arrays of the meters of flows whose scheduler rates are
+    ``rates_Bps`` (payload bytes/s), one vector pass: :func:`meter_config`'s numbers (the
+    translation computes a round's changed meters with it at once)."""
+    r = np.asarray(rates_Bps, dtype=np.float64) * (MAX_FRAME_BYTES + fcs_bytes) / TCP_MSS_BYTES
+    floor = s.min_rate_frac * s.link_Bps
+    rate = np.maximum(np.maximum(r, floor), 1.0) * (1.0 + s.meter_headroom)
+    cir = np.ceil(rate - 1e-6).astype(np.int64)  # (no 1-byte/s step from float noise)
+    burst = burst_bytes(cir, s, fcs_bytes)
+    if np.ndim(burst) == 0:
+        burst = np.asarray([burst], dtype=np.int64).reshape(cir.shape)
+    peak = np.maximum(burst, np.minimum((burst * s.meter_peak_bursts).astype(np.int64),
+                                        s.port_buffer_bytes))
+    if s.meter_headroom > 0 and s.meter_peak_bursts > 1:
+        # paced senders: a connection's first PACING_FREE_SEGMENTS go out unpaced (Linux), so
+        # the peak holds them (marked CE at worst, never RED)
+        peak = np.maximum(peak, min(PACING_FREE_SEGMENTS * MAX_FRAME_BYTES, s.port_buffer_bytes))
+    return cir, burst, peak
 
 
 def meter_config(index: int, rate_Bps: float, s: CtlSettings, fcs_bytes: int = 0) -> M.MeterConfig:
@@ -513,17 +536,10 @@ def meter_config(index: int, rate_Bps: float, s: CtlSettings, fcs_bytes: int = 0
     burst = :func:`burst_bytes` (rate x RTT, clamped to [2 frames, a share of the port
     buffer]); pburst = ``meter_peak_bursts`` bursts, at most the port buffer (YELLOW between
     the two: marked CE when ECN-capable); rates times 1 + ``meter_headroom`` (room above a
-    paced sender's rate)."""
-    floor = s.min_rate_frac * s.link_Bps
-    rate = max(frame_rate(rate_Bps, fcs_bytes), floor, 1.0) * (1.0 + s.meter_headroom)
-    cir = int(math.ceil(rate - 1e-6))  # (no 1-byte/s step from float noise)
-    burst = burst_bytes(cir, s, fcs_bytes)
-    peak = max(burst, min(int(burst * s.meter_peak_bursts), s.port_buffer_bytes))
-    if s.meter_headroom > 0 and s.meter_peak_bursts > 1:
-        # paced senders: a connection's first PACING_FREE_SEGMENTS go out unpaced (Linux), so
-        # the peak holds them (marked CE at worst, never RED)
-        peak = max(peak, min(PACING_FREE_SEGMENTS * MAX_FRAME_BYTES, s.port_buffer_bytes))
-    return M.MeterConfig(M.M_FLOW, index, cir, burst, cir, peak)
+    paced sender's rate). Computed by :func:`meter_params`."""
+    cir, burst, peak = meter_params(np.asarray([float(rate_Bps)]), s, fcs_bytes)
+    c = int(cir[0])
+    return M.MeterConfig(M.M_FLOW, index, c, int(burst[0]), c, int(peak[0]))
 
 
 EMPTY: dict = {}  # a shared empty component (never mutated)
@@ -677,7 +693,7 @@ class _CoflowMeters:
     flows, pairs and meters; one meter per pair) and its entities per switch, rebuilt only
     when its flows' hosts change."""
     __slots__ = ("key", "pinv", "npairs", "minv", "nmeters", "m_sw", "m_index", "fm", "meters",
-                 "moff", "mrate", "flows")
+                 "moff", "mrate", "mpar", "flows")
 
 
 class MeterContext:
@@ -719,6 +735,7 @@ class MeterContext:
         # bench-scale's baseline)
         self.linger_released = True
         self._settings = None
+        self._mpar = None  # last round's (cir, burst, peak) per meter (global order)
         self.unmetered: dict = {}  # cid -> pairs that got no meter (the whole coflow: none)
         # the closed loop's read set, kept incrementally (changed only by the coflows a round
         # builds or drops): switch -> {index: (cid, src, dst, flow_meter entry)} of every
@@ -796,11 +813,6 @@ class MeterContext:
             e = per[k] = M.TableEntry(M.T_FLOW_METER, match, M.A_SET_METER, (("index", int(index)),))
         return e
 
-    def meter(self, index: int, rate: float, s: CtlSettings) -> M.MeterConfig:
-        # not cached: only meters whose rate changed get here, and a cache of every
-        # (index, rate) seen would grow without bound (and lengthen garbage collections)
-        return meter_config(index, rate, s, self.fcs_bytes)
-
     def _coflow(self, cid, src, dst, old: _CoflowMeters | None) -> _CoflowMeters | None:
         """Pairs in order of first appearance, each with its own index from the pool (kept
         from ``old`` for pairs it had); None, holding nothing, when some pair gets none. The
@@ -844,6 +856,7 @@ class MeterContext:
         cm.fm = fm
         cm.meters = None
         cm.mrate = None
+        cm.mpar = None
         return cm
 
     def update(self, cids: list, cf, src, dst, rate, slots: Mapping | None = None,
@@ -866,49 +879,58 @@ class MeterContext:
             self._settings = s
             glob = None
             for cm in self._cf.values():
-                cm.mrate = None  # every meter again
-            self._mrate = None
+                cm.mrate = cm.mpar = None  # every meter again
+            self._mrate = self._mpar = None
         if glob is None or glob[0] != key:
             glob = self._global(key, cids, cf, src, dst, sets)
         _, sel, inv, minv, npairs, nmeters, members, moffs = glob
         r = rate if sel is None else rate[sel]
         prate = np.bincount(inv, weights=r, minlength=npairs)
         mrate = np.bincount(minv, weights=prate, minlength=nmeters)
-        if glob is self._glob and self._mrate is not None:
-            prev = self._mrate  # the same coflows and flows as last round
+        if glob is self._glob and self._mrate is not None and self._mpar is not None:
+            prev, ppar = self._mrate, self._mpar  # the same coflows and flows as last round
         else:
             prev = np.full(nmeters, np.nan)  # NaN: a new or rebuilt coflow's meters
+            ppar = np.full((3, nmeters), -1, dtype=np.int64)
             for _, cm in members:
-                if cm.mrate is not None:
+                if cm.mrate is not None and cm.mpar is not None:
                     prev[cm.moff:cm.moff + cm.nmeters] = cm.mrate
+                    ppar[:, cm.moff:cm.moff + cm.nmeters] = cm.mpar
         ch = np.flatnonzero(mrate != prev)
         patches: list = []
+        mpar = ppar
         if ch.size:
-            mr = mrate.tolist()
-            owner = np.searchsorted(moffs, ch, side="right") - 1
+            # the changed rates' meters in one vector pass; a meter is rewritten only when its
+            # config changed (rates below the floor, or that round to the same byte/s, give
+            # the same config: no new object, no patch, nothing for the book to compare)
+            mpar = ppar.copy()
+            mpar[:, ch] = meter_params(mrate[ch], s, self.fcs_bytes)
+            moved = ch[(mpar[:, ch] != ppar[:, ch]).any(axis=0)]
+            owner = np.searchsorted(moffs, moved, side="right") - 1
             by: dict = {}
-            fresh: set = set()
-            for i, k in zip(ch.tolist(), owner.tolist()):
+            fresh: list = []
+            fresh_k: set = set()
+            new_m = mpar[:, moved].tolist()
+            for i, k, cir, burst, peak in zip(moved.tolist(), owner.tolist(), *new_m):
                 cid, cm = members[k]
-                if cm.meters is None or k in fresh:  # new or rebuilt: all its meters, once
-                    if k not in fresh:
-                        fresh.add(k)
-                        meters: dict = {}
-                        for j in range(cm.nmeters):
-                            m = self.meter(cm.m_index[j], mr[cm.moff + j], s)
-                            meters.setdefault(cm.m_sw[j], {})[m.key] = m
-                        cm.meters = meters
-                        sets.extend((("meters", cid), sw, meters[sw]) for sw in sorted(meters))
-                    continue
                 j = i - cm.moff
-                m = self.meter(cm.m_index[j], mr[i], s)
-                cm.meters[cm.m_sw[j]][m.key] = m
-                by.setdefault((cid, cm.m_sw[j]), (cm, []))[1].append(m.key)
+                m = M.MeterConfig(M.M_FLOW, cm.m_index[j], cir, burst, cir, peak)
+                if cm.meters is None:   # new or rebuilt: all its meters (all moved from -1)
+                    cm.meters = {}
+                    fresh.append((cid, cm))
+                    fresh_k.add(k)
+                cm.meters.setdefault(cm.m_sw[j], {})[m.key] = m
+                if k not in fresh_k:
+                    by.setdefault((cid, cm.m_sw[j]), (cm, []))[1].append(m.key)
+            for cid, cm in fresh:
+                sets.extend((("meters", cid), sw, cm.meters[sw]) for sw in sorted(cm.meters))
             patches = [(("meters", cid), sw, cm.meters[sw], ks) for (cid, sw), (cm, ks) in by.items()]
         for _, cm in members:  # each coflow's own view of the rates, for a later rebuild
             cm.mrate = mrate[cm.moff:cm.moff + cm.nmeters]
+            cm.mpar = mpar[:, cm.moff:cm.moff + cm.nmeters]
         self._glob = glob
         self._mrate = mrate
+        self._mpar = mpar
         return MeterUpdate(sets, patches, *self._linger())
 
     def _linger(self) -> tuple:
