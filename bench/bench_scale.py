@@ -73,7 +73,7 @@ sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 
-VARIANTS = ("before", "aio", "skip", "after", "push", "digest")
+VARIANTS = ("before", "aio", "skip", "after", "push", "full", "digest")
 
 
 def pct(xs, q):
@@ -155,7 +155,7 @@ def patient(ctl) -> None:
 def set_variant(ctl, variant: str) -> None:
     from coflow.ctl.aio import RoundIO
     # push and the variants that are push minus one change: the default I/O
-    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec", "scalarcfg")
+    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec", "scalarcfg", "full")
     want_aio = variant in ("aio", "after") or pushlike
     if want_aio and ctl.io is None:
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
@@ -167,12 +167,15 @@ def set_variant(ctl, variant: str) -> None:
     ctl.use_push = pushlike
     # digest (issue 29): the default I/O with D-CLAS on the edges' report digests; poll: the
     # default (push) on the same switches and traffic, its baseline (bench_dclas_digest)
-    if variant in ("digest", "poll"):
+    if variant in ("digest", "poll", "digestfull"):
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
         ctl._bench_io = ctl.io
         ctl.skip_unchanged = ctl.use_push = True
         ctl.incremental_read_set = ctl.progress_on_clock = True
-    want_digest = variant == "digest"
+    want_digest = variant in ("digest", "digestfull")
+    # full / digestfull: push / digest with D-CLAS's full round (every edge and coflow looked
+    # at in every round: the code before DclasCoordinator.round_incremental), same run
+    ctl.incremental_coord = variant not in ("full", "digestfull")
     if getattr(ctl, "digest", None) is not None and want_digest != ctl.use_digest:
         ctl.use_digest = want_digest
         for e in ctl.edges:   # a view the other variant left: the digest path polls first
@@ -467,6 +470,25 @@ def drain_digests(ctl, quiet_s: float = 0.5, limit_s: float = 60.0) -> None:
     log(f"  {last} digest lists received in the setup")
 
 
+#: the digest comparison's variants: the default path, the digests, and each with D-CLAS's full
+#: round (the code before the incremental one)
+DIGEST_VARIANTS = ("poll", "digest", "full", "digestfull")
+
+
+def settle(ctl, limit: int = 80) -> int:
+    """Rounds until one writes nothing (at most ``limit``; returns how many ran): with digests
+    the report steps of the coordinated slots grow with their queues two slots a round
+    (DigestRounds.COARSEN_PER_ROUND), each a write to every edge; a steady round is one after
+    they have all grown."""
+    for k in range(1, limit + 1):
+        r = ctl.round()
+        ctl._collect_between_rounds()
+        if r["updates"] == 0 and r["errors"] == 0:
+            return k
+    log(f"  still writing after {limit} settling rounds")
+    return limit
+
+
 def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, routes_full) -> list:
     """The D-CLAS rounds on the edges' report digests (``digest``) against the default path on
     the same controller, switches and traffic (``poll``: BMv2 polled, the emulated switches'
@@ -481,8 +503,13 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
     reg = CoflowRegistry(hosts)
     for k in range(ncoflows):
         reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
+    # emulated edges beyond 8: Q1 grows with the edges, so that the setup's 64 bytes per coflow
+    # and edge stay below it (at 1,024 edges they are 64 KB: every coflow would start demoted
+    # and the demotion rounds demote nothing); BMv2's packets need the small Q1
+    nedges = sum(1 for s in topo.switches if s.edge)
+    q1 = DIGEST_Q1 if sw.kind == "bmv2" else DIGEST_Q1 * max(1, nedges // 8)
     ctl = Controller(topo, "dclas", p4info, bmv2_json, addrs, registry=reg,
-                     settings={"audit_s": "0", "telemetry_s": "0", "Q1": str(DIGEST_Q1),
+                     settings={"audit_s": "0", "telemetry_s": "0", "Q1": str(q1),
                                "E": str(DIGEST_E), "digest": "1"}, start_timeout=600)
     if ctl.digest is None:
         log("  the P4 program has no report digest: run `make p4`")
@@ -491,7 +518,7 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
         return []
     startup = start_controller(ctl, routes_full)
     rows = []
-    variants = ("poll", "digest")
+    variants = DIGEST_VARIANTS
     try:
         ctl.round()
         slots = dict(ctl.slots.slot)
@@ -503,10 +530,10 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
         drain_digests(ctl)
         set_variant(ctl, "digest")
         ctl.round()
-        ctl.round()
+        warm = settle(ctl)
         pids = sw.pids()
         out = {"steady": run_rounds(ctl, "steady", rounds, variants, pids)}
-        th = [int(t) for t in DclasParams(K=8, E=DIGEST_E, Q1=DIGEST_Q1).thresholds()]
+        th = [int(t) for t in DclasParams(K=8, E=DIGEST_E, Q1=q1).thresholds()]
         level = {c: 0 for c in cids}
         edges = ctl.edges
 
@@ -524,8 +551,8 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
             for v, s in per.items():
                 rows.append({"mode": "dclas", "round": scen, "variant": v, "edges": len(ctl.edges),
                              "coflows": ncoflows, "coordinated": len(cids), "switch": sw.kind,
-                             "dclas_Q1": DIGEST_Q1, "dclas_E": DIGEST_E, "startup_s": startup,
-                             "packets_sent": traffic.packets,
+                             "dclas_Q1": q1, "dclas_E": DIGEST_E, "startup_s": startup,
+                             "packets_sent": traffic.packets, "settle_rounds": warm,
                              "digest_polls": dict(ctl.digest.polls),
                              "digest_entries": ctl.digest.observed, **s})
     finally:
@@ -924,7 +951,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--large", type=int, default=512, help="from this many edges: --large-rounds, --large-variants")
     ap.add_argument("--large-rounds", type=int, default=8)
-    ap.add_argument("--large-variants", default="before,after,push")
+    ap.add_argument("--large-variants", default="before,after,push,full")
     ap.add_argument("--emu-procs", type=int, default=0,
                     help="emulated-switch server processes (0: one per switch up to --emu-proc-max "
                          "switches, as BMv2 runs one process per switch; 2 beyond)")
@@ -1015,6 +1042,9 @@ def main(argv=None) -> int:
                             rows = bench_dclas(topo, addrs, sw, c, rounds, vd, args.p4info,
                                                args.json, routes_full) if vd else []
                             if "digest" in vs:
+                                if vd:   # fresh switches: the rounds above left their coflows'
+                                    sw.stop()   # counters demoted (nothing would demote here)
+                                    addrs = sw.start()
                                 log(f"N={n} {kind} dclas coflows={c}: digest vs poll")
                                 rows += bench_dclas_digest(topo, addrs, sw, c, rounds, args.p4info,
                                                            args.json, routes_full)

@@ -298,18 +298,24 @@ needs_build = pytest.mark.skipif(not (os.path.exists(P4INFO) and os.path.exists(
 
 
 @needs_build
-@pytest.mark.parametrize("mode", ["sebf", "dclas", "sincronia"])
+@pytest.mark.parametrize("mode", ["sebf", "dclas", "dclas-inc", "sincronia"])
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_controller_round_writes_equal_full_rebuild(mode, seed):
     """The Controller's own code (registry events -> _refresh_coflows -> rates or D-CLAS
     coordination -> _desired -> the write phase's diff) against the from-scratch path fed the
-    same inputs (its own scheduler instance, fresh translation caches)."""
+    same inputs (its own scheduler instance, fresh translation caches). ``dclas-inc``: the
+    coordinator's incremental round, as the daemon runs it (``_desired`` visits only the edges
+    it names), against the full round of a copy of the coordinator; edges observed at random."""
+    import copy
+
     from coflow.api.registry import CoflowRegistry
     from coflow.ctl.daemon import Controller
     from coflow.ctl.rates import plan
     from coflow.sched import make_scheduler
     rng = random.Random(seed)
+    inc = mode == "dclas-inc"
+    mode = "dclas" if inc else mode
     t = T.leafspine(2, 2, 3)
     hosts = [h.name for h in t.hosts]
     reg = CoflowRegistry(hosts)
@@ -348,11 +354,17 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
                     c._refresh_coflows()
                 if mode == "dclas":
                     for e in c.edges:
-                        c.coord.observe(e, {s: rng.choice([0, 500, 5000, 10**6])
-                                            for s in c.slots.slot.values()})
-                    res = c.coord.round(now, dict(c.slots.slot), c.edges)
-                    c._overrides = res.overrides
-                    overrides = res.overrides
+                        if not inc or rng.random() < 0.6:
+                            c.coord.observe(e, {s: rng.choice([0, 500, 5000, 10**6])
+                                                for s in c.slots.slot.values()})
+                    if inc:
+                        overrides = copy.deepcopy(c.coord).round(now, dict(c.slots.slot), c.edges).overrides
+                        res = c.coord.round_incremental(now, dict(c.slots.slot), c.edges)
+                        c._overrides, c._ovr_changed = res.overrides, res.changed
+                    else:
+                        res = c.coord.round(now, dict(c.slots.slot), c.edges)
+                        c._overrides = res.overrides
+                        overrides = res.overrides
                 else:
                     c._compute_rates(now)
                     # the closed loop's read set, kept incrementally, is the one rebuilt from

@@ -175,6 +175,10 @@ _SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every
 #: the digest comparison's variants (bench_scale.bench_dclas_digest): the default path, and
 #: D-CLAS on the edges' report digests
 SCALE_DIGEST = ("poll", "digest")
+#: D-CLAS's full round (every edge and coflow in every round: the code before the incremental
+#: round) beside each default: ``full`` is ``push`` / ``poll`` without it, ``digestfull``
+#: ``digest`` without it
+SCALE_FULL = {"full": ("push", "poll"), "digestfull": ("digest",)}
 
 
 def _short(x):
@@ -198,7 +202,7 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
     return {"schema": SCHEMA, "kind": "scale", "command": command,
             "rows": [{k: _short(r.get(k)) for k in (SCALE_KEYS + ("updates_per_round",)
                                                     if r.get("variant") in ("push", None) + SCALE_ALONE
-                                                    + SCALE_DIGEST
+                                                    + SCALE_DIGEST + tuple(SCALE_FULL)
                                                     else SCALE_KEYS[:9]) if r.get(k) is not None}
                      for r in rows],
             "bmv2_idle": res.get("bmv2_idle"), "emulated_idle": res.get("emulated_idle"),
@@ -678,8 +682,43 @@ def render_scale_digest(s: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_scale_incremental(s: dict) -> str:
+    """D-CLAS's incremental round against its full round (``full``, ``digestfull``: the code
+    before, same run, same controller and switches, variants alternated in blocks of rounds)."""
+    by: dict = {}
+    for r in s["rows"]:
+        by.setdefault((r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]), {})[r.get("variant")] = r
+    out = [f"`{s['command']}` ({_machine(s['run'])}; load average "
+           f"{_f((s.get('loadavg') or [None])[0] and s['loadavg'][0][0], '{:.1f}')} at the start). "
+           "D-CLAS's incremental round (the default) against its full round (every edge and "
+           "coflow in every round, the code before) on the same path: `push` (the emulated "
+           "edges' pushed counters) against `full`, `digest` (report digests) against "
+           "`digestfull`. Median / p99 wall and median CPU (ms), the phases' medians (read / "
+           "compute / write), updates written per round; ratio incremental / full.", "",
+           "| round | edges | coflows | switches | path | full: median / p99 / CPU | full: read / compute / write "
+           "| incremental: median / p99 / CPU | incremental: read / compute / write | updates "
+           "| median / CPU ratio |",
+           "|---|---:|---:|---|---|---|---|---|---|---|---|"]
+
+    def cols(r):
+        return (f"{_f(r['median_ms'])} / {_f(r['p99_ms'])} / {_f(r['cpu_median_ms'])}",
+                f"{_f(r.get('read_median_ms'))} / {_f(r.get('compute_median_ms'))} / "
+                f"{_f(r.get('write_median_ms'))}")
+    for k in sorted(by, key=lambda k: (k[0], k[1] or "", k[3], k[2], k[4])):
+        for fv, incs in SCALE_FULL.items():
+            b = by[k].get(fv)
+            r = next((by[k][v] for v in incs if v in by[k]), None)
+            if b is None or r is None or not b["median_ms"] or not b["cpu_median_ms"]:
+                continue
+            bc, rc = cols(b), cols(r)
+            out.append(f"| {_scale_label(r)} | {k[2]:,} | {k[3]:,} | {k[4]} | {r['variant']} | {bc[0]} | "
+                       f"{bc[1]} | {rc[0]} | {rc[1]} | {_f(r.get('updates_per_round'), '{:.0f}')} | "
+                       f"{r['median_ms'] / b['median_ms']:.2f} / {r['cpu_median_ms'] / b['cpu_median_ms']:.2f} |")
+    return "\n".join(out) + "\n"
+
+
 VIEWS = {("sim", "what"): render_sim_what, ("emu", "what"): render_emu_what,
-         ("scale", "digest"): render_scale_digest}
+         ("scale", "digest"): render_scale_digest, ("scale", "incremental"): render_scale_incremental}
 
 
 def load_summary(path: str) -> dict:

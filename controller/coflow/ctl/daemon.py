@@ -231,6 +231,10 @@ class Controller:
         self._desized: dict = {}        # cid -> (record, the record without sizes)
         # rounds read the registry's shared snapshots (CoflowRegistry.list_shared)
         self.shared_records = True
+        # D-CLAS rounds at the cost of what changed (DclasCoordinator.round_incremental; False:
+        # the full round over every edge and coflow, the code before: bench-scale's baseline)
+        self.incremental_coord = True
+        self._ovr_changed: list | None = None   # edges whose overrides changed (None: all)
 
     # lifecycle ----------------------------------------------------------------------------
     def start(self, loop: bool = True) -> "Controller":
@@ -730,10 +734,11 @@ class Controller:
         with self._mu:
             if self.policy.coordinated:
                 if self.policy.dclas:
-                    res = self.coord.round(time.time(), dict(self.slots.slot), self.edges)
+                    rnd = self.coord.round_incremental if self.incremental_coord else self.coord.round
+                    res = rnd(time.time(), dict(self.slots.slot), self.edges)
                 else:
                     res = self.coord.fifo_lm_round(time.time(), dict(self.slots.slot), self.edges, self.sched)
-                self._overrides = res.overrides
+                self._overrides, self._ovr_changed = res.overrides, res.changed
                 self._queues, self._sizes = res.queues, res.sizes
             elif self.policy.rate and (self._rates_due()):
                 self._compute_rates()
@@ -1083,10 +1088,12 @@ class Controller:
             book.set_many("overrides", self.edges, ovr)
         ovr_changed = 0
         if self.policy.coordinated:
-            for name in self.edges:
+            # an incremental round names the edges whose override dict changed (the others
+            # hold the same object as last round); a full round: every edge compared
+            for name in (self.edges if self._ovr_changed is None else self._ovr_changed):
                 want = self._overrides.get(name, TR.EMPTY)
                 old = self._ovr_src.get(name, TR.EMPTY)
-                if old != want:  # hand the book only the coflows whose override changed
+                if old is not want and old != want:  # hand the book only the changed coflows
                     ents = {}
                     for c, p in want.items():
                         if old.get(c) != p:
