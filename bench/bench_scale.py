@@ -167,15 +167,15 @@ def set_variant(ctl, variant: str) -> None:
     ctl.use_push = pushlike
     # digest (issue 29): the default I/O with D-CLAS on the edges' report digests; poll: the
     # default (push) on the same switches and traffic, its baseline (bench_dclas_digest)
-    if variant in ("digest", "poll", "digestfull"):
+    if variant in ("digest", "poll", "pollfull", "digestfull"):
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
         ctl._bench_io = ctl.io
         ctl.skip_unchanged = ctl.use_push = True
         ctl.incremental_read_set = ctl.progress_on_clock = True
     want_digest = variant in ("digest", "digestfull")
-    # full / digestfull: push / digest with D-CLAS's full round (every edge and coflow looked
-    # at in every round: the code before DclasCoordinator.round_incremental), same run
-    ctl.incremental_coord = variant not in ("full", "digestfull")
+    # full / pollfull / digestfull: push / poll / digest with D-CLAS's full round (every edge
+    # and coflow looked at in every round: the code before DclasCoordinator.round_incremental)
+    ctl.incremental_coord = variant not in ("full", "pollfull", "digestfull")
     if getattr(ctl, "digest", None) is not None and want_digest != ctl.use_digest:
         ctl.use_digest = want_digest
         for e in ctl.edges:   # a view the other variant left: the digest path polls first
@@ -472,7 +472,7 @@ def drain_digests(ctl, quiet_s: float = 0.5, limit_s: float = 60.0) -> None:
 
 #: the digest comparison's variants: the default path, the digests, and each with D-CLAS's full
 #: round (the code before the incremental one)
-DIGEST_VARIANTS = ("poll", "digest", "full", "digestfull")
+DIGEST_VARIANTS = ("poll", "digest", "pollfull", "digestfull")
 
 
 def settle(ctl, limit: int = 80) -> int:

@@ -176,9 +176,9 @@ _SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every
 #: D-CLAS on the edges' report digests
 SCALE_DIGEST = ("poll", "digest")
 #: D-CLAS's full round (every edge and coflow in every round: the code before the incremental
-#: round) beside each default: ``full`` is ``push`` / ``poll`` without it, ``digestfull``
-#: ``digest`` without it
-SCALE_FULL = {"full": ("push", "poll"), "digestfull": ("digest",)}
+#: round) beside each default: ``full`` is ``push`` without it (bench_dclas), ``pollfull``
+#: ``poll`` and ``digestfull`` ``digest`` (the digest comparison)
+SCALE_FULL = {"full": ("push",), "pollfull": ("poll",), "digestfull": ("digest",)}
 
 
 def _short(x):
@@ -692,8 +692,9 @@ def render_scale_incremental(s: dict) -> str:
            f"{_f((s.get('loadavg') or [None])[0] and s['loadavg'][0][0], '{:.1f}')} at the start). "
            "D-CLAS's incremental round (the default) against its full round (every edge and "
            "coflow in every round, the code before) on the same path: `push` (the emulated "
-           "edges' pushed counters) against `full`, `digest` (report digests) against "
-           "`digestfull`. Median / p99 wall and median CPU (ms), the phases' medians (read / "
+           "edges' pushed counters) against `full`, and in the digest comparison `poll` "
+           "against `pollfull` and `digest` (report digests) against `digestfull`. Median / "
+           "p99 wall and median CPU (ms), the phases' medians (read / "
            "compute / write), updates written per round; ratio incremental / full.", "",
            "| round | edges | coflows | switches | path | full: median / p99 / CPU | full: read / compute / write "
            "| incremental: median / p99 / CPU | incremental: read / compute / write | updates "

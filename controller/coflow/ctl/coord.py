@@ -17,7 +17,7 @@ count (as its data plane does), so the override restores the global queue there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -307,6 +307,7 @@ class _Incremental:
     offs: np.ndarray     # edges x coflows: bytes counted before a switch restart
     sizes: np.ndarray    # the column sums of local + offs (global sizes)
     has_offs: bool = False
-    q: np.ndarray | None = None      # the last round's queues
-    prio: np.ndarray | None = None   # edges x coflows: override priority (-1: none)
-    ovr: dict | None = None          # edge -> {cid: prio}: dicts never changed once handed out
+    q: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # last queues
+    prio: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    #: edges x coflows: override priority (-1: none)
+    ovr: dict = field(default_factory=dict)  # edge -> {cid: prio}: never changed once handed out
