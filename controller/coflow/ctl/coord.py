@@ -275,12 +275,15 @@ class DclasCoordinator:
             ii, jj = np.nonzero(new != st.prio[:, cols])
             for i, j in zip(ii.tolist(), jj.tolist()):
                 cells.setdefault(i, {})[int(cols[j])] = int(new[i, j])
-        if rows:
+        if rows:   # the observed rows: only the demoted columns can hold an override (the
+            # others' were -1 and stay so, or moved with their queue: done above)
             ri = np.asarray(rows, dtype=np.int64)
-            new = self._want_prio(q, st.local[ri])
-            ii, jj = np.nonzero(new != st.prio[ri])
-            for i, j in zip(ii.tolist(), jj.tolist()):
-                cells.setdefault(rows[i], {})[j] = int(new[i, j])
+            dem = np.flatnonzero(q > 1)
+            if dem.size:
+                new = self._want_prio(q[dem], st.local[np.ix_(ri, dem)])
+                ii, jj = np.nonzero(new != st.prio[np.ix_(ri, dem)])
+                for i, j in zip(ii.tolist(), jj.tolist()):
+                    cells.setdefault(rows[i], {})[int(dem[j])] = int(new[i, j])
         st.q = q
         changed = []
         for i, cs in cells.items():
