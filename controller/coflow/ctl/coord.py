@@ -74,6 +74,7 @@ class DclasCoordinator:
         self._dirty_rows: set = set()
         self.epoch = 0  # bumps whenever ``last`` loses entries (switch or slot reset)
         self._inc: _Incremental | None = None  # round_incremental's state (None: rebuild)
+        self._seen: dict = {}   # switch -> its readings observed since the last round
 
     # inputs ------------------------------------------------------------------------------
     def observe(self, switch: str, counts: dict) -> None:
@@ -82,12 +83,23 @@ class DclasCoordinator:
         for slot, b in counts.items():
             last[(switch, slot)] = int(b)
         self._dirty_rows.add(switch)
+        # the incremental round rebuilds the row from this reading when it covers every slot
+        # (``last`` then holds exactly these values for the switch's row)
+        prev = self._seen.get(switch)
+        self._seen[switch] = counts if prev is None else {**prev, **counts}
+
+    def local_changed(self, switch: str) -> None:
+        """``last`` of ``switch`` was changed other than by :meth:`observe` (a rounding to a
+        coarser report step): its row is rebuilt from ``last``."""
+        self._dirty_rows.add(switch)
+        self._seen.pop(switch, None)
 
     def switch_reset(self, switch: str) -> None:
         """The switch lost its counters (restarted, or the pipeline was pushed again)."""
         for key in [k for k in self.last if k[0] == switch]:
             self.offset[key] = self.offset.get(key, 0) + self.last.pop(key)
         self._dirty_rows.add(switch)
+        self._seen.pop(switch, None)
         self.epoch += 1
 
     def slot_reset(self, slot: int) -> None:
@@ -97,6 +109,7 @@ class DclasCoordinator:
                 del d[key]
         self._mat = None
         self._inc = None
+        self._seen = {}
         self.epoch += 1
 
     def forget(self, cid) -> None:
@@ -146,6 +159,7 @@ class DclasCoordinator:
                     if e in self._dirty_rows:
                         local[i] = [last.get((e, s), 0) for s in sl]
         self._dirty_rows = set()
+        self._seen = {}
         if off:
             offs = np.array([[off.get((e, s), 0) for s in sl] for e in edges], dtype=np.int64) \
                 .reshape(len(edges), len(cids))
@@ -230,6 +244,7 @@ class DclasCoordinator:
         st = self._inc
         last, off = self.last, self.offset
         dirty, self._dirty_rows = self._dirty_rows, set()
+        seen, self._seen = self._seen, {}
         self._mat = None    # the full path's matrix no longer follows the dirty rows
         if st is None or st.edges != key_e or st.slots != key_s or st.cids != cids:
             sl = key_s
@@ -238,16 +253,21 @@ class DclasCoordinator:
             offs = np.array([[off.get((e, s), 0) for s in sl] for e in edges], dtype=np.int64) \
                 .reshape(len(edges), len(cids))
             st = _Incremental(key_e, key_s, cids, {e: i for i, e in enumerate(edges)}, local, offs,
-                              (local + offs).sum(axis=0))
+                              (local + offs).sum(axis=0), set(key_s))
             rows = None
         else:
             rows = sorted(st.row[e] for e in dirty if e in st.row)
             if rows:
                 ri = np.asarray(rows, dtype=np.int64)
                 before = st.local[ri].sum(axis=0) + st.offs[ri].sum(axis=0)
+                need = st.slot_set
                 for i in rows:
                     e = key_e[i]
-                    st.local[i] = [last.get((e, s), 0) for s in key_s]
+                    c = seen.get(e)
+                    if c is not None and c.keys() >= need:   # this reading is the whole row
+                        st.local[i] = list(map(c.__getitem__, key_s))
+                    else:
+                        st.local[i] = [last.get((e, s), 0) for s in key_s]
                     if off:
                         st.offs[i] = [off.get((e, s), 0) for s in key_s]
                     elif st.has_offs:
@@ -309,6 +329,7 @@ class _Incremental:
     local: np.ndarray    # edges x coflows: last raw counts
     offs: np.ndarray     # edges x coflows: bytes counted before a switch restart
     sizes: np.ndarray    # the column sums of local + offs (global sizes)
+    slot_set: set        # the slots, as a set
     has_offs: bool = False
     q: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # last queues
     prio: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))

@@ -289,7 +289,7 @@ class DigestRounds:
         co, st = self.coarsened, self.steps
         for key in [k for k in coord.last if k[1] in co]:
             coord.last[key] = quantise(coord.last[key], st[key[1]])
-            coord._dirty_rows.add(key[0])
+            coord.local_changed(key[0])
         self.coarsened = set()
 
     #: slots whose step may grow in one round (x edges entries written)
