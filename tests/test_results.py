@@ -298,3 +298,27 @@ def test_scale_digest_view_pairs_poll_and_digest(tmp_path):
             "4.00 / 6.00 / 2.00 | 0.10 / 0.50 / 3.20 | 39 / 40 | 0.50 / 0.60 |") in out
     assert out.count("| dclas") == 1
     assert R.VIEWS[("scale", "digest")] is R.render_scale_digest
+
+
+def test_scale_incremental_view_pairs_each_path_with_its_full_round(tmp_path):
+    """D-CLAS's incremental round against its full round (issue 29): `push` beside `full`,
+    `poll` beside `pollfull`, `digest` beside `digestfull`, with phases and the incremental /
+    full ratios (median wall, median CPU); a path without its full round is left out."""
+    def row(v, med, cpu, comp, edges=1024):
+        return {"mode": "dclas", "round": "steady", "variant": v, "edges": edges, "coflows": 100,
+                "switch": "emulated", "median_ms": med, "p99_ms": med * 2, "cpu_median_ms": cpu,
+                "read_median_ms": 1.0, "compute_median_ms": comp, "write_median_ms": 0.5,
+                "updates_per_round": 0.0}
+    res = {"rows": [row("push", 3.0, 4.0, 1.0), row("full", 6.0, 5.0, 2.0),
+                    row("poll", 2.0, 2.0, 0.5), row("pollfull", 4.0, 8.0, 1.0),
+                    row("digest", 1.0, 1.0, 0.1, edges=8)], "loadavg_start": [1.0, 1.0, 1.0]}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(res))
+    s = R.summarize_scale(res, str(p), "bench")
+    out = R.render_scale_incremental(s)
+    assert ("| dclas steady | 1,024 | 100 | emulated | push | 6.00 / 12.00 / 5.00 | 1.00 / 2.00 / 0.50 | "
+            "3.00 / 6.00 / 4.00 | 1.00 / 1.00 / 0.50 | 0 | 0.50 / 0.80 |") in out
+    assert ("| dclas steady | 1,024 | 100 | emulated | poll | 4.00 / 8.00 / 8.00 | 1.00 / 1.00 / 0.50 | "
+            "2.00 / 4.00 / 2.00 | 1.00 / 0.50 / 0.50 | 0 | 0.50 / 0.25 |") in out
+    assert out.count("| dclas") == 2   # digest at 8 edges has no digestfull: left out
+    assert R.VIEWS[("scale", "incremental")] is R.render_scale_incremental
