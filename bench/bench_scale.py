@@ -17,6 +17,8 @@ process's CPU time):
   next threshold, so each round demotes 5 coflows (override writes on every edge that needs one);
 - ``dclas`` ``busy``: before each round every edge's counters of every coflow grow (below Q1: no
   demotion), so every edge's answer changes (what the skip of unchanged answers cannot save);
+- ``dclas`` ``steady_demoted``: steady rounds after the demotions (most coflows demoted, an
+  override each on nearly every edge);
 - ``sebf`` ``progress``: 5 coflows report bytes sent on 20 flows (the API's Update); the round
   reads the closed loop's counters (``flow_bytes`` of every edge with meters), recomputes SEBF
   and writes the meters whose rate moved;
@@ -391,6 +393,9 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
         # every round demotes 5 coflows one level (7 at most): counted and uncounted rounds
         nd = min(rounds, len(cids) * 7 // 5 // len(variants) * (BLOCK - 1) // BLOCK)
         out["demotions"] = run_rounds(ctl, "demotions", nd, variants, pids, demote)
+        # steady again, now that the demotions left most coflows demoted with an override on
+        # nearly every edge (the case where a full D-CLAS round is O(edges x overrides))
+        out["steady_demoted"] = run_rounds(ctl, "steady_demoted", rounds, variants, pids)
         rss = sum(proc_rss_mb(p) for p in pids)
         for scen, per in out.items():
             for v, s in per.items():
