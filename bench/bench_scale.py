@@ -994,6 +994,8 @@ def main(argv=None) -> int:
     if have_bmv2:
         log("idle BMv2 cost")
         res["bmv2_idle"] = idle_bmv2_cost()
+    elif args.bmv2_max <= 0:
+        log("--bmv2-max 0: emulated switches only")
     else:
         log("simple_switch_grpc not found: emulated switches only")
     if "dclas" in modes:
