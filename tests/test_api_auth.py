@@ -216,5 +216,7 @@ def test_malformed_apps_files(tmp_path, doc, msg):
 def test_new_token_matches_its_hash():
     t, h = new_token()
     assert len(t) >= 40 and h == token_hash(t)
+    # never read as an option on a command line (1 in 64 drew a leading "-" before)
+    assert not any(new_token()[0].startswith("-") for _ in range(2000))
     ids = Identities.parse({"format": "coflow-apps/1", "apps": [{"name": "x", "token_sha256": h}]})
     assert ids.authenticate([("authorization", f"Bearer {t}")]).name == "x"

@@ -66,7 +66,8 @@ def _history(seed: int, rounds: int = 40, params: DclasParams | None = None):
                     c.seed_queue(cid, q)
             elif x < 0.79:   # an edge joins or leaves
                 if len(edges) > 2 and rng.random() < 0.5:
-                    edges = [e for e in edges if e != rng.choice(edges)]
+                    drop = rng.choice(edges)   # one edge (a choice per element could drop them all)
+                    edges = [e for e in edges if e != drop]
                 else:
                     edges = sorted(set(edges) | {rng.choice(EDGES + ["e6", "e7"])})
                 prev_ovr = None

@@ -61,9 +61,13 @@ def token_hash(token: str) -> str:
 
 
 def new_token() -> tuple[str, str]:
-    """(a fresh token, its SHA-256 for the apps file)."""
-    t = secrets.token_urlsafe(32)
-    return t, token_hash(t)
+    """(a fresh token, its SHA-256 for the apps file). URL-safe base64 of 32 random bytes that
+    never starts with "-" (a command line would read such a token as an option: `--token -x...`
+    failed one time in 64), redrawn until it does not."""
+    while True:
+        t = secrets.token_urlsafe(32)
+        if not t.startswith("-"):
+            return t, token_hash(t)
 
 
 class Identities:
