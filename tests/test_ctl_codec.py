@@ -58,24 +58,9 @@ def test_add_updates_equals_encode_on_random_entities(codec):
     """Every entity kind the controller writes, random values (zeros included: proto3 omits
     zero scalars but keeps set submessages and oneof members), as INSERT, MODIFY and DELETE;
     each round trips through decode."""
-    from coflow import topology as T
     from coflow.dataplane.pb import p4runtime_pb2 as pb
-    from coflow.params import DclasParams
     rng = random.Random(11)
-    s = TR.CtlSettings()
-    t = T.fattree(4)
-    ents = [e for ents in TR.static_state(t, T.routes(t), "dclas", DclasParams(K=8)).values()
-            for e in ents]
-    for _ in range(200):
-        cid = (rng.choice([0, 1, rng.randrange(1 << 32)]), rng.randrange(256))
-        ents += [TR.override_entity(cid, rng.randrange(8)),
-                 TR.slot_entity(cid, rng.choice([0, rng.randrange(512)])),
-                 M.TableEntry(M.T_FLOW_METER, (("external_id", cid[0]), ("internal_id", cid[1]),
-                                               ("ipv4_dst", rng.randrange(1 << 32)),
-                                               ("ipv4_src", rng.choice([0, rng.randrange(1 << 32)]))),
-                              M.A_SET_METER, (("index", rng.choice([0, rng.randrange(4096)])),)),
-                 TR.meter_config(rng.choice([0, rng.randrange(4096)]), rng.choice([0, rng.random() * 1e9]), s),
-                 M.CounterReset(M.C_COFLOW_BYTES, rng.choice([0, rng.randrange(1024)]))]
+    ents = _random_entities(rng)
     ops = [M.Op(rng.choice(["INSERT", "MODIFY", "DELETE"]), e) for e in ents]
     req = pb.WriteRequest(device_id=42)
     req.election_id.high, req.election_id.low = 1, 10
