@@ -95,6 +95,10 @@ struct local_metadata_t {
     /* flow identity */
     bit<16>      l4_sport;
     bit<16>      l4_dport;
+    /* ECMP (routing.p4): this switch's hash window, the 5-tuple's hash, the selector's key */
+    bit<8>       ecmp_shift;
+    bit<32>      flow_hash;
+    bit<16>      ecmp_key;
     /* coflow state */
     bit<32>      slot;
     bit<1>       slot_assigned;
