@@ -147,6 +147,7 @@ def test_fifo_lm_coordination_from_counters(switches):
 
 def test_two_controllers_arbitration(switches):
     from coflow import topology as T
+    from coflow.ctl import model as M
     from coflow.dataplane.p4rt import P4RuntimeError
     t = offset_ids(T.bigswitch(2))
     addrs, _ = switches(t)
@@ -158,14 +159,17 @@ def test_two_controllers_arbitration(switches):
         with pytest.raises(P4RuntimeError) as err:
             backup.agents["s0"].client.write_counter("coflow_bytes", 1, 0, 0)
         assert err.value.code == "PERMISSION_DENIED"
-        cfg = lambda: dict(primary.agents["s0"].read_state().of_kind("default")[0].params)["mode"]
+        def mode_of(state):
+            (c,) = [d for d in state.of_kind("default") if d.table == M.T_CONFIG]
+            return dict(c.params)["mode"]
+        cfg = lambda: mode_of(primary.agents["s0"].read_state())
         assert cfg() == 1  # the primary's mode (dclas)
         primary.stop()
         assert wait_for(lambda: backup.agents["s0"].state == "master", 3.0)
         assert wait_for(lambda: backup.agents["s0"].actual is not None
-                        and dict(backup.agents["s0"].actual.of_kind("default")[0].params)["mode"] == 0)
+                        and mode_of(backup.agents["s0"].actual) == 0)
         got = backup.agents["s0"].read_state()
-        assert dict(got.of_kind("default")[0].params)["mode"] == 0  # fair: the new primary's
+        assert mode_of(got) == 0  # fair: the new primary's
         assert backup.agents["s0"].pipeline_pushes == 0  # same pipeline: kept, not re-pushed
     finally:
         primary.stop()

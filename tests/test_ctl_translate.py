@@ -56,7 +56,7 @@ def test_port_roles_fabric_only(ft):
 def test_config_and_thresholds(ft):
     _, st = ft
     e0 = M.SwitchState.of(st["e0"])
-    (cfg,) = e0.of_kind("default")
+    (cfg,) = [d for d in e0.of_kind("default") if d.table == M.T_CONFIG]
     assert dict(cfg.params) == {"mode": 1, "fair_prio": 4, "heavy_bytes": (1 << 64) - 1, "fifo_base": 0,
                                 "managed": 1, "slot_idle_epochs": SLOT_IDLE_EPOCHS}
     th = sorted(e0.table(M.T_DCLAS), key=lambda e: dict(e.match)["bytes"])
@@ -65,6 +65,23 @@ def test_config_and_thresholds(ft):
     assert dict(th[1].match)["bytes"] == (10 * MB, 100 * MB - 1) and dict(th[1].params)["prio"] == 6
     assert dict(th[7].match)["bytes"] == (10 ** 7 * MB, (1 << 64) - 1) and dict(th[7].params)["prio"] == 0
     assert len(th) == 8
+
+
+def test_ecmp_window_per_layer(ft):
+    """Each switch's ECMP hash window is its layer's (routing.p4): fat-tree edges 0, aggregations
+    8, cores 16; a leaf-spine's leaves 0 and spines 8. Consecutive layers never share one (the
+    fat-tree's polarization: tests/test_ctl_live_ecmp.py)."""
+    t, st = ft
+    want = {"e": 0, "a": 8, "c": 16}
+    for sw in t.switches:
+        (w,) = [d for d in M.SwitchState.of(st[sw.name]).of_kind("default")
+                if d.table == M.T_ECMP_WINDOW]
+        assert w.action == M.A_ECMP_WINDOW and dict(w.params) == {"shift": want[sw.name[0]]}, sw.name
+    ls = T.leafspine(2, 2, 2)
+    assert T.layers(ls) == {"l0": 0, "l1": 0, "s0": 1, "s1": 1}
+    assert [TR.ecmp_shift(n) for n in range(5)] == [0, 8, 16, 0, 8]
+    with pytest.raises(ValueError, match="0, 8 or 16"):
+        TR.ecmp_window_entity(4)
 
 
 def test_control_segments_class(ft):
@@ -102,7 +119,9 @@ def test_the_controller_config_says_a_controller_is_in_charge(mode):
     t = T.leafspine(2, 2, 2)
     st = TR.static_state(t, T.routes(t), mode, DclasParams(K=8), slot_idle_epochs=3)
     for sw in t.switches:
-        (cfg,) = M.SwitchState.of(st[sw.name]).of_kind("default")
+        d = {x.table: x for x in M.SwitchState.of(st[sw.name]).of_kind("default")}
+        assert set(d) == {M.T_CONFIG, M.T_ECMP_WINDOW}
+        cfg = d[M.T_CONFIG]
         assert cfg.table == M.T_CONFIG and cfg.action == M.A_SET_CONFIG
         assert dict(cfg.params)["managed"] == 1 and dict(cfg.params)["slot_idle_epochs"] == 3
     assert dict(TR.config_entity(mode, target="tofino").params)["managed"] == 1
@@ -124,11 +143,11 @@ def test_controller_desired_state_sets_the_flag_and_the_p4info_takes_it():
                    settings={"slot_idle_epochs": "5"})
     try:
         for name, state in c._static().items():
-            (cfg,) = state.of_kind("default")
+            d = {x.table: x for x in state.of_kind("default")}
+            cfg, win = d[M.T_CONFIG], d[M.T_ECMP_WINDOW]
             assert dict(cfg.params)["managed"] == 1 and dict(cfg.params)["slot_idle_epochs"] == 5
-            ent = c.codec.encode(cfg)
-            got = c.codec.decode(ent)
-            assert got == cfg, name
+            for d in (cfg, win):
+                assert c.codec.decode(c.codec.encode(d)) == d, name
     finally:
         c.stop()
 

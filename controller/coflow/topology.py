@@ -292,6 +292,19 @@ def routes(t: Topology) -> dict[str, list[Route]]:
     return out
 
 
+def layers(t: Topology) -> dict[str, int]:
+    """Each switch's layer: its hop distance from the nearest switch with hosts (edges 0; a
+    fat-tree's aggregations 1 and cores 2; a leaf-spine's spines 1). A switch no host reaches
+    is layer 0."""
+    adj = _adjacency(t)
+    out = {s.name: None for s in t.switches}
+    for home in {h.switch for h in t.hosts}:
+        for name, d in _distances(adj, home).items():
+            if out[name] is None or d < out[name]:
+                out[name] = d
+    return {name: d or 0 for name, d in out.items()}
+
+
 def paths(t: Topology, src: str, dst: str, table: dict[str, list[Route]] | None = None) -> list[list[str]]:
     """Every switch path a packet from host ``src`` to host ``dst`` can take by following the
     route table (all ECMP choices)."""

@@ -256,6 +256,12 @@ class P4RuntimeTest(BaseTest):
                                                group_id=self._group_id))
         return self._group_id
 
+    def set_ecmp_window(self, shift: int):
+        """The switch's ECMP hash window (routing.p4): the selector hashes bits
+        [shift + 15 : shift] of the 5-tuple's CRC-32."""
+        self.p4rt.modify(self.p4rt.table_entry("ecmp_window", default=True,
+                                               action="set_ecmp_window", params={"shift": shift}))
+
     def set_config(self, mode: int = pk.MODE_DCLAS, fair_prio: int = 4,
                    heavy_bytes: int = (1 << 64) - 1, fifo_base: int = 0, managed: int = 0,
                    slot_idle_epochs: int = SLOT_IDLE_EPOCHS):

@@ -25,6 +25,7 @@ from typing import Iterable, NamedTuple, Union
 T_PORT_ROLE = "CoflowIngress.config.port_role"
 T_CONFIG = "CoflowIngress.config.pipeline_config"
 T_ROUTING = "CoflowIngress.routing.routing_v4"
+T_ECMP_WINDOW = "CoflowIngress.routing.ecmp_window"   # the switch's ECMP hash window
 T_SLOT = "CoflowIngress.coflow_counter.coflow_slot"
 T_DCLAS = "CoflowIngress.dclas.dclas_thresholds"
 T_OVERRIDE = "CoflowIngress.override.coflow_override"
@@ -35,6 +36,7 @@ T_REPORT = "CoflowIngress.report.report_step"   # report digests' steps (ctl/dig
 A_SET_ROLE = "CoflowIngress.config.set_role"
 A_SET_CONFIG = "CoflowIngress.config.set_config"
 A_NEXT_HOP = "CoflowIngress.routing.set_next_hop"
+A_ECMP_WINDOW = "CoflowIngress.routing.set_ecmp_window"
 A_SET_SLOT = "CoflowIngress.coflow_counter.set_slot"
 A_DCLAS_QUEUE = "CoflowIngress.dclas.set_queue"
 A_OVERRIDE_QUEUE = "CoflowIngress.override.set_queue"
@@ -57,7 +59,7 @@ M_FLOW = "CoflowIngress.flow_meter.flow_meters"
 # Tables whose entries the controller owns entirely: anything else found there is deleted.
 MANAGED_TABLES = (T_PORT_ROLE, T_ROUTING, T_SLOT, T_DCLAS, T_OVERRIDE, T_UNTAGGED, T_FLOW_METER,
                   T_ECN_PORT, T_REPORT)
-DEFAULT_TABLES = (T_CONFIG,)  # tables whose default action the controller writes
+DEFAULT_TABLES = (T_CONFIG, T_ECMP_WINDOW)  # tables whose default action the controller writes
 
 Params = tuple  # ((name, int), ...) sorted by name
 

@@ -30,6 +30,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..params import DclasParams, HW_QUEUES, hw_priority
+from ..topology import layers
 from ..tofino.target import BMV2, Target, get_target  # noqa: F401 (the targets, by name)
 from . import model as M
 
@@ -295,6 +296,24 @@ def routing_entities(switch, routes) -> list:
     return list(out_members.values()) + list(out_groups.values()) + out_routes
 
 
+ECMP_WINDOW_BITS = 16   # the selector's key: a 16-bit window of the 5-tuple's CRC-32
+ECMP_WINDOW_STEP = 8    # windows at bits 0, 8, 16 (routing.p4)
+
+
+def ecmp_shift(layer: int) -> int:
+    """The hash window of a switch in ``layer`` (topology.layers): 0, 8, 16, 0, ... A flow's
+    choice at one layer is then independent of its choice at the next: with one hash for all,
+    a fat-tree's aggregation repeats the edge's member index and half the cores idle
+    (routing.p4, "ECMP polarization")."""
+    return ECMP_WINDOW_STEP * (layer % (1 + (32 - ECMP_WINDOW_BITS) // ECMP_WINDOW_STEP))
+
+
+def ecmp_window_entity(shift: int) -> M.DefaultAction:
+    if shift not in (0, 8, 16):
+        raise ValueError(f"ECMP window shift must be 0, 8 or 16, got {shift!r}")
+    return M.DefaultAction(M.T_ECMP_WINDOW, M.A_ECMP_WINDOW, M.params(shift=shift))
+
+
 def config_entity(mode: str, fair_prio: int = 4, heavy_bytes: int = NO_HEAVY,
                   fifo_base: int = 0, target: Target | str = BMV2,
                   slot_idle_epochs: int = SLOT_IDLE_EPOCHS) -> M.DefaultAction:
@@ -354,15 +373,17 @@ def static_state(topo, routes: Mapping[str, list], mode: str, dclas: DclasParams
                  control_prio: int = HW_QUEUES - 1, control_max_len: int = CONTROL_MAX_LEN,
                  target: Target | str = BMV2, slot_idle_epochs: int = SLOT_IDLE_EPOCHS,
                  ecn_threshold_bytes: int = 0, link_mbps: float = 10.0) -> dict:
-    """Per switch: routing (members, ECMP groups, LPM), port roles (switch-facing ports are
+    """Per switch: routing (members, ECMP groups, LPM, the ECMP hash window of its layer), port roles (switch-facing ports are
     fabric; unlisted ports are edges), the pipeline config, the D-CLAS thresholds, the
     control-segment class of untagged TCP (:func:`control_class_entities`) and ECN marking
     (:func:`ecn_entities`)."""
     out = {}
     cfg = config_entity(mode, fair_prio, heavy_bytes, fifo_base, target, slot_idle_epochs)
     thresholds = dclas_entities(dclas, target) + control_class_entities(control_prio, control_max_len)
+    layer = layers(topo)
     for sw in topo.switches:
         ents = routing_entities(sw, routes.get(sw.name, []))
+        ents.append(ecmp_window_entity(ecmp_shift(layer[sw.name])))
         ents += [M.TableEntry(M.T_PORT_ROLE, (("ingress_port", p),), M.A_SET_ROLE,
                               M.params(role=0)) for p in topo.fabric_ports(sw.name)]
         ents.append(cfg)
