@@ -39,6 +39,12 @@
 #include "include/control/queue_stats.p4"
 #include "include/control/ecn_marker.p4"
 
+/* The TM's queue id in a container of its own. bf-p4c zero-initializes qid in routing_v4's
+ * actions (stamp writes it under a condition) and, with routing two steps down the pipe
+ * (the ECMP window), shared its container with meta.fair_prio, which the class decision
+ * reads later: its own check then stops ("Compiler Bug: Metadata initialization analysis
+ * incorrect. Live ranges between tbl_coflow_tna111 and routing_routing_v4 overlap"). */
+@pa_no_overlay("ingress", "ig_intr_md_for_tm.qid")
 control CoflowIngress(inout headers_t hdr,
                       inout ingress_metadata_t meta,
                       in ingress_intrinsic_metadata_t ig_intr_md,
@@ -70,11 +76,16 @@ control CoflowIngress(inout headers_t hdr,
         sanity.apply(hdr, meta, ig_prsr_md);
         config.apply(hdr, meta, ig_intr_md);
         routing.apply(hdr, meta, ig_tm_md);         /* a miss sets meta.route_miss */
-        /* forward: no drop so far; decide: a tagged packet is decided at an edge port,
-         * or where no edge has decided yet (metadata bits: bf-p4c takes no bool locals
-         * computed from several fields) */
-        if (meta.drop_reason == DropReason_t.NONE && meta.route_miss == 0) {
-            meta.forward = 1;
+        /* forward: no drop so far; decide: a tagged packet sanity passed is decided at an
+         * edge port, or where no edge has decided yet (metadata bits: bf-p4c takes no bool
+         * locals computed from several fields). decide leaves routing's miss out: routing
+         * waits two steps for its ECMP window (routing.p4), and decide must not wait for it
+         * (it gates the owner register, on the longest chain); each state change tests
+         * route_miss == 0 itself, so an unrouted packet changes nothing, as on v1model. */
+        if (meta.drop_reason == DropReason_t.NONE) {
+            if (meta.route_miss == 0) {
+                meta.forward = 1;
+            }
             if (hdr.coflow_opt.isValid()
                 && (meta.role == PortRole_t.EDGE || hdr.coflow_opt.stamped == 0)) {
                 meta.decide = 1;
@@ -86,7 +97,8 @@ control CoflowIngress(inout headers_t hdr,
         }
         coflow_counter.apply(hdr, meta);    /* counts only if decide */
         report.apply(hdr, meta, ig_dprsr_md);   /* digest_type on a report boundary */
-        if (meta.decide == 1 && meta.role == PortRole_t.EDGE && meta.mode == Mode_t.RATE) {
+        if (meta.decide == 1 && meta.route_miss == 0
+            && meta.role == PortRole_t.EDGE && meta.mode == Mode_t.RATE) {
             flow_meter.apply(hdr, meta);            /* RED sets meta.meter_red */
         }
 

@@ -81,7 +81,7 @@ TNA_BYTES_UNIT_SHIFT = 6                          # byte registers count 64-byte
 TNA_DCLAS_KEY_SHIFT = 12                          # D-CLAS range key = units[31:12]
 TNA_DCLAS_KEY_BITS = 32 - TNA_DCLAS_KEY_SHIFT     # 20 bits: 5 PHV nibbles
 TNA_UNITS_MAX = (1 << 32) - 1                     # a saturated byte register
-TNA_ECMP_HASH_BITS = 16                           # ECMP selector hash: CRC-32, low 16 bits
+TNA_ECMP_HASH_BITS = 16                           # ECMP selector hash: IDENTITY of the 16-bit window
 TNA_ECMP_MAX_GROUP_SIZE = 64
 TNA_ECMP_GROUPS = 1024 // TNA_ECMP_MAX_GROUP_SIZE  # ECMP_SELECTOR_SIZE / max group size
 ETH_HEADER_BYTES = 14                             # frame bytes = IPv4 total length + 14

@@ -90,6 +90,10 @@ struct ingress_metadata_t {
     bit<32>         epoch;            /* slot age clock: clock_wraps + ts_clock */
     bit<16>         l4_sport;
     bit<16>         l4_dport;
+    /* ECMP (routing.p4): this switch's hash window, the selector's key */
+    bit<8>          ecmp_shift;
+    bit<32>         flow_hash;        /* CRC-32 of the 5-tuple */
+    bit<16>         ecmp_key;         /* (bit<16>)(flow_hash >> ecmp_shift) */
     /* sanity: "a > b" as a |-| b != 0, operands of one size */
     bit<4>          ihl;              /* hdr.ipv4.ihl, copied by the parser */
     bit<16>         len_short;        /* IHL*4 |-| total_len: != 0 is malformed */

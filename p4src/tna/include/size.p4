@@ -56,7 +56,7 @@
 #define IPV4_MIN_HEADER_BYTES 20
 #define IPV4_OPT_MIN_LEN 2                                  /* type + length */
 
-#define TNA_ECMP_HASH_BITS 16                               /* selector hash: CRC-32, low bits */
+#define TNA_ECMP_HASH_BITS 16                               /* selector hash: IDENTITY of the window */
 #define TNA_ECMP_MAX_GROUP_SIZE 64
 #define TNA_ECMP_GROUPS (ECMP_SELECTOR_SIZE / TNA_ECMP_MAX_GROUP_SIZE)
 

@@ -173,7 +173,7 @@ control CoflowCounter(inout headers_t hdr,
                                + (ETH_HEADER_BYTES + (1 << (TNA_BYTES_UNIT_SHIFT - 1)));
             coflow_slot.apply();
         }
-        if (meta.decide == 1) {
+        if (meta.decide == 1 && meta.route_miss == 0) {
             slot_outcome_t outcome;
             if (meta.slot_assigned == 1) {
                 outcome = owner_claim.execute(meta.slot);

@@ -75,7 +75,8 @@ control Report(inout headers_t hdr,
         if (hdr.coflow_opt.isValid()) {
             report_step.apply();
         }
-        if (meta.decide == 1 && meta.slot_assigned == 1 && meta.report_on == 1) {
+        if (meta.decide == 1 && meta.route_miss == 0
+            && meta.slot_assigned == 1 && meta.report_on == 1) {
             if (meta.slot_restart == 1) {
                 meta.report_after = units_restart.execute(meta.slot);
             } else {
