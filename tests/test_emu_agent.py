@@ -176,6 +176,7 @@ def test_mark_restarts_the_tcp_counters():
     counts only the connection opened after the mark (a warm-up's handshakes are not the
     mode's)."""
     h = _Agent()
+    before = A.tcp_counters()["ActiveOpens"]
 
     async def main():
         await h.start()
@@ -190,11 +191,14 @@ def test_mark_restarts_the_tcp_counters():
         await h.quit()
 
     asyncio.run(main())
+    # the counters are the network namespace's: connections other processes opened meanwhile
+    # (a loaded machine) are noise, bounded by what the kernel counted over the whole test
+    noise = A.tcp_counters()["ActiveOpens"] - before - 5
     evs = h.evs()
     (mark,) = [e for e in evs if e["ev"] == "mark"]
     (reset,) = [e for e in evs if e["ev"] == "reset"]
     assert mark["tcp"]["ActiveOpens"] >= 4
-    assert 1 <= reset["tcp"]["ActiveOpens"] <= 3        # the one after the mark (+ noise)
+    assert 1 <= reset["tcp"]["ActiveOpens"] <= 1 + max(2, noise)   # the one after the mark
 
 
 def test_receiver_rejects_a_foreign_connection():
