@@ -94,7 +94,7 @@ class DclasCoordinator:
         self.epoch = 0  # bumps whenever ``last`` loses entries (switch or slot reset)
         self._inc: _Incremental | None = None  # round_incremental's state (None: rebuild)
         self._seen: dict = {}   # switch -> its readings observed since the last round
-        self._offs = None       # the last full round's offsets matrix (None: no offsets)
+        self._offs: np.ndarray | None = None   # the last full round's offsets (None: none)
 
     # inputs ------------------------------------------------------------------------------
     def observe(self, switch: str, counts: dict) -> None:
@@ -347,6 +347,7 @@ class DclasCoordinator:
                     new = senders.get(c, _NONE)
                     old = st.senders[c]
                     if new is not old and frozenset(new) != frozenset(old):
+                        assert st.reg is not None   # senders given: st.reg was built with them
                         st.reg[:, j] = self._registered([c], key_e, {c: new})[:, 0]
                         scols.append(j)
                     st.senders[c] = new
