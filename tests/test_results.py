@@ -334,7 +334,8 @@ def test_scale_placements_kept_apart_and_alledges_against_push(tmp_path):
                 "switch": "emulated", "placement": pl, "median_ms": med, "p99_ms": med * 2,
                 "cpu_median_ms": med, "read_median_ms": 1.0, "compute_median_ms": 2.0,
                 "write_median_ms": med - 3, "updates_per_round": upd,
-                "placement_source": "FB2010-1Hr-150-0.txt" if pl == "fb" else None}
+                "placement_source": "FB2010-1Hr-150-0.txt" if pl == "fb" else None,
+                "sender_edges_mean": 31.3 if pl == "fb" else 1024.0}
     res = {"rows": [row("push", "all", 500.0, 5120), row("alledges", "all", 500.0, 5120),
                     row("push", "fb", 20.0, 150), row("alledges", "fb", 400.0, 5120)],
            "loadavg_start": [1.0, 1.0, 1.0]}
@@ -351,3 +352,4 @@ def test_scale_placements_kept_apart_and_alledges_against_push(tmp_path):
             "coflow sends (`alledges`: on every edge whose local queue differs) | 400.00 / 800.00 / 400.00, "
             "5120 | 20.00 / 40.00 / 20.00, 150 | 0.05 / 0.05 |") in out
     assert "5120 | 500.00 / 1000.00 / 500.00, 5120 | 1.00 / 1.00 |" in out
+    assert "widths from FB2010-1Hr-150-0.txt at 1,024 edges (31.3 sender edges per coflow on average)" in out

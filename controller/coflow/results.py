@@ -384,6 +384,12 @@ def render_scale(s: dict) -> str:
                    f"{_f(r['median_ms'])} | {_f(r['p99_ms'])} | {_f(r['cpu_median_ms'])} | "
                    f"{_f(r.get('read_median_ms'))} / {_f(r.get('compute_median_ms'))} / "
                    f"{_f(r.get('write_median_ms'))} | {_f(r.get('min_delta_ms', r['p99_ms']), '{:.0f}')} |")
+    placed = sorted({(r["edges"], r["placement_source"], r.get("sender_edges_mean")) for r in after
+                     if r.get("placement_source")}, key=lambda x: x[0])
+    if placed:
+        out += ["", "(FB widths): each coflow on as many edges as its FB width, widths from " + "; ".join(
+            f"{src} at {n:,} edges ({_f(m, '{:.1f}')} sender edges per coflow on average)" for n, src, m in placed)
+            + "."]
     base = {(r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]): r
             for r in rows if r.get("variant") == "before"}
     ratios = []

@@ -9,10 +9,12 @@ counter (the same thresholds in the range table); where the local queue differs 
 one, the edge gets a ``coflow_override`` entry with the global queue's priority. A coflow below
 the first threshold needs nothing: every edge's local count is below it too.
 
-Where overrides go (issue 29): only on the edges where the coflow sends. An override acts on
-the coflow's packets that an edge decides (those from its own hosts; a packet from the fabric
-keeps the class its sending edge stamped), so an edge with none of the coflow's senders needs
-none. The edges that get one, when the local queue differs from the global one:
+Where overrides go (issue 29): only on the edges where the coflow sends. An edge decides the
+class of the tagged packets from its own hosts (count, local queue, override) and stamps it in
+the packet (p4src stamp.p4); a packet from the fabric keeps that stamp, which the sending edge's
+override already made the global queue (an override at the receiving edge would set the same
+class again). So an edge with none of the coflow's senders needs none. The edges that get one,
+when the local queue differs from the global one:
 - the edges that have counted the coflow's bytes (local count > 0, or bytes counted before a
   restart of that switch);
 - the edges of its registered flows' senders (``senders``: cid -> the edge switches of its
