@@ -183,18 +183,19 @@ def set_variant(ctl, variant: str) -> None:
     ctl.use_push = pushlike
     # digest (issue 29): the default I/O with D-CLAS on the edges' report digests; poll: the
     # default (push) on the same switches and traffic, its baseline (bench_dclas_digest)
-    if variant in ("digest", "poll", "pollfull", "digestfull"):
+    if variant in ("digest", "poll", "pollfull", "digestfull", "digestall"):
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
         ctl._bench_io = ctl.io
         ctl.skip_unchanged = ctl.use_push = True
         ctl.incremental_read_set = ctl.progress_on_clock = True
-    want_digest = variant in ("digest", "digestfull")
+    want_digest = variant in ("digest", "digestfull", "digestall")
     # full / pollfull / digestfull: push / poll / digest with D-CLAS's full round (every edge
     # and coflow looked at in every round: the code before DclasCoordinator.round_incremental)
     ctl.incremental_coord = variant not in ("full", "pollfull", "digestfull")
     # alledges: push with a demoted coflow's override on every edge whose local queue differs
     # (the rule before overrides went only where the coflow sends; coflow.ctl.coord)
-    ctl.overrides_where_sent = variant != "alledges"
+    # (digestall: the same on report digests, against ``digest``)
+    ctl.overrides_where_sent = variant not in ("alledges", "digestall")
     if getattr(ctl, "digest", None) is not None and want_digest != ctl.use_digest:
         ctl.use_digest = want_digest
         for e in ctl.edges:   # a view the other variant left: the digest path polls first
@@ -566,7 +567,8 @@ def settle(ctl, limit: int = 80) -> int:
     return limit
 
 
-def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, routes_full) -> list:
+def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, routes_full,
+                       variants=None, place: str = "all", trace_path: str = FB_TRACE) -> list:
     """The D-CLAS rounds on the edges' report digests (``digest``) against the default path on
     the same controller, switches and traffic (``poll``: BMv2 polled, the emulated switches'
     pushed counters), alternated in blocks as run_rounds does; D-CLAS thresholds DIGEST_Q1 x
@@ -578,8 +580,11 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
     from coflow.params import DclasParams
     hosts = [h.name for h in topo.hosts]
     reg = CoflowRegistry(hosts)
+    flows, where, source = placement(topo, ncoflows, place, trace_path)
+    sends = {}
     for k in range(ncoflows):
-        reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
+        r = reg.register(flows[k])
+        sends[(r.cid.external, r.cid.internal)] = where[k] if where is not None else None
     # emulated edges beyond 8: Q1 grows with the edges, so that the setup's 64 bytes per coflow
     # and edge stay below it (at 1,024 edges they are 64 KB: every coflow would start demoted
     # and the demotion rounds demote nothing); BMv2's packets need the small Q1
@@ -595,7 +600,7 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
         return []
     startup = start_controller(ctl, routes_full)
     rows = []
-    variants = DIGEST_VARIANTS
+    variants = tuple(variants or DIGEST_VARIANTS)
     try:
         ctl.round()
         slots = dict(ctl.slots.slot)
@@ -603,7 +608,8 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
         by_slot = {slots[c]: c for c in cids}
         traffic = PacketTraffic(ctl, sw.kind, topo.hosts[-1].ip)
         for e in ctl.edges:   # 64 bytes per coflow and edge: 8 x 64 < Q1, nobody demoted yet
-            traffic.to(e, {slots[c]: 64 for c in cids}, by_slot)
+            # (the edges each coflow sends from: all, or its FB width's)
+            traffic.to(e, {slots[c]: 64 for c in cids if sends[c] is None or e in sends[c]}, by_slot)
         drain_digests(ctl)
         set_variant(ctl, "digest")
         ctl.round()
@@ -615,20 +621,23 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
         edges = ctl.edges
 
         def demote(i):
-            e = edges[i % len(edges)]
-            ups = {}
+            ups: dict = {}
             for j in range(5):
                 c = cids[(i * 5 + j) % len(cids)]
                 level[c] = min(level[c] + 1, len(th))
-                ups[slots[c]] = th[level[c] - 1]
-            traffic.to(e, ups, by_slot)
+                e = edges[i % len(edges)] if sends[c] is None else sends[c][i % len(sends[c])]
+                ups.setdefault(e, {})[slots[c]] = th[level[c] - 1]
+            for e, u in ups.items():
+                traffic.to(e, u, by_slot)
         nd = min(rounds, len(cids) * len(th) // 5 // len(variants) * (BLOCK - 1) // BLOCK)
         out["demotions"] = run_rounds(ctl, "demotions", nd, variants, pids, demote)
         for scen, per in out.items():
             for v, s in per.items():
                 rows.append({"mode": "dclas", "round": scen, "variant": v, "edges": len(ctl.edges),
                              "coflows": ncoflows, "coordinated": len(cids), "switch": sw.kind,
-                             "placement": "all",
+                             "placement": place, "placement_source": source,
+                             "sender_edges_mean": statistics.fmean(
+                                 len(ctl.edges) if sends[c] is None else len(sends[c]) for c in cids),
                              "dclas_Q1": q1, "dclas_E": DIGEST_E, "startup_s": startup,
                              "packets_sent": traffic.packets, "settle_rounds": warm,
                              "digest_polls": dict(ctl.digest.polls),
@@ -1036,6 +1045,12 @@ def main(argv=None) -> int:
                          "(each on as many edges as its FB-trace width, --trace; a seeded synthetic "
                          "trace's widths when the trace is missing)")
     ap.add_argument("--trace", default=FB_TRACE, help="the FB trace whose coflow widths place `fb`")
+    ap.add_argument("--digest-variants", default=",".join(DIGEST_VARIANTS),
+                    help="the digest comparison's variants (variant `digest` of --variants runs it): "
+                         "poll, digest, pollfull, digestfull, digestall (digest with overrides on "
+                         "every edge whose local queue differs)")
+    ap.add_argument("--digest-placements", default="all",
+                    help="the digest comparison's placements (as --placements)")
     ap.add_argument("--emu-procs", type=int, default=0,
                     help="emulated-switch server processes (0: one per switch up to --emu-proc-max "
                          "switches, as BMv2 runs one process per switch; 2 beyond)")
@@ -1139,9 +1154,14 @@ def main(argv=None) -> int:
                                 if vd:   # fresh switches: the rounds above left their coflows'
                                     sw.stop()   # counters demoted (nothing would demote here)
                                     addrs = sw.start()
-                                log(f"N={n} {kind} dclas coflows={c}: digest vs poll")
-                                rows += bench_dclas_digest(topo, addrs, sw, c, rounds, args.p4info,
-                                                           args.json, routes_full)
+                                for i, pl in enumerate(x for x in args.digest_placements.split(",") if x):
+                                    if i:
+                                        sw.stop()
+                                        addrs = sw.start()
+                                    log(f"N={n} {kind} dclas coflows={c}: digest vs poll, placement={pl}")
+                                    rows += bench_dclas_digest(
+                                        topo, addrs, sw, c, rounds, args.p4info, args.json, routes_full,
+                                        [x for x in args.digest_variants.split(",") if x], pl, args.trace)
                         elif mode == "sebf":
                             rows = bench_sebf(topo, addrs, sw, c, rounds, vs, args.p4info,
                                               args.json, routes_full)

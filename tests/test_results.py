@@ -337,7 +337,8 @@ def test_scale_placements_kept_apart_and_alledges_against_push(tmp_path):
                 "placement_source": "FB2010-1Hr-150-0.txt" if pl == "fb" else None,
                 "sender_edges_mean": 31.3 if pl == "fb" else 1024.0}
     res = {"rows": [row("push", "all", 500.0, 5120), row("alledges", "all", 500.0, 5120),
-                    row("push", "fb", 20.0, 150), row("alledges", "fb", 400.0, 5120)],
+                    row("push", "fb", 20.0, 150), row("alledges", "fb", 400.0, 5120),
+                    row("digest", "fb", 10.0, 100), row("digestall", "fb", 300.0, 4000)],
            "loadavg_start": [1.0, 1.0, 1.0]}
     p = tmp_path / "s.json"
     p.write_text(json.dumps(res))
@@ -353,3 +354,6 @@ def test_scale_placements_kept_apart_and_alledges_against_push(tmp_path):
             "5120 | 20.00 / 40.00 / 20.00, 150 | 0.05 / 0.05 |") in out
     assert "5120 | 500.00 / 1000.00 / 500.00, 5120 | 1.00 / 1.00 |" in out
     assert "widths from FB2010-1Hr-150-0.txt at 1,024 edges (31.3 sender edges per coflow on average)" in out
+    # digestall is set against digest (not push)
+    assert ("(`digestall`: on every edge whose local queue differs) | 300.00 / 600.00 / 300.00, 4000 | "
+            "10.00 / 20.00 / 10.00, 100 | 0.03 / 0.03 |") in out

@@ -165,14 +165,18 @@ SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "placeme
               "p99_ms", "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms",
               "placement_source", "sender_edges_mean")
 #: bench-scale variants that are the default (push) without one change: variant -> the change
-SCALE_ALONE = ("readall", "reset", "copyrec", "scalarcfg", "alledges")
+SCALE_ALONE = ("readall", "reset", "copyrec", "scalarcfg", "alledges", "digestall")
+#: the variant each of SCALE_ALONE is set against (``push`` unless named here)
+_SCALE_ALONE_BASE = {"digestall": "digest"}
 _SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every round reads)",
                      "reset": "released meters left configured (`reset`: reset at release)",
                      "copyrec": "registry's shared snapshots (`copyrec`: every record copied each round)",
                      "scalarcfg": "moved meters in one vector pass, rewritten only if their config "
                                   "changed (`scalarcfg`: one at a time, all patched)",
                      "alledges": "overrides only on the edges where a coflow sends (`alledges`: on "
-                                 "every edge whose local queue differs)"}
+                                 "every edge whose local queue differs)",
+                     "digestall": "on report digests (`digest`), overrides only on the edges where a "
+                                  "coflow sends (`digestall`: on every edge whose local queue differs)"}
 
 
 #: the digest comparison's variants (bench_scale.bench_dclas_digest): the default path, and
@@ -435,13 +439,14 @@ def render_scale(s: dict) -> str:
                        f"{_f(r['median_ms'])} / {_f(r['p99_ms'])} / {_f(r['cpu_median_ms'])} | "
                        f"{r['median_ms'] / b['median_ms']:.2f} / "
                        f"{r['cpu_median_ms'] / b['cpu_median_ms']:.2f} |")
-    push = {(r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]): r
-            for r in rows if r.get("variant") == "push"}
-    alone = [(r, push[k]) for r in rows if r.get("variant") in SCALE_ALONE
-             for k in [(r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"])] if k in push]
+    with_ = {(r.get("variant"), r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]): r
+             for r in rows if r.get("variant") in ("push", *_SCALE_ALONE_BASE.values())}
+    alone = [(r, with_[k]) for r in rows if r.get("variant") in SCALE_ALONE
+             for k in [(_SCALE_ALONE_BASE.get(r["variant"], "push"), r["mode"], _round_key(r), r["edges"],
+                        r["coflows"], r["switch"])] if k in with_]
     if alone:
-        out += ["", "Each of issue 29's later changes alone: the default (`push`) against the default "
-                "without that change, same run, variants alternated in blocks of rounds "
+        out += ["", "Each of issue 29's later changes alone: the default (`push`; `digest` for "
+                "`digestall`) against it without that change, same run, variants alternated in blocks of rounds "
                 "(updates: per round, all edges):", "",
                 "| round | edges | coflows | switches | change | without: median / p99 / CPU (ms), updates "
                 "| with: median / p99 / CPU (ms), updates | median / CPU ratio |",
