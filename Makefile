@@ -126,13 +126,13 @@ bench-scale-digest: $(VENV)/.installed
 	$(COFLOW) results readme --readme controller/README.md
 
 # issue 29's overrides only where a coflow sends (default, `push`) against on every edge whose
-# local queue differs (`alledges`, the rule before), same run: D-CLAS at 1,024 emulated edges and
+# local queue differs (`alledges`, the rule before), same run: D-CLAS at 128-1,024 emulated edges and
 # at 8 BMv2 edges (polled, and on report digests: `digest` against `digestall`), 100 coflows, both
 # placements (every coflow on every edge; FB-trace widths):
 # results/ctl-scale-senders.json and its table in controller/README.md
 bench-scale-senders: $(VENV)/.installed
 	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
-	$(PY) bench/bench_scale.py --edges 1024 --coflows 100 --modes dclas --bmv2-max 0 \
+	$(PY) bench/bench_scale.py --edges 128,512,1024 --large 128 --coflows 100 --modes dclas --bmv2-max 0 \
 	  --large-variants push,alledges --large-rounds 8 --trace $(FB_TRACE) --out out/bench/bench_scale_senders.json $(SCALE_ARGS)
 	$(PY) bench/bench_scale.py --edges 8 --coflows 100 --modes dclas --bmv2-max 8 --emulated-min 9 \
 	  --variants push,alledges,digest --digest-variants digest,digestall --digest-placements all,fb \

@@ -349,11 +349,11 @@ def test_scale_placements_kept_apart_and_alledges_against_push(tmp_path):
     out = R.render_scale(s)
     assert "| dclas demotions | 1,024 | 100 | emulated | 500.00 |" in out
     assert "| dclas demotions (FB widths) | 1,024 | 100 | emulated | 20.00 |" in out
-    assert ("| dclas demotions (FB widths) | 1,024 | 100 | emulated | overrides only on the edges where a "
-            "coflow sends (`alledges`: on every edge whose local queue differs) | 400.00 / 800.00 / 400.00, "
+    assert ("| dclas demotions (FB widths) | 1,024 | 100 | emulated | overrides only where a coflow sends "
+            "(`alledges`: wherever the local queue differs) | 400.00 / 800.00 / 400.00, "
             "5120 | 20.00 / 40.00 / 20.00, 150 | 0.05 / 0.05 |") in out
     assert "5120 | 500.00 / 1000.00 / 500.00, 5120 | 1.00 / 1.00 |" in out
     assert "widths from FB2010-1Hr-150-0.txt at 1,024 edges (31.3 sender edges per coflow on average)" in out
     # digestall is set against digest (not push)
-    assert ("(`digestall`: on every edge whose local queue differs) | 300.00 / 600.00 / 300.00, 4000 | "
+    assert ("the same on report digests (`digestall` against `digest`) | 300.00 / 600.00 / 300.00, 4000 | "
             "10.00 / 20.00 / 10.00, 100 | 0.03 / 0.03 |") in out

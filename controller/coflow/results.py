@@ -173,10 +173,9 @@ _SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every
                      "copyrec": "registry's shared snapshots (`copyrec`: every record copied each round)",
                      "scalarcfg": "moved meters in one vector pass, rewritten only if their config "
                                   "changed (`scalarcfg`: one at a time, all patched)",
-                     "alledges": "overrides only on the edges where a coflow sends (`alledges`: on "
-                                 "every edge whose local queue differs)",
-                     "digestall": "on report digests (`digest`), overrides only on the edges where a "
-                                  "coflow sends (`digestall`: on every edge whose local queue differs)"}
+                     "alledges": "overrides only where a coflow sends (`alledges`: wherever the "
+                                 "local queue differs)",
+                     "digestall": "the same on report digests (`digestall` against `digest`)"}
 
 
 #: the digest comparison's variants (bench_scale.bench_dclas_digest): the default path, and
