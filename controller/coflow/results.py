@@ -519,17 +519,27 @@ def plot_scale(s: dict, path: str) -> bool:
         lines.setdefault((_scale_label(r), r["coflows"], r["switch"]), []).append((r["edges"], r["median_ms"]))
     if not lines:   # no default-path rows (a digest comparison alone): no curve to plot
         return False
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    placed = any(r.get("placement") not in (None, "all") for r in s["rows"])
+    fig, ax = plt.subplots(figsize=(9.5, 4.5) if placed else (7, 4.5))
+    colors: dict = {}
     for (label, c, sw), pts in sorted(lines.items()):
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if sw == "emulated" else "s--",
+        # one colour per round kind and coflow count; placements (FB widths) dotted, BMv2 squares
+        base = label.replace(" (FB widths)", "")
+        col = colors.setdefault((base, c), f"C{len(colors) % 10}")
+        style = ("s" if sw != "emulated" else "o") + (":" if "(FB widths)" in label else
+                                                      "--" if sw != "emulated" else "-")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=col,
                 label=f"{label}, {c} coflows" + (f" ({sw})" if sw != "emulated" else ""))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("edge switches")
     ax.set_ylabel("round, median (ms)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    if placed:   # many lines: the legend beside the axes
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
