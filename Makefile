@@ -11,7 +11,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 EXTRAS ?= test,p4,ctl,lint,sweep
 
-.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-scale-digest bench-failover clean help results results-emu readme \
+.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-scale-digest bench-scale-senders bench-failover clean help results results-emu readme \
 	shell shell-venv
 
 all: help
@@ -123,6 +123,22 @@ bench-scale-digest: $(VENV)/.installed
 	  --out out/bench/bench_scale_digest.json $(SCALE_ARGS)
 	$(COFLOW) results save --kind scale out/bench/bench_scale_digest.json -o results/ctl-scale-digest.json \
 	  --command "make bench-scale-digest$(if $(SCALE_ARGS), SCALE_ARGS=\"$(SCALE_ARGS)\")"
+	$(COFLOW) results readme --readme controller/README.md
+
+# issue 29's overrides only where a coflow sends (default, `push`) against on every edge whose
+# local queue differs (`alledges`, the rule before), same run: D-CLAS at 128-1,024 emulated edges and
+# at 8 BMv2 edges (polled, and on report digests: `digest` against `digestall`), 100 coflows, both
+# placements (every coflow on every edge; FB-trace widths):
+# results/ctl-scale-senders.json and its table in controller/README.md
+bench-scale-senders: $(VENV)/.installed
+	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
+	$(PY) bench/bench_scale.py --edges 128,512,1024 --large 128 --coflows 100 --modes dclas --bmv2-max 0 \
+	  --large-variants push,alledges --large-rounds 8 --trace $(FB_TRACE) --out out/bench/bench_scale_senders.json $(SCALE_ARGS)
+	$(PY) bench/bench_scale.py --edges 8 --coflows 100 --modes dclas --bmv2-max 8 --emulated-min 9 \
+	  --variants push,alledges,digest --digest-variants digest,digestall --digest-placements all,fb \
+	  --rounds 40 --trace $(FB_TRACE) --append --out out/bench/bench_scale_senders.json $(SCALE_ARGS)
+	$(COFLOW) results save --kind scale out/bench/bench_scale_senders.json -o results/ctl-scale-senders.json \
+	  --command "make bench-scale-senders$(if $(SCALE_ARGS), SCALE_ARGS=\"$(SCALE_ARGS)\")"
 	$(COFLOW) results readme --readme controller/README.md
 
 # controller failover across "machines" on etcd (issue 30): two controllers in namespaces, a

@@ -48,6 +48,15 @@ pushed counters) on one controller with thresholds 1,500 x 2^k, the traffic real
 (which turn a write that crosses a report step into a digest); rounds ``steady`` and
 ``demotions`` as above, rows with variants ``poll`` and ``digest``.
 
+D-CLAS's coflows on the edges (``--placements``, each a controller of its own on fresh
+switches): ``all``, every coflow counted on every edge (a coflow on every rack, the benchmark
+before); ``fb``, each coflow on as many edges as its width in the FB trace (the distinct racks
+of its mappers, drawn with a seeded RNG from ``--trace``; a seeded FB-like synthetic trace's
+widths when the trace is missing; the rows say which in ``placement_source``), one registered
+flow from a host of each. Variant ``alledges``: the default (push) with a demoted coflow's
+override on every edge whose local queue differs (the rule before overrides went only where a
+coflow sends, coflow.ctl.coord).
+
 The closed loop's read of 4,096 ``flow_bytes`` counters per edge (rate modes, wildcard read) is
 measured apart at every N (``closed_loop`` rows), in the same variants.
 
@@ -75,7 +84,11 @@ sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 
-VARIANTS = ("before", "aio", "skip", "after", "push", "full", "digest")
+VARIANTS = ("before", "aio", "skip", "after", "push", "full", "alledges", "digest")
+
+#: the FB trace (not committed: ../shared/traces), whose coflow widths place the ``fb`` placement
+FB_TRACE = os.path.join(ROOT, "..", "shared", "traces", "FB2010-1Hr-150-0.txt")
+PLACEMENT_SEED = 29
 
 
 def pct(xs, q):
@@ -157,7 +170,8 @@ def patient(ctl) -> None:
 def set_variant(ctl, variant: str) -> None:
     from coflow.ctl.aio import RoundIO
     # push and the variants that are push minus one change: the default I/O
-    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec", "scalarcfg", "full")
+    pushlike = variant in ("push", "rebuild", "readall", "reset", "copyrec", "scalarcfg", "full",
+                           "alledges")
     want_aio = variant in ("aio", "after") or pushlike
     if want_aio and ctl.io is None:
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
@@ -169,15 +183,19 @@ def set_variant(ctl, variant: str) -> None:
     ctl.use_push = pushlike
     # digest (issue 29): the default I/O with D-CLAS on the edges' report digests; poll: the
     # default (push) on the same switches and traffic, its baseline (bench_dclas_digest)
-    if variant in ("digest", "poll", "pollfull", "digestfull"):
+    if variant in ("digest", "poll", "pollfull", "digestfull", "digestall"):
         ctl.io = getattr(ctl, "_bench_io", None) or RoundIO()
         ctl._bench_io = ctl.io
         ctl.skip_unchanged = ctl.use_push = True
         ctl.incremental_read_set = ctl.progress_on_clock = True
-    want_digest = variant in ("digest", "digestfull")
+    want_digest = variant in ("digest", "digestfull", "digestall")
     # full / pollfull / digestfull: push / poll / digest with D-CLAS's full round (every edge
     # and coflow looked at in every round: the code before DclasCoordinator.round_incremental)
     ctl.incremental_coord = variant not in ("full", "pollfull", "digestfull")
+    # alledges: push with a demoted coflow's override on every edge whose local queue differs
+    # (the rule before overrides went only where the coflow sends; coflow.ctl.coord)
+    # (digestall: the same on report digests, against ``digest``)
+    ctl.overrides_where_sent = variant not in ("alledges", "digestall")
     if getattr(ctl, "digest", None) is not None and want_digest != ctl.use_digest:
         ctl.use_digest = want_digest
         for e in ctl.edges:   # a view the other variant left: the digest path polls first
@@ -349,15 +367,63 @@ def run_rounds(ctl, scenario, rounds: int, variants, pids, before_round=None, ev
     return out
 
 
-def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, routes_full) -> list:
+def coflow_widths(n: int, trace_path: str = FB_TRACE, seed: int = PLACEMENT_SEED) -> tuple:
+    """``n`` coflow widths (the number of distinct racks its mappers, the senders, sit on),
+    drawn with a seeded RNG from the FB trace's coflows when the trace is there, else from a
+    seeded FB-like synthetic trace (coflow.trace.generate, 150 ports); returns (widths, what
+    they came from)."""
+    import random
+    from coflow import trace as TR
+    if trace_path and os.path.exists(trace_path):
+        tr = TR.read_trace(trace_path)
+        source = os.path.basename(trace_path)
+    else:
+        tr = TR.generate(ncoflows=526, ports=150, seed=seed)
+        source = f"synthetic (coflow.trace.generate, 526 coflows, 150 ports, seed {seed})"
+    widths = [len(set(c.mappers)) for c in tr.coflows]
+    rng = random.Random(seed)
+    return [rng.choice(widths) for _ in range(n)], source
+
+
+def placement(topo, ncoflows: int, how: str, trace_path: str = FB_TRACE) -> tuple:
+    """The coflows' flows and the edges each sends from. ``all``: one registered flow each,
+    every coflow counted on every edge (the benchmark before: a coflow on every rack); ``fb``:
+    coflow k sends from w_k distinct edges (its FB width, at most N; raw rack counts of the
+    trace's 150-rack cluster, not scaled with N: a job's mappers do not grow with the fabric),
+    chosen by a seeded RNG, one registered flow from a host of each. Returns (flows per coflow,
+    sender edges per coflow or None for every edge, what the widths came from)."""
+    import random
+    edges = [s.name for s in topo.edge_switches()]
+    hosts_of = {e: [h.name for h in topo.hosts if h.switch == e] for e in edges}
+    hosts = [h.name for h in topo.hosts]
+    if how == "all":
+        return ([[(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)] for k in range(ncoflows)],
+                None, None)
+    if how != "fb":
+        raise ValueError(f"placement {how!r}: all or fb")
+    widths, source = coflow_widths(ncoflows, trace_path)
+    rng = random.Random(PLACEMENT_SEED + 1)
+    flows, where = [], []
+    for w in widths:
+        es = rng.sample(range(len(edges)), min(w, len(edges)))
+        where.append([edges[i] for i in es])
+        flows.append([(hosts_of[edges[i]][0], hosts_of[edges[(i + 1) % len(edges)]][-1], None) for i in es])
+    return flows, where, source
+
+
+def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, routes_full,
+                place: str = "all", trace_path: str = FB_TRACE) -> list:
     from coflow.api.registry import CoflowRegistry
     from coflow.ctl import model as M
     from coflow.ctl.daemon import Controller
     from coflow.params import MB
     hosts = [h.name for h in topo.hosts]
     reg = CoflowRegistry(hosts)
+    flows, where, source = placement(topo, ncoflows, place, trace_path)
+    sends = {}
     for k in range(ncoflows):
-        reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
+        r = reg.register(flows[k])
+        sends[(r.cid.external, r.cid.internal)] = where[k] if where is not None else None
     ctl = Controller(topo, "dclas", p4info, bmv2_json, addrs, registry=reg,
                      settings={"audit_s": "0", "telemetry_s": "0"}, start_timeout=600)
     startup = start_controller(ctl, routes_full)
@@ -368,7 +434,9 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
         slots = dict(ctl.slots.slot)
         cids = sorted(slots)
         base = {cid: 1000 + slots[cid] for cid in cids}
-        traffic.write_all(M.C_COFLOW_BYTES, {e: {slots[c]: (base[c], 1) for c in cids} for e in ctl.edges})
+        on = {e: [c for c in cids if sends[c] is None or e in sends[c]] for e in ctl.edges}
+        on = {e: cs for e, cs in on.items() if cs}   # the edges each coflow sends from
+        traffic.write_all(M.C_COFLOW_BYTES, {e: {slots[c]: (base[c], 1) for c in cs} for e, cs in on.items()})
         ctl.round()
         pids = sw.pids()
         out = {"steady": run_rounds(ctl, "steady", rounds, variants, pids)}
@@ -377,19 +445,21 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
         def busy(i):
             bump[0] += 1
             traffic.write_all(M.C_COFLOW_BYTES, {e: {slots[c]: (base[c] + 100 * bump[0], 1 + bump[0])
-                                                     for c in cids} for e in ctl.edges})
+                                                     for c in cs} for e, cs in on.items()})
         out["busy"] = run_rounds(ctl, "busy", max(5, rounds // 2), variants, pids, busy)
         level = {c: 0 for c in cids}
         edges = ctl.edges
 
         def demote(i):
-            e = edges[i % len(edges)]
-            ups = {}
+            ups: dict = {}
             for j in range(5):
                 c = cids[(i * 5 + j) % len(cids)]
                 level[c] = min(level[c] + 1, 7)
-                ups[slots[c]] = (int(10 * MB * 10 ** (level[c] - 1)), 1)
-            traffic.write_counters(e, M.C_COFLOW_BYTES, ups)
+                # on one edge (all: edge i; fb: one of the coflow's own sender edges)
+                e = edges[i % len(edges)] if sends[c] is None else sends[c][i % len(sends[c])]
+                ups.setdefault(e, {})[slots[c]] = (int(10 * MB * 10 ** (level[c] - 1)), 1)
+            for e, u in ups.items():
+                traffic.write_counters(e, M.C_COFLOW_BYTES, u)
         # every round demotes 5 coflows one level (7 at most): counted and uncounted rounds
         nd = min(rounds, len(cids) * 7 // 5 // len(variants) * (BLOCK - 1) // BLOCK)
         out["demotions"] = run_rounds(ctl, "demotions", nd, variants, pids, demote)
@@ -401,6 +471,9 @@ def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, 
             for v, s in per.items():
                 rows.append({"mode": "dclas", "round": scen, "variant": v, "edges": len(ctl.edges),
                              "coflows": ncoflows, "coordinated": len(cids), "switch": sw.kind,
+                             "placement": place, "placement_source": source,
+                             "sender_edges_mean": statistics.fmean(
+                                 len(ctl.edges) if sends[c] is None else len(sends[c]) for c in cids),
                              "switches_rss_mb": rss, "controller_rss_mb": proc_rss_mb(os.getpid()),
                              "startup_s": startup, **s})
     finally:
@@ -494,7 +567,8 @@ def settle(ctl, limit: int = 80) -> int:
     return limit
 
 
-def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, routes_full) -> list:
+def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, routes_full,
+                       variants=None, place: str = "all", trace_path: str = FB_TRACE) -> list:
     """The D-CLAS rounds on the edges' report digests (``digest``) against the default path on
     the same controller, switches and traffic (``poll``: BMv2 polled, the emulated switches'
     pushed counters), alternated in blocks as run_rounds does; D-CLAS thresholds DIGEST_Q1 x
@@ -506,8 +580,11 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
     from coflow.params import DclasParams
     hosts = [h.name for h in topo.hosts]
     reg = CoflowRegistry(hosts)
+    flows, where, source = placement(topo, ncoflows, place, trace_path)
+    sends = {}
     for k in range(ncoflows):
-        reg.register([(hosts[k % len(hosts)], hosts[(k + 5) % len(hosts)], None)])
+        r = reg.register(flows[k])
+        sends[(r.cid.external, r.cid.internal)] = where[k] if where is not None else None
     # emulated edges beyond 8: Q1 grows with the edges, so that the setup's 64 bytes per coflow
     # and edge stay below it (at 1,024 edges they are 64 KB: every coflow would start demoted
     # and the demotion rounds demote nothing); BMv2's packets need the small Q1
@@ -523,7 +600,7 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
         return []
     startup = start_controller(ctl, routes_full)
     rows = []
-    variants = DIGEST_VARIANTS
+    variants = tuple(variants or DIGEST_VARIANTS)
     try:
         ctl.round()
         slots = dict(ctl.slots.slot)
@@ -531,7 +608,8 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
         by_slot = {slots[c]: c for c in cids}
         traffic = PacketTraffic(ctl, sw.kind, topo.hosts[-1].ip)
         for e in ctl.edges:   # 64 bytes per coflow and edge: 8 x 64 < Q1, nobody demoted yet
-            traffic.to(e, {slots[c]: 64 for c in cids}, by_slot)
+            # (the edges each coflow sends from: all, or its FB width's)
+            traffic.to(e, {slots[c]: 64 for c in cids if sends[c] is None or e in sends[c]}, by_slot)
         drain_digests(ctl)
         set_variant(ctl, "digest")
         ctl.round()
@@ -543,19 +621,23 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
         edges = ctl.edges
 
         def demote(i):
-            e = edges[i % len(edges)]
-            ups = {}
+            ups: dict = {}
             for j in range(5):
                 c = cids[(i * 5 + j) % len(cids)]
                 level[c] = min(level[c] + 1, len(th))
-                ups[slots[c]] = th[level[c] - 1]
-            traffic.to(e, ups, by_slot)
+                e = edges[i % len(edges)] if sends[c] is None else sends[c][i % len(sends[c])]
+                ups.setdefault(e, {})[slots[c]] = th[level[c] - 1]
+            for e, u in ups.items():
+                traffic.to(e, u, by_slot)
         nd = min(rounds, len(cids) * len(th) // 5 // len(variants) * (BLOCK - 1) // BLOCK)
         out["demotions"] = run_rounds(ctl, "demotions", nd, variants, pids, demote)
         for scen, per in out.items():
             for v, s in per.items():
                 rows.append({"mode": "dclas", "round": scen, "variant": v, "edges": len(ctl.edges),
                              "coflows": ncoflows, "coordinated": len(cids), "switch": sw.kind,
+                             "placement": place, "placement_source": source,
+                             "sender_edges_mean": statistics.fmean(
+                                 len(ctl.edges) if sends[c] is None else len(sends[c]) for c in cids),
                              "dclas_Q1": q1, "dclas_E": DIGEST_E, "startup_s": startup,
                              "packets_sent": traffic.packets, "settle_rounds": warm,
                              "digest_polls": dict(ctl.digest.polls),
@@ -873,7 +955,8 @@ def validation(rows: list) -> list:
     and controller CPU, emulated / BMv2."""
     by: dict = {}
     for r in rows:
-        by[(r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"], r["switch"])] = r
+        if r.get("placement") in (None, "all"):   # the placement the validation is about
+            by[(r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"], r["switch"])] = r
     out = []
     for (mode, rnd, v, n, c, kind), b in sorted(by.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
         e = by.get((mode, rnd, v, n, c, "emulated"))
@@ -956,7 +1039,18 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--large", type=int, default=512, help="from this many edges: --large-rounds, --large-variants")
     ap.add_argument("--large-rounds", type=int, default=8)
-    ap.add_argument("--large-variants", default="before,after,push,full")
+    ap.add_argument("--large-variants", default="before,after,push,full,alledges")
+    ap.add_argument("--placements", default="all,fb",
+                    help="D-CLAS: where the coflows send: all (every coflow on every edge), fb "
+                         "(each on as many edges as its FB-trace width, --trace; a seeded synthetic "
+                         "trace's widths when the trace is missing)")
+    ap.add_argument("--trace", default=FB_TRACE, help="the FB trace whose coflow widths place `fb`")
+    ap.add_argument("--digest-variants", default=",".join(DIGEST_VARIANTS),
+                    help="the digest comparison's variants (variant `digest` of --variants runs it): "
+                         "poll, digest, pollfull, digestfull, digestall (digest with overrides on "
+                         "every edge whose local queue differs)")
+    ap.add_argument("--digest-placements", default="all",
+                    help="the digest comparison's placements (as --placements)")
     ap.add_argument("--emu-procs", type=int, default=0,
                     help="emulated-switch server processes (0: one per switch up to --emu-proc-max "
                          "switches, as BMv2 runs one process per switch; 2 beyond)")
@@ -1023,7 +1117,9 @@ def main(argv=None) -> int:
             {k: old.get(k) for k in ("started", "finished", "loadavg_start", "loadavg_end", "args")}]
 
     def key(r):
-        return (r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"], r["switch"])
+        return (r["mode"], r.get("round"), r.get("variant"), r["edges"], r["coflows"], r["switch"],
+                r.get("placement") or "all")
+    places = [x for x in args.placements.split(",") if x]
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
     for n in edges:
         kinds = [k for k, ok in (("bmv2", have_bmv2 and n <= args.bmv2_max),
@@ -1046,15 +1142,26 @@ def main(argv=None) -> int:
                         log(f"N={n} {kind} {mode} coflows={c}")
                         if mode == "dclas":
                             vd = tuple(v for v in vs if v != "digest")
-                            rows = bench_dclas(topo, addrs, sw, c, rounds, vd, args.p4info,
-                                               args.json, routes_full) if vd else []
+                            rows = []
+                            for i, pl in enumerate(places if vd else []):
+                                if i:   # fresh switches: the rounds before left their coflows'
+                                    sw.stop()   # counters demoted and their overrides in place
+                                    addrs = sw.start()
+                                log(f"N={n} {kind} dclas coflows={c} placement={pl}")
+                                rows += bench_dclas(topo, addrs, sw, c, rounds, vd, args.p4info,
+                                                    args.json, routes_full, pl, args.trace)
                             if "digest" in vs:
                                 if vd:   # fresh switches: the rounds above left their coflows'
                                     sw.stop()   # counters demoted (nothing would demote here)
                                     addrs = sw.start()
-                                log(f"N={n} {kind} dclas coflows={c}: digest vs poll")
-                                rows += bench_dclas_digest(topo, addrs, sw, c, rounds, args.p4info,
-                                                           args.json, routes_full)
+                                for i, pl in enumerate(x for x in args.digest_placements.split(",") if x):
+                                    if i:
+                                        sw.stop()
+                                        addrs = sw.start()
+                                    log(f"N={n} {kind} dclas coflows={c}: digest vs poll, placement={pl}")
+                                    rows += bench_dclas_digest(
+                                        topo, addrs, sw, c, rounds, args.p4info, args.json, routes_full,
+                                        [x for x in args.digest_variants.split(",") if x], pl, args.trace)
                         elif mode == "sebf":
                             rows = bench_sebf(topo, addrs, sw, c, rounds, vs, args.p4info,
                                               args.json, routes_full)
@@ -1071,7 +1178,7 @@ def main(argv=None) -> int:
                         kept = [r for r in kept if key(r) not in new_keys]
                         for r in rows:
                             if r["variant"] == vs[-1]:
-                                log(f"    {r['mode']} {r['round']}: median {r['median_ms']:.2f} ms, "
+                                log(f"    {r['mode']} {r['round']} {r.get('placement') or ''}: median {r['median_ms']:.2f} ms, "
                                     f"p99 {r['p99_ms']:.2f} ms, cpu {r['cpu_median_ms']:.2f} ms "
                                     f"(read {r['read_median_ms']:.2f} / compute {r['compute_median_ms']:.2f}"
                                     f" / write {r['write_median_ms']:.2f})")

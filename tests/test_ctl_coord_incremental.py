@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coflow.ctl.coord import DclasCoordinator
-from coflow.params import MB, DclasParams
+from coflow.params import MB, DclasParams, hw_priority
 
 EDGES = [f"e{i}" for i in range(6)]
 
@@ -30,6 +30,10 @@ def _history(seed: int, rounds: int = 40, params: DclasParams | None = None):
     prev_ovr: dict | None = None
     prev_objs: dict = {}
     scale = [MB // 4, 3 * MB, 40 * MB, 700 * MB]
+    # registered senders: cid -> frozenset of edges (None for the whole history: unknown, the
+    # rule before; or from a random round on)
+    unknown_from = rng.choice([0, rounds // 2, rounds + 1, rounds + 1])
+    senders = {c: frozenset(rng.sample(EDGES, rng.randint(0, 2))) for c in cids}
     for r in range(rounds):
         for _ in range(rng.randint(0, 4)):
             x = rng.random()
@@ -71,9 +75,14 @@ def _history(seed: int, rounds: int = 40, params: DclasParams | None = None):
                 else:
                     edges = sorted(set(edges) | {rng.choice(EDGES + ["e6", "e7"])})
                 prev_ovr = None
+            elif x < 0.90:   # a coflow's registered senders change (a flow added, or gone)
+                cid = rng.choice(cids)
+                e = rng.choice(EDGES + ["e6", "e7"])
+                senders[cid] = senders[cid] ^ {e} if rng.random() < 0.7 else frozenset(senders[cid])
         now = float(r)
-        a = full.round(now, dict(slots), edges)
-        b = inc.round_incremental(now, dict(slots), edges)
+        snd = None if r >= unknown_from else dict(senders)
+        a = full.round(now, dict(slots), edges, snd)
+        b = inc.round_incremental(now, dict(slots), edges, snd)
         assert b.sizes == a.sizes
         assert b.queues == a.queues
         assert _nonempty(b.overrides, edges) == _nonempty(a.overrides, edges)
@@ -87,7 +96,7 @@ def _history(seed: int, rounds: int = 40, params: DclasParams | None = None):
         prev_ovr = {e: dict(b.overrides[e]) for e in edges}
         prev_objs = {e: b.overrides[e] for e in edges}
         # every change reaches the caller through a new dict: old ones are never modified
-        yield a, b
+        yield a, b, full, edges, dict(slots), snd
 
 
 @settings(max_examples=60, deadline=None)
@@ -97,16 +106,47 @@ def test_incremental_round_equals_full_round(seed):
         pass
 
 
+def _sends(c: DclasCoordinator, e: str, slot: int, cid, snd) -> bool:
+    return (c.local_bytes(e, slot) > 0 or c.offset.get((e, slot), 0) > 0
+            or snd is None or e in snd.get(cid, ()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**9))
+def test_effective_class_is_the_global_queue_wherever_the_coflow_sends(seed):
+    """After every round, for every (edge, coflow) where the coflow sends: the data plane's
+    class (the override if the edge holds one, else its own decision from its count) is the
+    global queue's; where it does not send, no override (the Writes the rule saves)."""
+    for a, _, c, edges, slots, snd in _history(seed):
+        for cid, s in slots.items():
+            want = hw_priority(a.queues[cid])
+            for e in edges:
+                ovr = a.overrides[e].get(cid)
+                if _sends(c, e, s, cid, snd):
+                    local = hw_priority(c.p.queue_of(c.local_bytes(e, s)))
+                    assert (local if ovr is None else ovr) == want, (e, cid)
+                else:
+                    assert ovr is None, (e, cid)
+
+
 def test_history_exercises_demotions_and_skips():
     """The random histories are not vacuous: overrides appear and go, and rounds skip edges."""
     seen_ovr = skipped = changed_some = 0
+    spared = registered_only = 0   # (edge, demoted coflow) pairs the rule spares / reaches
     for seed in range(8):
-        for a, b in _history(seed):
+        for a, b, c, edges, slots, snd in _history(seed):
             seen_ovr += sum(len(v) for v in a.overrides.values())
             if b.changed is not None:
                 skipped += len(a.overrides) - len(b.changed)
                 changed_some += bool(b.changed)
+            for cid, s in slots.items():
+                if a.queues[cid] > 1 and snd is not None:
+                    for e in edges:
+                        counted = c.local_bytes(e, s) > 0 or c.offset.get((e, s), 0) > 0
+                        spared += not counted and e not in snd.get(cid, ())
+                        registered_only += not counted and cid in a.overrides[e]
     assert seen_ovr > 100 and skipped > 100 and changed_some > 10
+    assert spared > 50 and registered_only > 20
 
 
 def test_steady_round_names_no_edge_and_keeps_objects():

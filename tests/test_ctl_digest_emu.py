@@ -39,7 +39,8 @@ def setup():
     emu = EmulatorThread([s.device_id for s in topo.switches]).start()
     hosts = [h.name for h in topo.hosts]
     reg = CoflowRegistry(hosts)
-    a = reg.register([(hosts[0], hosts[2], None)]).cid
+    # a sends from both edges (hosts 0 and 3), b from e0 only
+    a = reg.register([(hosts[0], hosts[2], None), (hosts[3], hosts[1], None)]).cid
     b = reg.register([(hosts[1], hosts[3], None)]).cid
     ctl = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
                        {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
@@ -81,7 +82,8 @@ def test_demotion_from_a_digest_without_a_read(setup):
     assert ctl.digest.polls == polls                       # nothing was polled
     assert r["read_s"] >= 0 and ctl._queues[(a.external, a.internal)] == 2
     assert ctl._queues[(b.external, b.internal)] == 1
-    # e1 saw none of a's bytes: its local decision (queue 1) is overridden to queue 2
+    # e1 saw none of a's bytes, but holds a's registered sender (host 3): its local decision
+    # (queue 1) is overridden to queue 2 before its first byte
     assert (a.external, a.internal) in ctl._overrides[e1]
     assert (a.external, a.internal) not in ctl._overrides[e0]
     # the coordinator's count is the digest's, rounded down to the step

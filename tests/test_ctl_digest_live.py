@@ -36,7 +36,8 @@ def fabric():
     sws = [Bmv2(s.device_id, target_args=("--cpu-port", str(CPU_PORT))).start() for s in topo.switches]
     hosts = [h.name for h in topo.hosts]
     reg = CoflowRegistry(hosts)
-    a = reg.register([(hosts[0], hosts[2], None)]).cid
+    # a sends from both edges (hosts 0 and 3: e1 gets its override before its first byte)
+    a = reg.register([(hosts[0], hosts[2], None), (hosts[3], hosts[1], None)]).cid
     b = reg.register([(hosts[1], hosts[3], None)]).cid
     ctl = Controller(topo, "dclas", P4INFO, BMV2_JSON,
                      {s.name: sw.address for s, sw in zip(topo.switches, sws)}, registry=reg,

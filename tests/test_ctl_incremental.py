@@ -357,12 +357,14 @@ def test_controller_round_writes_equal_full_rebuild(mode, seed):
                         if not inc or rng.random() < 0.6:
                             c.coord.observe(e, {s: rng.choice([0, 500, 5000, 10**6])
                                                 for s in c.slots.slot.values()})
+                    snd = c._senders    # the registry's senders, as the daemon's round passes them
                     if inc:
-                        overrides = copy.deepcopy(c.coord).round(now, dict(c.slots.slot), c.edges).overrides
-                        res = c.coord.round_incremental(now, dict(c.slots.slot), c.edges)
+                        overrides = copy.deepcopy(c.coord).round(now, dict(c.slots.slot), c.edges,
+                                                                 snd).overrides
+                        res = c.coord.round_incremental(now, dict(c.slots.slot), c.edges, snd)
                         c._overrides, c._ovr_changed = res.overrides, res.changed
                     else:
-                        res = c.coord.round(now, dict(c.slots.slot), c.edges)
+                        res = c.coord.round(now, dict(c.slots.slot), c.edges, snd)
                         c._overrides = res.overrides
                         overrides = res.overrides
                 else:

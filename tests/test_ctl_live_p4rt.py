@@ -115,9 +115,11 @@ def test_dclas_coordination_from_counters(switches):
 
 
 def test_fifo_lm_coordination_from_counters(switches):
-    """FIFO-LM: three registered coflows; the oldest becomes heavy globally (2 x 6 MB > 10 MB
-    from counters on two edges), so it shares the next one's group: overrides 7, 7, 6 on both
-    edges; when the middle one leaves, the heavy one shares with the last (7, 7)."""
+    """FIFO-LM: three registered coflows, all sent from h0 (l0); the oldest becomes heavy
+    globally (2 x 6 MB > 10 MB from counters on two edges), so it shares the next one's group:
+    overrides 7, 7, 6 on l0, and on l1 only the oldest's (it counted bytes there; the others
+    never send from l1: overrides only where a coflow sends); when the middle one leaves, the
+    heavy one shares with the last (7, 7)."""
     from coflow import topology as T
     from coflow.ctl import model as M
     t = offset_ids(T.leafspine(2, 2, 2))
@@ -137,9 +139,9 @@ def test_fifo_lm_coordination_from_counters(switches):
         for e in ("l0", "l1"):
             c.agents[e].client.write_counter("coflow_bytes", slot, 6 << 20, 10)
         assert wait_for(lambda: c._sizes.get(cids[0]) == 12 << 20)
-        assert wait_for(lambda: prios("l0") == prios("l1") == dict(zip(cids, [7, 7, 6])))
+        assert wait_for(lambda: prios("l0") == dict(zip(cids, [7, 7, 6])) and prios("l1") == {cids[0]: 7})
         c.registry.unregister(regs[1].cid)
-        assert wait_for(lambda: prios("l1") == {cids[0]: 7, cids[2]: 7})
+        assert wait_for(lambda: prios("l0") == {cids[0]: 7, cids[2]: 7} and prios("l1") == {cids[0]: 7})
         assert c.agents["s0"].read_state().table(M.T_OVERRIDE) == []             # spines: nothing
     finally:
         c.stop()
@@ -186,7 +188,8 @@ def test_controller_restart_adopts_state(switches, tmp_path):
     reg = CoflowRegistry([h.name for h in t.hosts], db_path=db)
     c1 = controller(t, addrs, "dclas", registry=reg).start()
     try:
-        recs = [reg.register([("h0", "h1", None)]) for _ in range(3)]
+        # senders on both edges: l1 holds the override that l0's count makes it need
+        recs = [reg.register([("h0", "h1", None), ("h1", "h0", None)]) for _ in range(3)]
         reg.unregister(recs[0].cid)  # slot 0 freed: the others hold slots 1 and 2
         keep = (recs[2].cid.external, 0)
         slot_cids = lambda: {dict(e.match)["external_id"] for e in c1.agents["l0"].actual.table(M.T_SLOT)}

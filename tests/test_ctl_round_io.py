@@ -187,7 +187,7 @@ def test_an_unchanged_answer_is_not_decoded_and_a_changed_one_is():
     topo = T.leafspine(2, 1, 1)
     emu = fabric(topo)
     reg = CoflowRegistry([h.name for h in topo.hosts])
-    reg.register([("h0", "h1", None)])
+    reg.register([("h0", "h1", None), ("h1", "h0", None)])   # senders on both edges
     c = D.Controller(topo, "dclas", P4INFO, BMV2_JSON,
                      {s.name: emu.addresses[s.device_id] for s in topo.switches}, registry=reg,
                      settings={"audit_s": "0", "telemetry_s": "0", "Q1": "1000", "push": "0"})

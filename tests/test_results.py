@@ -322,3 +322,38 @@ def test_scale_incremental_view_pairs_each_path_with_its_full_round(tmp_path):
             "2.00 / 4.00 / 2.00 | 1.00 / 0.50 / 0.50 | 0 | 0.50 / 0.25 |") in out
     assert out.count("| dclas") == 2   # digest at 8 edges has no digestfull: left out
     assert R.VIEWS[("scale", "incremental")] is R.render_scale_incremental
+
+
+def test_scale_placements_kept_apart_and_alledges_against_push(tmp_path):
+    """bench-scale's D-CLAS placements (issue 29): the `fb` rows (FB-trace widths) are their own
+    rows, labelled, never merged with the `all` rows of the same round; `alledges` (overrides on
+    every edge whose local queue differs, the rule before) is set against `push` in the table of
+    changes alone, per placement."""
+    def row(v, pl, med, upd):
+        return {"mode": "dclas", "round": "demotions", "variant": v, "edges": 1024, "coflows": 100,
+                "switch": "emulated", "placement": pl, "median_ms": med, "p99_ms": med * 2,
+                "cpu_median_ms": med, "read_median_ms": 1.0, "compute_median_ms": 2.0,
+                "write_median_ms": med - 3, "updates_per_round": upd,
+                "placement_source": "FB2010-1Hr-150-0.txt" if pl == "fb" else None,
+                "sender_edges_mean": 31.3 if pl == "fb" else 1024.0}
+    res = {"rows": [row("push", "all", 500.0, 5120), row("alledges", "all", 500.0, 5120),
+                    row("push", "fb", 20.0, 150), row("alledges", "fb", 400.0, 5120),
+                    row("digest", "fb", 10.0, 100), row("digestall", "fb", 300.0, 4000)],
+           "loadavg_start": [1.0, 1.0, 1.0]}
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(res))
+    s = R.summarize_scale(res, str(p), "bench")
+    assert {r["placement"] for r in s["rows"]} == {"all", "fb"}
+    assert [r.get("placement_source") for r in s["rows"] if r["variant"] == "push"] == \
+        [None, "FB2010-1Hr-150-0.txt"]
+    out = R.render_scale(s)
+    assert "| dclas demotions | 1,024 | 100 | emulated | 500.00 |" in out
+    assert "| dclas demotions (FB widths) | 1,024 | 100 | emulated | 20.00 |" in out
+    assert ("| dclas demotions (FB widths) | 1,024 | 100 | emulated | overrides only where a coflow sends "
+            "(`alledges`: wherever the local queue differs) | 400.00 / 800.00 / 400.00, "
+            "5120 | 20.00 / 40.00 / 20.00, 150 | 0.05 / 0.05 |") in out
+    assert "5120 | 500.00 / 1000.00 / 500.00, 5120 | 1.00 / 1.00 |" in out
+    assert "widths from FB2010-1Hr-150-0.txt at 1,024 edges (31.3 sender edges per coflow on average)" in out
+    # digestall is set against digest (not push)
+    assert ("the same on report digests (`digestall` against `digest`) | 300.00 / 600.00 / 300.00, 4000 | "
+            "10.00 / 20.00 / 10.00, 100 | 0.03 / 0.03 |") in out

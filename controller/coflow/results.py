@@ -161,15 +161,21 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
             "pacing": pacing, "rate_audit": audit, "run": run_info(source_path, cmp)}
 
 
-SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "median_ms", "p99_ms",
-              "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms")
+SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "placement", "median_ms",
+              "p99_ms", "cpu_median_ms", "read_median_ms", "compute_median_ms", "write_median_ms",
+              "placement_source", "sender_edges_mean")
 #: bench-scale variants that are the default (push) without one change: variant -> the change
-SCALE_ALONE = ("readall", "reset", "copyrec", "scalarcfg")
+SCALE_ALONE = ("readall", "reset", "copyrec", "scalarcfg", "alledges", "digestall")
+#: the variant each of SCALE_ALONE is set against (``push`` unless named here)
+_SCALE_ALONE_BASE = {"digestall": "digest"}
 _SCALE_ALONE_WHAT = {"readall": "closed-loop read on its clock (`readall`: every round reads)",
                      "reset": "released meters left configured (`reset`: reset at release)",
                      "copyrec": "registry's shared snapshots (`copyrec`: every record copied each round)",
                      "scalarcfg": "moved meters in one vector pass, rewritten only if their config "
-                                  "changed (`scalarcfg`: one at a time, all patched)"}
+                                  "changed (`scalarcfg`: one at a time, all patched)",
+                     "alledges": "overrides only where a coflow sends (`alledges`: wherever the "
+                                 "local queue differs)",
+                     "digestall": "the same on report digests (`digestall` against `digest`)"}
 
 
 #: the digest comparison's variants (bench_scale.bench_dclas_digest): the default path, and
@@ -203,7 +209,7 @@ def summarize_scale(res: dict, source_path: str, command: str) -> dict:
             "rows": [{k: _short(r.get(k)) for k in (SCALE_KEYS + ("updates_per_round",)
                                                     if r.get("variant") in ("push", None) + SCALE_ALONE
                                                     + SCALE_DIGEST + tuple(SCALE_FULL)
-                                                    else SCALE_KEYS[:9]) if r.get(k) is not None}
+                                                    else SCALE_KEYS[:10]) if r.get(k) is not None}
                      for r in rows],
             "bmv2_idle": res.get("bmv2_idle"), "emulated_idle": res.get("emulated_idle"),
             "validation": [{k: _short(v) for k, v in r.items()} for r in res.get("validation") or []],
@@ -337,8 +343,17 @@ def render_emu(s: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def _round_key(r: dict):
+    """A row's round, with its coflows' placement on the edges when it is not every coflow on
+    every edge (bench_scale ``--placements``: ``fb``, the FB trace's coflow widths)."""
+    pl = r.get("placement")
+    return r.get("round") if pl in (None, "all") else f"{r.get('round')} @{pl}"
+
+
 def _scale_label(r: dict) -> str:
-    return f"{r['mode']} {r.get('round') or ''}".strip()
+    pl = r.get("placement")
+    where = "" if pl in (None, "all") else " (FB widths)" if pl == "fb" else f" ({pl})"
+    return f"{r['mode']} {r.get('round') or ''}".strip() + where
 
 
 def _default_rows(rows: list) -> list:
@@ -347,7 +362,7 @@ def _default_rows(rows: list) -> list:
     best: dict = {}
     rank = {"push": 0, "after": 1, None: 2}
     for r in rows:
-        k = (r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"])
+        k = (r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"])
         v = rank.get(r.get("variant"), 3)
         if v < 3 and (k not in best or v < best[k][0]):
             best[k] = (v, r)
@@ -367,16 +382,22 @@ def render_scale(s: dict) -> str:
            "BMv2 polled).", "",
            "| round | edges | coflows | switches | median (ms) | p99 (ms) | CPU (ms) | read / compute / write (ms) | min Δ (ms) |",
            "|---|---:|---:|---|---:|---:|---:|---|---:|"]
-    for r in sorted(after, key=lambda r: (r["mode"], r.get("round") or "", r["coflows"], r["edges"], r["switch"])):
+    for r in sorted(after, key=lambda r: (r["mode"], _round_key(r) or "", r["coflows"], r["edges"], r["switch"])):
         out.append(f"| {_scale_label(r)} | {r['edges']:,} | {r['coflows']:,} | {r['switch']} | "
                    f"{_f(r['median_ms'])} | {_f(r['p99_ms'])} | {_f(r['cpu_median_ms'])} | "
                    f"{_f(r.get('read_median_ms'))} / {_f(r.get('compute_median_ms'))} / "
                    f"{_f(r.get('write_median_ms'))} | {_f(r.get('min_delta_ms', r['p99_ms']), '{:.0f}')} |")
-    base = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
+    placed = sorted({(r["edges"], r["placement_source"], r.get("sender_edges_mean")) for r in after
+                     if r.get("placement_source")}, key=lambda x: x[0])
+    if placed:
+        out += ["", "(FB widths): each coflow on as many edges as its FB width, widths from " + "; ".join(
+            f"{src} at {n:,} edges ({_f(m, '{:.1f}')} sender edges per coflow on average)" for n, src, m in placed)
+            + "."]
+    base = {(r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]): r
             for r in rows if r.get("variant") == "before"}
     ratios = []
     for r in rows:
-        b = base.get((r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]))
+        b = base.get((r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]))
         if b is None or r.get("variant") in ("before", None) or not b["median_ms"] or not b["cpu_median_ms"]:
             continue
         ratios.append((r, r["median_ms"] / b["median_ms"], r["cpu_median_ms"] / b["cpu_median_ms"]))
@@ -397,12 +418,12 @@ def render_scale(s: dict) -> str:
     # (rebuild), same run
     # (in rounds that have a readall row, rebuild reads in every round as readall does: that
     # is its baseline there)
-    reb = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
+    reb = {(r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]): r
            for r in rows if r.get("variant") == "rebuild"}
-    readall = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
+    readall = {(r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]): r
                for r in rows if r.get("variant") == "readall"}
     inc = [(readall.get(k, r), reb[k]) for r in rows if r.get("variant") == "push"
-           for k in [(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"])] if k in reb]
+           for k in [(r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"])] if k in reb]
     if inc:
         out += ["", "The closed loop's metered pairs kept incrementally (`push`, the default; in "
                 "`churn`, `readall`: the default reading in every round, as `rebuild` does) against "
@@ -417,13 +438,14 @@ def render_scale(s: dict) -> str:
                        f"{_f(r['median_ms'])} / {_f(r['p99_ms'])} / {_f(r['cpu_median_ms'])} | "
                        f"{r['median_ms'] / b['median_ms']:.2f} / "
                        f"{r['cpu_median_ms'] / b['cpu_median_ms']:.2f} |")
-    push = {(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]): r
-            for r in rows if r.get("variant") == "push"}
-    alone = [(r, push[k]) for r in rows if r.get("variant") in SCALE_ALONE
-             for k in [(r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"])] if k in push]
+    with_ = {(r.get("variant"), r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]): r
+             for r in rows if r.get("variant") in ("push", *_SCALE_ALONE_BASE.values())}
+    alone = [(r, with_[k]) for r in rows if r.get("variant") in SCALE_ALONE
+             for k in [(_SCALE_ALONE_BASE.get(r["variant"], "push"), r["mode"], _round_key(r), r["edges"],
+                        r["coflows"], r["switch"])] if k in with_]
     if alone:
-        out += ["", "Each of issue 29's later changes alone: the default (`push`) against the default "
-                "without that change, same run, variants alternated in blocks of rounds "
+        out += ["", "Each of issue 29's later changes alone: the default (`push`; `digest` for "
+                "`digestall`) against it without that change, same run, variants alternated in blocks of rounds "
                 "(updates: per round, all edges):", "",
                 "| round | edges | coflows | switches | change | without: median / p99 / CPU (ms), updates "
                 "| with: median / p99 / CPU (ms), updates | median / CPU ratio |",
@@ -497,17 +519,27 @@ def plot_scale(s: dict, path: str) -> bool:
         lines.setdefault((_scale_label(r), r["coflows"], r["switch"]), []).append((r["edges"], r["median_ms"]))
     if not lines:   # no default-path rows (a digest comparison alone): no curve to plot
         return False
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    placed = any(r.get("placement") not in (None, "all") for r in s["rows"])
+    fig, ax = plt.subplots(figsize=(9.5, 4.5) if placed else (7, 4.5))
+    colors: dict = {}
     for (label, c, sw), pts in sorted(lines.items()):
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-" if sw == "emulated" else "s--",
+        # one colour per round kind and coflow count; placements (FB widths) dotted, BMv2 squares
+        base = label.replace(" (FB widths)", "")
+        col = colors.setdefault((base, c), f"C{len(colors) % 10}")
+        style = ("s" if sw != "emulated" else "o") + (":" if "(FB widths)" in label else
+                                                      "--" if sw != "emulated" else "-")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=col,
                 label=f"{label}, {c} coflows" + (f" ({sw})" if sw != "emulated" else ""))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("edge switches")
     ax.set_ylabel("round, median (ms)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    if placed:   # many lines: the legend beside the axes
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -655,7 +687,7 @@ def render_scale_digest(s: dict) -> str:
     rows = [r for r in s["rows"] if r.get("variant") in SCALE_DIGEST]
     by: dict = {}
     for r in rows:
-        by.setdefault((r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]), {})[r["variant"]] = r
+        by.setdefault((r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]), {})[r["variant"]] = r
     out = [f"`{s['command']}` ({_machine(s['run'])}; load average "
            f"{_f((s.get('loadavg') or [None])[0] and s['loadavg'][0][0], '{:.1f}')} at the start). "
            "`poll`: the default path (BMv2 polled; the emulated edges push their counters); "
@@ -687,7 +719,7 @@ def render_scale_incremental(s: dict) -> str:
     before, same run, same controller and switches, variants alternated in blocks of rounds)."""
     by: dict = {}
     for r in s["rows"]:
-        by.setdefault((r["mode"], r.get("round"), r["edges"], r["coflows"], r["switch"]), {})[r.get("variant")] = r
+        by.setdefault((r["mode"], _round_key(r), r["edges"], r["coflows"], r["switch"]), {})[r.get("variant")] = r
     out = [f"`{s['command']}` ({_machine(s['run'])}; load average "
            f"{_f((s.get('loadavg') or [None])[0] and s['loadavg'][0][0], '{:.1f}')} at the start). "
            "D-CLAS's incremental round (the default) against its full round (every edge and "

@@ -9,6 +9,25 @@ counter (the same thresholds in the range table); where the local queue differs 
 one, the edge gets a ``coflow_override`` entry with the global queue's priority. A coflow below
 the first threshold needs nothing: every edge's local count is below it too.
 
+Where overrides go (issue 29): only on the edges where the coflow sends. An edge decides the
+class of the tagged packets from its own hosts (count, local queue, override) and stamps it in
+the packet (p4src stamp.p4); a packet from the fabric keeps that stamp, which the sending edge's
+override already made the global queue (an override at the receiving edge would set the same
+class again). So an edge with none of the coflow's senders needs none. The edges that get one,
+when the local queue differs from the global one:
+- the edges that have counted the coflow's bytes (local count > 0, or bytes counted before a
+  restart of that switch);
+- the edges of its registered flows' senders (``senders``: cid -> the edge switches of its
+  flows' source hosts, from the registry): such an edge gets the override before its first
+  byte, and a flow added later through the API gives its edge the override in the first round
+  after it is added.
+An edge where the coflow's first packet appears unannounced (no registered flow from there)
+serves it in its local class until the round that first reads its bytes: at most one Δ, as
+Aalo's daemons learn the global queue on the next Δ (with report digests, ``digest=1``: until
+its count crosses the first report step, at most band / (8 x edges) bytes, or its resync poll).
+``senders`` None: every edge may send (the rule before: an override on every edge whose local
+queue differs; the benchmark's ``alledges`` baseline). FIFO-LM's overrides follow the same rule.
+
 Switch restarts: a restarted switch counts from 0 again. The bytes it had counted (the last
 read before it went away) are kept as an offset and added to what it counts from then on, so
 the global size never goes backwards. The local decision of the restarted edge uses its fresh
@@ -24,6 +43,8 @@ import numpy as np
 from ..params import DclasParams, hw_priority
 from ..sched.base import View
 from ..sched.queues import dclas_queues
+
+_NONE: frozenset = frozenset()
 
 #: FIFO-LM on 8 strict-priority queues: group g at priority 7 - g, groups 6 and later share
 #: priority 1 (p4src define.p4 FIFO_LM_MAX_RANK; priority 0 is left for untagged traffic)
@@ -75,6 +96,7 @@ class DclasCoordinator:
         self.epoch = 0  # bumps whenever ``last`` loses entries (switch or slot reset)
         self._inc: _Incremental | None = None  # round_incremental's state (None: rebuild)
         self._seen: dict = {}   # switch -> its readings observed since the last round
+        self._offs: np.ndarray | None = None   # the last full round's offsets (None: none)
 
     # inputs ------------------------------------------------------------------------------
     def observe(self, switch: str, counts: dict) -> None:
@@ -165,29 +187,62 @@ class DclasCoordinator:
                 .reshape(len(edges), len(cids))
             sizes = (local + offs).sum(axis=0).tolist()
         else:
+            offs = None
             sizes = local.sum(axis=0).tolist()
+        self._offs = offs
         return cids, local, sizes
 
-    def fifo_lm_round(self, now: float, slots: dict, edges: list[str], sched) -> RoundResult:
+    @staticmethod
+    def _registered(cids: list, edges, senders: dict) -> np.ndarray:
+        """edges x coflows: True where an edge holds a registered sender of the coflow."""
+        row = {e: i for i, e in enumerate(edges)}
+        reg = np.zeros((len(row), len(cids)), dtype=bool)
+        for j, c in enumerate(cids):
+            for e in senders.get(c, ()):
+                i = row.get(e)
+                if i is not None:
+                    reg[i, j] = True
+        return reg
+
+    def _where(self, cids: list, edges, local: np.ndarray, offs, senders) -> np.ndarray | None:
+        """edges x coflows: where an override may go (the coflow sends there: counted bytes,
+        now or before a restart, or a registered sender); None: everywhere (``senders`` None)."""
+        if senders is None:
+            return None
+        m = local > 0
+        if offs is not None:
+            m |= offs > 0
+        return m | self._registered(cids, edges, senders)
+
+    def fifo_lm_round(self, now: float, slots: dict, edges: list[str], sched,
+                      senders: dict | None = None) -> RoundResult:
         """Baraat FIFO-LM on global sizes: the core's :meth:`coflow.sched.queues.FifoLm.groups`
         (FIFO by CoflowId among the *registered* coflows; a heavy coflow joins the next light
-        one's group) -> priority 7 - group, saturating at 1. Every edge gets an override for
-        every coordinated coflow: the data plane's own rank (external id - oldest id, local
-        bytes) counts ids of coflows that have finished, so after a few departures most coflows
-        would fall to the lowest rank behind a heavy one; dense groups do not. ``queues`` holds
-        group + 1."""
+        one's group) -> priority 7 - group, saturating at 1. Every edge where a coordinated
+        coflow sends (the module's rule; ``senders`` None: every edge) gets an override for it:
+        the data plane's own rank (external id - oldest id, local bytes) counts ids of coflows
+        that have finished, so after a few departures most coflows would fall to the lowest
+        rank behind a heavy one; dense groups do not. ``queues`` holds group + 1."""
         self._inc = None
-        cids, _, sizes = self._sizes(slots, edges)
+        cids, local, sizes = self._sizes(slots, edges)
         if not cids:
             return RoundResult({}, {}, {e: {} for e in edges})
         g = sched.groups(coordination_view(now, cids, sizes, {}))
         prio = {c: FIFO_LM_TOP_PRIO - min(int(x), FIFO_LM_MAX_RANK) for c, x in zip(cids, g.tolist())}
+        where = self._where(cids, edges, local, self._offs, senders)
+        if where is None:
+            ovr = {e: dict(prio) for e in edges}
+        else:
+            ovr = {e: {cids[j]: prio[cids[j]] for j in np.flatnonzero(where[i]).tolist()}
+                   for i, e in enumerate(edges)}
         return RoundResult(dict(zip(cids, sizes)), {c: int(x) + 1 for c, x in zip(cids, g.tolist())},
-                           {e: dict(prio) for e in edges})
+                           ovr)
 
-    def round(self, now: float, slots: dict, edges: list[str]) -> RoundResult:
+    def round(self, now: float, slots: dict, edges: list[str], senders: dict | None = None) -> RoundResult:
         """``slots``: cid -> counter slot of every coordinated coflow; ``edges``: the edge
-        switches (every one gets the overrides it needs, whether or not it was read)."""
+        switches (every one where the coflow sends gets the overrides it needs, whether or not
+        it was read); ``senders``: cid -> the edges of its registered flows' senders (None:
+        every edge may send; the module's docstring)."""
         self._inc = None   # the incremental state no longer follows the dirty rows
         cids, local, sizes = self._sizes(slots, edges)
         v = coordination_view(now, cids, sizes, self.memory)
@@ -204,6 +259,9 @@ class DclasCoordinator:
                 lq = np.array([[self.p.queue_of(int(x)) for x in row] for row in local[:, demoted]],
                               dtype=np.int64).reshape(len(edges), demoted.size)
             need = lq != q[demoted][None, :]
+            where = self._where(cids, edges, local, self._offs, senders)
+            if where is not None:
+                need &= where[:, demoted]
             prio = [hw_priority(ql[j]) for j in demoted.tolist()]
             dl = demoted.tolist()
             for i, e in enumerate(edges):
@@ -221,20 +279,27 @@ class DclasCoordinator:
         return np.array([[self.p.queue_of(int(x)) for x in row] for row in local],
                         dtype=np.int64).reshape(local.shape)
 
-    def _want_prio(self, q: np.ndarray, local: np.ndarray) -> np.ndarray:
+    def _want_prio(self, q: np.ndarray, local: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
         """Override priority per (edge, coflow) of ``local`` (-1: none; queue 8 is priority 0):
-        a demoted coflow (global queue > 1) whose local queue differs from its global one."""
+        a demoted coflow (global queue > 1) whose local queue differs from its global one, on
+        an edge where it sends (``where``; None: every edge)."""
         if local.size == 0:
             return np.full(local.shape, -1, dtype=np.int64)
         lq = self._local_queues(local)
         hw = np.array([hw_priority(int(x)) if x > 1 else -1 for x in q.tolist()], dtype=np.int64)
-        return np.where((q[None, :] > 1) & (lq != q[None, :]), hw[None, :], -1)
+        need = (q[None, :] > 1) & (lq != q[None, :])
+        if where is not None:
+            need &= where
+        return np.where(need, hw[None, :], -1)
 
-    def round_incremental(self, now: float, slots: dict, edges: list[str]) -> RoundResult:
+    def round_incremental(self, now: float, slots: dict, edges: list[str],
+                          senders: dict | None = None) -> RoundResult:
         """:meth:`round`, at the cost of what changed: the local counts' matrix, the offsets
         and the global sizes (column sums) are updated from the rows of the switches observed
         or reset since the last round; the override of an (edge, coflow) is recomputed only
-        on those rows and in the columns whose global queue moved; only the edges whose
+        on those rows and in the columns whose global queue or registered senders moved (a
+        coflow's ``senders`` entry that is not the same object as last round's is compared;
+        the controller hands the same frozenset while its record is unchanged); only the edges whose
         overrides changed get a new dict (``changed``), every other edge keeps the same dict
         object as in the last round. The results equal :meth:`round`'s
         (``tests/test_ctl_coord_incremental.py``, random histories). A new set of edges or
@@ -246,7 +311,8 @@ class DclasCoordinator:
         dirty, self._dirty_rows = self._dirty_rows, set()
         seen, self._seen = self._seen, {}
         self._mat = None    # the full path's matrix no longer follows the dirty rows
-        if st is None or st.edges != key_e or st.slots != key_s or st.cids != cids:
+        if st is None or st.edges != key_e or st.slots != key_s or st.cids != cids \
+                or (senders is None) != (st.reg is None):
             sl = key_s
             local = np.array([[last.get((e, s), 0) for s in sl] for e in edges], dtype=np.int64) \
                 .reshape(len(edges), len(cids))
@@ -254,7 +320,11 @@ class DclasCoordinator:
                 .reshape(len(edges), len(cids))
             st = _Incremental(key_e, key_s, cids, {e: i for i, e in enumerate(edges)}, local, offs,
                               (local + offs).sum(axis=0), set(key_s))
+            if senders is not None:
+                st.senders = {c: senders.get(c, _NONE) for c in cids}
+                st.reg = self._registered(cids, edges, st.senders)
             rows = None
+            scols: list = []
         else:
             rows = sorted(st.row[e] for e in dirty if e in st.row)
             if rows:
@@ -273,6 +343,16 @@ class DclasCoordinator:
                     elif st.has_offs:
                         st.offs[i] = 0
                 st.sizes += st.local[ri].sum(axis=0) + st.offs[ri].sum(axis=0) - before
+            scols = []   # the columns whose registered senders changed
+            if senders is not None:
+                for j, c in enumerate(cids):
+                    new = senders.get(c, _NONE)
+                    old = st.senders[c]
+                    if new is not old and frozenset(new) != frozenset(old):
+                        assert st.reg is not None   # senders given: st.reg was built with them
+                        st.reg[:, j] = self._registered([c], key_e, {c: new})[:, 0]
+                        scols.append(j)
+                    st.senders[c] = new
         st.has_offs = bool(off)
         self._inc = st
         sizes = st.sizes.tolist()
@@ -281,7 +361,7 @@ class DclasCoordinator:
         q = np.asarray(q, dtype=np.int64)
         queues = {c: int(x) for c, x in zip(cids, q.tolist())}
         if rows is None:   # everything from scratch
-            st.prio = self._want_prio(q, st.local)
+            st.prio = self._want_prio(q, st.local, st.where())
             st.q = q
             st.ovr = {}
             for i, e in enumerate(edges):
@@ -289,9 +369,12 @@ class DclasCoordinator:
                 st.ovr[e] = {cids[j]: int(st.prio[i, j]) for j in nz.tolist()}
             return RoundResult(dict(zip(cids, sizes)), queues, st.ovr, None)
         cells: dict = {}   # row -> {col: new prio}
-        cols = np.flatnonzero(q != st.q)
+        moved = q != st.q
+        if scols:
+            moved[scols] = True
+        cols = np.flatnonzero(moved)
         if cols.size:
-            new = self._want_prio(q[cols], st.local[:, cols])
+            new = self._want_prio(q[cols], st.local[:, cols], st.where(None, cols))
             ii, jj = np.nonzero(new != st.prio[:, cols])
             for i, j in zip(ii.tolist(), jj.tolist()):
                 cells.setdefault(i, {})[int(cols[j])] = int(new[i, j])
@@ -300,7 +383,7 @@ class DclasCoordinator:
             ri = np.asarray(rows, dtype=np.int64)
             dem = np.flatnonzero(q > 1)
             if dem.size:
-                new = self._want_prio(q[dem], st.local[np.ix_(ri, dem)])
+                new = self._want_prio(q[dem], st.local[np.ix_(ri, dem)], st.where(ri, dem))
                 ii, jj = np.nonzero(new != st.prio[np.ix_(ri, dem)])
                 for i, j in zip(ii.tolist(), jj.tolist()):
                     cells.setdefault(rows[i], {})[int(dem[j])] = int(new[i, j])
@@ -335,3 +418,17 @@ class _Incremental:
     prio: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     #: edges x coflows: override priority (-1: none)
     ovr: dict = field(default_factory=dict)  # edge -> {cid: prio}: never changed once handed out
+    #: edges x coflows: a registered sender of the coflow on the edge (None: senders unknown,
+    #: every edge may send)
+    reg: np.ndarray | None = None
+    senders: dict = field(default_factory=dict)   # cid -> the senders entry of the last round
+
+    def where(self, ri=None, cj=None) -> np.ndarray | None:
+        """Where an override may go (rows ``ri``, columns ``cj``; None: all): the coflow's
+        bytes counted there (now or before a restart) or a registered sender there."""
+        if self.reg is None:
+            return None
+        r = slice(None) if ri is None else ri
+        c = slice(None) if cj is None else cj
+        ix = np.ix_(np.arange(self.local.shape[0])[r], np.arange(self.local.shape[1])[c])
+        return (self.local[ix] > 0) | (self.offs[ix] > 0) | self.reg[ix]

@@ -235,6 +235,13 @@ class Controller:
         # the full round over every edge and coflow, the code before: bench-scale's baseline)
         self.incremental_coord = True
         self._ovr_changed: list | None = None   # edges whose overrides changed (None: all)
+        # coordinated modes' overrides only on the edges where a coflow sends (counted bytes or
+        # a registered flow's sender; coflow.ctl.coord); False: on every edge whose local
+        # decision differs (the rule before; bench-scale's ``alledges`` baseline)
+        self.overrides_where_sent = True
+        self._host_edge = {h.name: h.switch for h in topology.hosts}
+        self._senders: dict = {}        # cid -> frozenset of its registered senders' edges
+        self._senders_memo: dict = {}   # cid -> (record, that frozenset)
 
     # lifecycle ----------------------------------------------------------------------------
     def start(self, loop: bool = True) -> "Controller":
@@ -546,7 +553,24 @@ class Controller:
                     new.add(cid)
         if self.digest is not None:
             self.digest.set_owners([self.agents[e] for e in self.edges], self.slots.slot)
+        if self.policy.coordinated:
+            self._senders = self._sender_edges()
         return new
+
+    def _sender_edges(self) -> dict:
+        """cid -> the edge switches of its registered flows' source hosts (a record unchanged
+        since the last refresh keeps its frozenset object: the incremental round skips it)."""
+        memo, out, he = self._senders_memo, {}, self._host_edge
+        for r in self._records:
+            cid = (r.cid.external, r.cid.internal)
+            m = memo.get(cid)
+            if m is None or m[0] is not r:
+                fs = frozenset(he[f.src] for f in r.flows if f.src in he)
+                m = memo[cid] = (r, fs if m is None or m[1] != fs else m[1])
+            out[cid] = m[1]
+        for cid in [c for c in memo if c not in out]:
+            del memo[cid]
+        return out
 
     def _read_raw(self, agents: list, counter: str, idx: dict) -> list:
         """One counter ReadRequest per agent (``idx``: name -> indices tuple, or None for a
@@ -733,11 +757,13 @@ class Controller:
         t1 = time.perf_counter()
         with self._mu:
             if self.policy.coordinated:
+                senders = self._senders if self.overrides_where_sent else None
                 if self.policy.dclas:
                     rnd = self.coord.round_incremental if self.incremental_coord else self.coord.round
-                    res = rnd(time.time(), dict(self.slots.slot), self.edges)
+                    res = rnd(time.time(), dict(self.slots.slot), self.edges, senders)
                 else:
-                    res = self.coord.fifo_lm_round(time.time(), dict(self.slots.slot), self.edges, self.sched)
+                    res = self.coord.fifo_lm_round(time.time(), dict(self.slots.slot), self.edges,
+                                                   self.sched, senders)
                 self._overrides, self._ovr_changed = res.overrides, res.changed
                 self._queues, self._sizes = res.queues, res.sizes
             elif self.policy.rate and (self._rates_due()):
