@@ -89,6 +89,7 @@ def test_scaled_thresholds():
     assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3",
                                              "ecn_threshold_bytes": str(P.ECN_FRAMES * 1514),
                                              "meter_headroom": repr(P.METER_HEADROOM),
+                                             "pace_headroom": repr(P.PACE_HEADROOM),
                                              "rate_capacity_frac": repr(P.RATE_CAPACITY_FRAC),
                                              "rate_audit": "1",
                                              "class_q1_bytes": repr(10 * 2**20 * 1e-3),

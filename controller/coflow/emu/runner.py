@@ -193,6 +193,7 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
         s["class_span"] = str(P.CLASS_SPAN)
     if paced(cfg, mode):
         s["meter_headroom"] = repr(P.METER_HEADROOM)
+        s["pace_headroom"] = repr(P.PACE_HEADROOM)
         if "rtt_us" in s:   # a meter is lowered only after its paced sender has slowed
             s["meter_hold_s"] = repr(P.METER_HOLD_RTTS * float(s["rtt_us"]) / 1e6)
             s["pace_hold_s"] = repr(P.PACE_HOLD_RTTS * float(s["rtt_us"]) / 1e6)
@@ -225,7 +226,8 @@ def enforcement(cfg: EmuConfig, mode: str) -> str:
         return order + ", no rate control"
     ordered = REGISTRY[SIM_OF.get(mode, mode)].name != "hug"
     return (order + " + " if ordered else "") + "meters at the sender edges" \
-        + (f" (+{P.METER_HEADROOM:.0%}), senders paced at the rates" if paced(cfg, mode) else " (policing)")
+        + (f" (+{P.METER_HEADROOM:.0%}), senders paced {P.PACE_HEADROOM:.0%} above the rates"
+           if paced(cfg, mode) else " (policing)")
 
 
 # --- the simulator beside the emulation -----------------------------------------------------------
