@@ -411,19 +411,25 @@ def placement(topo, ncoflows: int, how: str, trace_path: str = FB_TRACE) -> tupl
     return flows, where, source
 
 
-def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, routes_full,
-                place: str = "all", trace_path: str = FB_TRACE) -> list:
+def registered(topo, ncoflows: int, place: str, trace_path: str):
+    """A registry with ``ncoflows`` coflows placed by ``placement``: (registry, cid -> the edges
+    it sends from or None, where the widths came from)."""
     from coflow.api.registry import CoflowRegistry
-    from coflow.ctl import model as M
-    from coflow.ctl.daemon import Controller
-    from coflow.params import MB
-    hosts = [h.name for h in topo.hosts]
-    reg = CoflowRegistry(hosts)
+    reg = CoflowRegistry([h.name for h in topo.hosts])
     flows, where, source = placement(topo, ncoflows, place, trace_path)
     sends = {}
     for k in range(ncoflows):
         r = reg.register(flows[k])
         sends[(r.cid.external, r.cid.internal)] = where[k] if where is not None else None
+    return reg, sends, source
+
+
+def bench_dclas(topo, addrs, sw, ncoflows, rounds, variants, p4info, bmv2_json, routes_full,
+                place: str = "all", trace_path: str = FB_TRACE) -> list:
+    from coflow.ctl import model as M
+    from coflow.ctl.daemon import Controller
+    from coflow.params import MB
+    reg, sends, source = registered(topo, ncoflows, place, trace_path)
     ctl = Controller(topo, "dclas", p4info, bmv2_json, addrs, registry=reg,
                      settings={"audit_s": "0", "telemetry_s": "0"}, start_timeout=600)
     startup = start_controller(ctl, routes_full)
@@ -575,16 +581,9 @@ def bench_dclas_digest(topo, addrs, sw, ncoflows, rounds, p4info, bmv2_json, rou
     DIGEST_E^k so that BMv2 is driven by packets. ``steady``: every coordinated coflow has
     sent a packet on every edge; ``demotions``: before each round 5 coflows' bytes on one edge
     reach their next threshold."""
-    from coflow.api.registry import CoflowRegistry
     from coflow.ctl.daemon import Controller
     from coflow.params import DclasParams
-    hosts = [h.name for h in topo.hosts]
-    reg = CoflowRegistry(hosts)
-    flows, where, source = placement(topo, ncoflows, place, trace_path)
-    sends = {}
-    for k in range(ncoflows):
-        r = reg.register(flows[k])
-        sends[(r.cid.external, r.cid.internal)] = where[k] if where is not None else None
+    reg, sends, source = registered(topo, ncoflows, place, trace_path)
     # emulated edges beyond 8: Q1 grows with the edges, so that the setup's 64 bytes per coflow
     # and edge stay below it (at 1,024 edges they are 64 KB: every coflow would start demoted
     # and the demotion rounds demote nothing); BMv2's packets need the small Q1
