@@ -80,7 +80,7 @@ def test_ecmp_window_per_layer(ft):
     ls = T.leafspine(2, 2, 2)
     assert T.layers(ls) == {"l0": 0, "l1": 0, "s0": 1, "s1": 1}
     assert [TR.ecmp_shift(n) for n in range(5)] == [0, 8, 16, 0, 8]
-    with pytest.raises(ValueError, match="0, 8 or 16"):
+    with pytest.raises(ValueError, match="one of 0, 8, 16"):
         TR.ecmp_window_entity(4)
 
 

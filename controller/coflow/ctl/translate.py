@@ -300,17 +300,22 @@ ECMP_WINDOW_BITS = 16   # the selector's key: a 16-bit window of the 5-tuple's C
 ECMP_WINDOW_STEP = 8    # windows at bits 0, 8, 16 (routing.p4)
 
 
+#: the windows a switch may take: 0, 8, 16 (the top one ends at bit 31)
+ECMP_SHIFTS = tuple(range(0, 32 - ECMP_WINDOW_BITS + 1, ECMP_WINDOW_STEP))
+
+
 def ecmp_shift(layer: int) -> int:
     """The hash window of a switch in ``layer`` (topology.layers): 0, 8, 16, 0, ... A flow's
     choice at one layer is then independent of its choice at the next: with one hash for all,
     a fat-tree's aggregation repeats the edge's member index and half the cores idle
     (routing.p4, "ECMP polarization")."""
-    return ECMP_WINDOW_STEP * (layer % (1 + (32 - ECMP_WINDOW_BITS) // ECMP_WINDOW_STEP))
+    return ECMP_SHIFTS[layer % len(ECMP_SHIFTS)]
 
 
 def ecmp_window_entity(shift: int) -> M.DefaultAction:
-    if shift not in (0, 8, 16):
-        raise ValueError(f"ECMP window shift must be 0, 8 or 16, got {shift!r}")
+    if shift not in ECMP_SHIFTS:
+        raise ValueError(f"ECMP window shift must be one of {', '.join(map(str, ECMP_SHIFTS))}, "
+                         f"got {shift!r}")
     return M.DefaultAction(M.T_ECMP_WINDOW, M.A_ECMP_WINDOW, M.params(shift=shift))
 
 
