@@ -168,8 +168,11 @@ results: $(VENV)/.installed
 	else echo "results: $(FB_TRACE) not found: results/sim-fb.json kept"; fi
 	@$(MAKE) --no-print-directory readme
 
+# EMU_RUNS="out/run/compare.json runs/2/compare.json ...": several runs of one build, saved as
+# the first's table and every run's gains as median and range
+EMU_RUNS ?= out/run/compare.json
 results-emu: $(VENV)/.installed
-	$(COFLOW) results save --kind emu out/run/compare.json -o results/emu-fattree.json --command "make run"
+	$(COFLOW) results save --kind emu $(EMU_RUNS) -o results/emu-fattree.json --command "make run"
 	@$(MAKE) --no-print-directory readme
 
 readme: $(VENV)/.installed

@@ -357,3 +357,65 @@ def test_scale_placements_kept_apart_and_alledges_against_push(tmp_path):
     # digestall is set against digest (not push)
     assert ("the same on report digests (`digestall` against `digest`) | 300.00 / 600.00 / 300.00, 4000 | "
             "10.00 / 20.00 / 10.00, 100 | 0.03 / 0.03 |") in out
+
+
+def _emu_run(tmp_path, name, gains, retx, paced=None, commit="abc123", **plan):
+    """A `make run` compare.json with one row per mode (avg gain over fair as given)."""
+    rows = {m: {"avg_cct_s": 3.0 / g, "p95_cct_s": 1.0, "avg": g, "p95": 1.0, "wall_s": 1.0,
+                "SN_avg": None, "LN_avg": None, "SW_avg": None, "LW_avg": None} for m, g in gains.items()}
+    reports = {m: {"tcp": {"RetransSegs": retx[m], "OutSegs": 1000}} for m in gains}
+    for m, v in (paced or {}).items():
+        reports[m]["controller"] = {"rate_audit": {"flows": 10, "achieved_over_set": v, "median": v,
+                                                   "within_10pct": 0.5}}
+    cmp = {"plan": {"coflows": 60, "flows": 1682, "bytes": 1e8, **plan}, "config": {"rate_mbps": 1.0},
+           "topology": "fattree-k4", "table": {"baseline": "fair", "rows": rows}, "reports": reports,
+           "provenance": {"commit": commit, "dirty": False}}
+    p = tmp_path / f"{name}.json"
+    p.write_text(json.dumps(cmp))
+    return str(p)
+
+
+def test_emu_runs_together_give_median_and_range(tmp_path):
+    """Three runs of one build: the first's table in full, then each mode's median gain with the
+    lowest and highest (hand-checked), and the prose view ranks by the medians."""
+    a = _emu_run(tmp_path, "a", {"fair": 1.0, "dclas": 1.65, "sebf": 1.46}, {"fair": 10, "dclas": 5, "sebf": 2},
+                 paced={"sebf": 0.85})
+    b = _emu_run(tmp_path, "b", {"fair": 1.0, "dclas": 1.19, "sebf": 1.28}, {"fair": 12, "dclas": 7, "sebf": 4},
+                 paced={"sebf": 0.95})
+    c = _emu_run(tmp_path, "c", {"fair": 1.0, "dclas": 1.40, "sebf": 1.29}, {"fair": 11, "dclas": 6, "sebf": 3},
+                 paced={"sebf": 0.90})
+    out = tmp_path / "results"
+    out.mkdir()
+    rc = R.main(["save", "--kind", "emu", a, b, c, "-o", str(out / "e.json"), "--command", "make run"])
+    assert rc == 0
+    s = json.loads((out / "e.json").read_text())
+    assert len(s["runs"]) == 3 and s["rows"]["dclas"]["avg"] == 1.65    # the table: the first run
+    text = R.render_emu(s)
+    assert "Across 3 runs of this build" in text
+    assert "| dclas | 1.40 [1.19-1.65] | 2.14 [1.82-2.52] | 0.6% [0.5%-0.7%] | - |" in text
+    assert "| sebf | 1.29 [1.28-1.46] | 2.33 [2.05-2.34] | 0.3% [0.2%-0.4%] | 0.90 [0.85-0.95] |" in text
+    what = R.render_emu_what(s)
+    assert what.startswith("Over 3 runs (medians), ranked by average CCT over fair: dclas 1.40x, sebf 1.29x")
+    # one run: as before, no table across runs
+    R.main(["save", "--kind", "emu", a, "-o", str(out / "one.json"), "--command", "make run"])
+    one = json.loads((out / "one.json").read_text())
+    assert "Across" not in R.render_emu(one)
+    assert R.render_emu_what(one).startswith("In this run, ranked by average CCT over fair: dclas 1.65x, sebf 1.46x")
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"commit": "def456"}, "commit def456, .* has abc123: runs summarized together must be one build's"),
+    ({"coflows": 50}, "plan.coflows is 50, .* has 60: runs summarized together must run the same flows"),
+    ({"gains": {"fair": 1.0, "dclas": 1.2}}, r"modes \['dclas', 'fair'\], .* has \['dclas', 'fair', 'sebf'\]"),
+])
+def test_emu_runs_that_differ_are_refused_in_one_line(tmp_path, capsys, kw, msg):
+    g = {"fair": 1.0, "dclas": 1.5, "sebf": 1.3}
+    a = _emu_run(tmp_path, "a", g, {m: 1 for m in g})
+    gains = kw.pop("gains", g)
+    b = _emu_run(tmp_path, "b", gains, {m: 1 for m in gains}, **kw)
+    assert R.main(["save", "--kind", "emu", a, b, "-o", str(tmp_path / "e.json"), "--command", "x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert re.search(msg, err) and "\n" not in err, err
+    assert not (tmp_path / "e.json").exists()
+    assert R.main(["save", "--kind", "sim", a, b, "-o", str(tmp_path / "s.json"), "--command", "x"]) == 2
+    assert "several only with --kind emu" in capsys.readouterr().err

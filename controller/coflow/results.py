@@ -137,11 +137,57 @@ def _coflow_count(cmp: dict) -> int | None:
     return None
 
 
-def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
-    """Summary of the emulation's ``out/run/compare.json`` (``make run``)."""
+def _need_emu(cmp: dict, source_path: str) -> None:
     for k in ("plan", "table", "reports", "config"):
         if k not in cmp:
             raise ResultsError(f"{source_path}: no {k!r}: not the JSON of `make run`'s emulation")
+
+
+#: what runs must share to be summarized together: the same flows at the same rate, and the
+#: same modes
+_SAME_RUN = (("plan", "coflows"), ("plan", "flows"), ("plan", "bytes"), ("config", "rate_mbps"))
+
+
+def _run_brief(cmp: dict, source_path: str) -> dict:
+    """One run's figures for the table across runs: each mode's gain and average CCT, the share
+    of its segments retransmitted and its paced flows' achieved / set rate."""
+    rows = _rows(cmp["table"])
+    retx, paced = {}, {}
+    for m, r in cmp["reports"].items():
+        t = r.get("tcp") or {}
+        if t.get("RetransSegs") is not None and t.get("OutSegs"):
+            retx[m] = t["RetransSegs"] / t["OutSegs"]
+        au = (r.get("controller") or {}).get("rate_audit")
+        if isinstance(au, dict) and au.get("flows"):
+            paced[m] = au.get("achieved_over_set")
+    return {"gain": {m: r["avg"] for m, r in rows.items()},
+            "avg_cct_s": {m: r["avg_cct_s"] for m, r in rows.items()},
+            "retrans": retx, "paced": paced, "run": run_info(source_path, cmp)}
+
+
+def _check_same(first: tuple, other: tuple) -> None:
+    (a, pa), (b, pb) = first, other
+    for sec, key in _SAME_RUN:
+        if (a.get(sec) or {}).get(key) != (b.get(sec) or {}).get(key):
+            raise ResultsError(f"{pb}: {sec}.{key} is {(b.get(sec) or {}).get(key)!r}, {pa} has "
+                               f"{(a.get(sec) or {}).get(key)!r}: runs summarized together must run the same flows")
+    if set(a["table"]["rows"]) != set(b["table"]["rows"]):
+        raise ResultsError(f"{pb}: modes {sorted(b['table']['rows'])}, {pa} has {sorted(a['table']['rows'])}")
+
+
+def summarize_emu(cmp: dict, source_path: str, command: str, also: tuple = ()) -> dict:
+    """Summary of the emulation's ``out/run/compare.json`` (``make run``); ``also``: more runs
+    of the same build and flows, ``(compare JSON, path)`` each, whose gains, retransmissions and
+    paced rates are kept beside the first's (``runs``: the table across runs)."""
+    _need_emu(cmp, source_path)
+    runs = [_run_brief(cmp, source_path)]
+    for other, path in also:
+        _need_emu(other, path)
+        _check_same((cmp, source_path), (other, path))
+        runs.append(_run_brief(other, path))
+        if runs[-1]["run"]["commit"] != runs[0]["run"]["commit"]:
+            raise ResultsError(f"{path}: commit {runs[-1]['run']['commit']}, {source_path} has "
+                               f"{runs[0]['run']['commit']}: runs summarized together must be one build's")
     tcp = {m: r.get("tcp") for m, r in cmp["reports"].items() if r.get("tcp") is not None}
     regime = {m: r.get("regime") for m, r in cmp["reports"].items() if r.get("regime") is not None}
     # rate modes: the controller's meter pool and closed loop (rounds that read flow_bytes)
@@ -158,7 +204,8 @@ def summarize_emu(cmp: dict, source_path: str, command: str) -> dict:
             "baseline": cmp["table"]["baseline"], "rows": _rows(cmp["table"]),
             "sim_rows": _rows(cmp["sim_table"]) if "sim_table" in cmp else None,
             "tcp": tcp, "regime": regime, "meters": meters, "enforcement": enforcement,
-            "pacing": pacing, "rate_audit": audit, "run": run_info(source_path, cmp)}
+            "pacing": pacing, "rate_audit": audit, "run": runs[0]["run"],
+            "runs": [{k: v for k, v in r.items() if k != "run"} | {"date": r["run"]["date"]} for r in runs]}
 
 
 SCALE_KEYS = ("mode", "round", "variant", "edges", "coflows", "switch", "placement", "median_ms",
@@ -340,7 +387,42 @@ def render_emu(s: dict) -> str:
                    f"{_f(r.get('LN_avg'))} | {_f(r.get('LW_avg'))} | {_f(sr.get('avg'))} | {_f(sr.get('p95'))} | "
                    f"{seg} | {synr} | {_f(t.get('TCPTimeouts'), '{:,}')} | {_f(g.get('ecn_marked'), '{:,}')} | "
                    f"{_f(bfb, '{:.0%}')} | {rc} | {_f(g.get('meter_red_drops'), '{:,}')} |")
+    runs = s.get("runs") or []
+    if len(runs) > 1:
+        out += ["", f"Across {len(runs)} runs of this build and these flows (the table above is the first): "
+                "median, and in brackets the lowest and highest.", "",
+                "| mode | avg over " + s["baseline"] + " | avg CCT (s) | retransmitted segments | "
+                "paced flows' achieved / set rate |", "|---|---:|---:|---:|---:|"]
+        for name in s["rows"]:
+            out.append(f"| {name} | {_spread([r['gain'].get(name) for r in runs])} | "
+                       f"{_spread([r['avg_cct_s'].get(name) for r in runs])} | "
+                       f"{_spread([r['retrans'].get(name) for r in runs], '{:.1%}')} | "
+                       f"{_spread([r['paced'].get(name) for r in runs])} |")
     return "\n".join(out) + "\n"
+
+
+def _median(xs: list) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def _spread(xs: list, fmt: str = "{:.2f}") -> str:
+    """``median [lowest-highest]`` of the runs that have the figure (- when none)."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    return fmt.format(_median(xs)) + (f" [{fmt.format(min(xs))}-{fmt.format(max(xs))}]" if len(xs) > 1 else "")
+
+
+def gains(s: dict) -> tuple[dict, int]:
+    """Each mode's gain over the baseline: the median across ``runs`` when there are several,
+    else the table's; and how many runs it is from."""
+    runs = s.get("runs") or []
+    if len(runs) > 1:
+        return ({m: _median(v) for m in s["rows"]
+                 if (v := [r["gain"][m] for r in runs if r["gain"].get(m) is not None])}, len(runs))
+    return {m: r["avg"] for m, r in s["rows"].items() if r.get("avg") is not None}, 1
 
 
 def _round_key(r: dict):
@@ -658,9 +740,10 @@ def render_emu_what(s: dict) -> str:
     """The figures README discusses under the emulation's table: the modes ranked, retransmissions
     (and how many of them D-SACKed), and each mode's emulated gain against the simulator's."""
     rows, base = s["rows"], s["baseline"]
-    modes = sorted((m for m in rows if m != base and rows[m].get("avg") is not None), key=lambda m: -rows[m]["avg"])
-    out = ["In this run, ranked by average CCT over " + base + ": "
-           + ", ".join(f"{m} {rows[m]['avg']:.2f}x" for m in modes)]
+    gain, n = gains(s)
+    modes = sorted((m for m in gain if m != base), key=lambda m: -gain[m])
+    out = [("In this run" if n == 1 else f"Over {n} runs (medians)") + ", ranked by average CCT over "
+           + base + ": " + ", ".join(f"{m} {gain[m]:.2f}x" for m in modes)]
     retx = []
     for m in rows:
         t = (s.get("tcp") or {}).get(m) or {}
@@ -671,11 +754,12 @@ def render_emu_what(s: dict) -> str:
             retx.append(f"{m} {share:.1%}" + (f" ({ds / t['RetransSegs']:.0%} of them D-SACKed)"
                                                if ds is not None and t["RetransSegs"] else ""))
     if retx:
-        out.append("segments retransmitted: " + ", ".join(retx))
+        out.append(("segments retransmitted" if n == 1 else "in the first run, segments retransmitted")
+                   + ": " + ", ".join(retx))
     sim = s.get("sim_rows") or {}
     both = [m for m in modes if (sim.get(m) or {}).get("avg") is not None]
     if both:
-        out.append("emulated vs simulated gain: " + ", ".join(f"{m} {rows[m]['avg']:.2f}x vs {sim[m]['avg']:.2f}x"
+        out.append("emulated vs simulated gain: " + ", ".join(f"{m} {gain[m]:.2f}x vs {sim[m]['avg']:.2f}x"
                                                                 for m in both))
     return "; ".join(out) + ".\n"
 
@@ -792,13 +876,23 @@ def summaries_used(text: str) -> set[str]:
 
 # CLI --------------------------------------------------------------------------------------------
 
-def cmd_save(args) -> int:
+def _load_run(path: str) -> dict:
     try:
-        with open(args.source) as f:
-            cmp = json.load(f)
+        with open(path) as f:
+            return json.load(f)
     except (OSError, json.JSONDecodeError) as e:
-        raise ResultsError(f"{args.source}: {e}") from None
-    s = SUMMARIZERS[args.kind](cmp, args.source, args.command)
+        raise ResultsError(f"{path}: {e}") from None
+
+
+def cmd_save(args) -> int:
+    first, *more = args.source
+    if more and args.kind != "emu":
+        raise ResultsError(f"--kind {args.kind} summarizes one run; several only with --kind emu")
+    cmp = _load_run(first)
+    if more:
+        s = summarize_emu(cmp, first, args.command, also=tuple((_load_run(p), p) for p in more))
+    else:
+        s = SUMMARIZERS[args.kind](cmp, first, args.command)
     from .report import write_json
     write_json(s, args.out)
     if args.kind == "scale" and plot_scale(s, os.path.splitext(args.out)[0] + ".png"):
@@ -831,9 +925,12 @@ def add_commands(sub) -> None:
     p = sub.add_parser("results", help="README results tables from small JSON summaries (results/)")
     rs = p.add_subparsers(dest="rcmd", required=True)
     s = rs.add_parser("save", help="summarize a run's JSON into results/NAME.json")
-    s.add_argument("source", help="coflow compare --json output, make run's out/run/compare.json, "
-                                  "make bench-scale's out/bench/bench_scale.json, make ptf's "
-                                  "out/ptf/summary.json or make bench-p4's out/bench/bench_p4.json")
+    s.add_argument("source", nargs="+",
+                   help="coflow compare --json output, make run's out/run/compare.json, "
+                        "make bench-scale's out/bench/bench_scale.json, make ptf's "
+                        "out/ptf/summary.json or make bench-p4's out/bench/bench_p4.json; with "
+                        "--kind emu several runs of one build (the first's table in full, "
+                        "every run's gains beside it as median and range)")
     s.add_argument("--kind", choices=sorted(SUMMARIZERS), required=True)
     s.add_argument("--command", required=True, help="the command that made the run (shown with the table)")
     s.add_argument("-o", "--out", required=True)

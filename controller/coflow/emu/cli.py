@@ -51,7 +51,7 @@ def _common(p) -> None:
                         "services bound their fetches) or opens another")
     p.add_argument("--pacing", choices=("on", "off"), default="on",
                    help="in the metered modes (sebf, hug, ...), the agents pace every flow at the "
-                        "rate the controller streams (WatchRates, SO_MAX_PACING_RATE) and the "
+                        "rate the controller streams (WatchRates; a token bucket per flow) and the "
                         "meters get headroom above it (default on); off: the meters alone police")
     p.add_argument("--tcp", action="append", default=[], metavar="SYSCTL=VALUE",
                    help="a net.ipv4 TCP sysctl of every host, over the defaults (coflow.emu.switch."
