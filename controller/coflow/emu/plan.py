@@ -65,10 +65,10 @@ METER_PEAK_BURSTS = 4
 #: With paced senders (``--pacing``, the default), a metered mode's meters pass this much more
 #: than the flow's rate (``meter_headroom``), and the senders pace PACE_HEADROOM above it
 #: (``pace_headroom``): a cooperating sender never meets the meter, one that does not pace is
-#: held to just above its rate. The pace's headroom because a paced TCP flow reaches less than
-#: its pace (window-limited in the low classes; mininet/README.md "Fifth pass"): sebf + hug
-#: runs, pace at the rate -> 10% above it (meters 20% above): paced flows 0.81x -> 0.83x (SEBF)
-#: and 0.87x -> 0.95x (HUG) of their rates, average CCT 1.93 -> 1.88 s and 2.33 -> 2.12 s.
+#: held to just above its rate. The pace's headroom was chosen while the senders paced with
+#: Linux's SO_MAX_PACING_RATE and reached less than their pace (mininet/README.md "Fifth pass":
+#: paced flows 0.81x -> 0.83x (SEBF) and 0.87x -> 0.95x (HUG) of their rates); with the agents'
+#: own pacing ("Sixth pass") they reach 0.97x and 1.07x of the controller's rate, inside it.
 METER_HEADROOM = 0.2
 PACE_HEADROOM = 0.1
 #: With paced senders, a flow's meter is lowered this many round trips after its rate
