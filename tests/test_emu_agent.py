@@ -377,6 +377,12 @@ def test_regime_summary_by_hand():
     # the meters' RED drops, from the controller's telemetry (issue 27)
     r = regime_summary(tcp, tl, [2.0, 1.0], plan, controller={"dataplane": {"drops": {"METER_RED": 42}}})
     assert r["meter_red_drops"] == 42 and "42 meter RED drops" in format_regime(r)
+    # a metered mode whose meters dropped nothing (its telemetry lists nonzero reasons only): 0;
+    # a mode without meters: unknown
+    none = {"dataplane": {"drops": {"NOT_IPV4": 3}}, "mode": "sebf"}
+    assert regime_summary(tcp, tl, [2.0, 1.0], plan, controller=none)["meter_red_drops"] == 0
+    assert regime_summary(tcp, tl, [2.0, 1.0], plan,
+                          controller=dict(none, mode="sincronia"))["meter_red_drops"] is None
     m = regime_summary(tcp, tl, [2.0, 1.0], plan, ecn_marked=7, meter_marked=5)
     assert m["meter_marked"] == 5 and "7 ECN marks (+ 5 by the meters)" in format_regime(m)
 

@@ -419,3 +419,15 @@ def test_emu_runs_that_differ_are_refused_in_one_line(tmp_path, capsys, kw, msg)
     assert not (tmp_path / "e.json").exists()
     assert R.main(["save", "--kind", "sim", a, b, "-o", str(tmp_path / "s.json"), "--command", "x"]) == 2
     assert "several only with --kind emu" in capsys.readouterr().err
+
+
+def test_a_metered_mode_without_red_drops_shows_0_not_unknown(tmp_path):
+    """Runs saved before the runner counted a metered mode's absent METER_RED as 0 (the
+    telemetry lists nonzero reasons only): the summary says 0 for sebf, unknown for sincronia."""
+    p = _emu_run(tmp_path, "a", {"fair": 1.0, "sebf": 1.3, "sincronia": 1.2}, {"fair": 1, "sebf": 1, "sincronia": 1})
+    cmp = json.loads(open(p).read())
+    for m in ("sebf", "sincronia"):
+        cmp["reports"][m].update(regime={"meter_red_drops": None},
+                                 controller={"mode": m, "dataplane": {"drops": {"NOT_IPV4": 4}}})
+    s = R.summarize_emu(cmp, p, "make run")
+    assert s["regime"]["sebf"]["meter_red_drops"] == 0 and s["regime"]["sincronia"]["meter_red_drops"] is None

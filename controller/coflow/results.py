@@ -190,6 +190,10 @@ def summarize_emu(cmp: dict, source_path: str, command: str, also: tuple = ()) -
                                f"{runs[0]['run']['commit']}: runs summarized together must be one build's")
     tcp = {m: r.get("tcp") for m, r in cmp["reports"].items() if r.get("tcp") is not None}
     regime = {m: r.get("regime") for m, r in cmp["reports"].items() if r.get("regime") is not None}
+    from .emu.runner import meter_red_drops
+    for m, g in regime.items():      # runs before the runner counted a metered mode's none as 0
+        if g.get("meter_red_drops") is None:
+            regime[m] = dict(g, meter_red_drops=meter_red_drops(cmp["reports"][m].get("controller")))
     # rate modes: the controller's meter pool and closed loop (rounds that read flow_bytes)
     meters = {m: (r.get("controller") or {}).get("meters") for m, r in cmp["reports"].items()
               if isinstance((r.get("controller") or {}).get("meters"), dict)}

@@ -600,11 +600,23 @@ def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
             "syn_retrans_per_connection": ratio(syn, conns),
             "warmup_connections": w.get("ActiveOpens"), "warmup_syn_retrans": w.get("TCPSynRetrans"),
             "timeouts": tcp.get("TCPTimeouts"), "ecn_marked": ecn_marked, "meter_marked": meter_marked,
-            "meter_red_drops": (((controller or {}).get("dataplane") or {}).get("drops") or {}).get("METER_RED"),
+            "meter_red_drops": meter_red_drops(controller),
             # retransmissions of segments the receiver already had (D-SACK): no loss behind them
             "spurious_retrans_segs": tcp.get("TCPDSACKRecvSegs"), "spurious_rtos": tcp.get("TCPSpuriousRTOs"),
             "before_first_byte_share": ({"median": float(np.median(sh)), "mean": float(sh.mean()),
                                          "p95": float(np.percentile(sh, 95))} if sh.size else None)}
+
+
+def meter_red_drops(controller: dict | None) -> int | None:
+    """The meters' RED drops from the controller's brief: 0 where a metered mode's telemetry
+    counted none (its drop counts list only nonzero reasons), None without meters or telemetry."""
+    from ..dataplane.constants import ENFORCEMENT
+    c = controller or {}
+    dp = c.get("dataplane")
+    if not isinstance(dp, dict):
+        return None
+    red = (dp.get("drops") or {}).get("METER_RED")
+    return red if red is not None or ENFORCEMENT.get(c.get("mode")) != "meters" else 0
 
 
 def _add(a, b):
