@@ -422,3 +422,52 @@ def test_an_arrival_is_written_before_the_closed_loop_read_which_keeps_its_clock
         c.stop()
         reg.close()
         emu.stop()
+
+
+def _write_kinds(req_bytes, codec) -> list:
+    """A serialised WriteRequest's updates: 'slot', 'override', 'meter', another table's name
+    or the entity's kind (a slot's counter reset goes with the slot: 'counter_entry')."""
+    from coflow.dataplane.pb import p4runtime_pb2
+    req = p4runtime_pb2.WriteRequest()
+    req.ParseFromString(req_bytes)
+    names = {v: k for k, v in codec.table_id.items()}
+    out = []
+    for u in req.updates:
+        e = u.entity
+        if e.HasField("table_entry"):
+            t = names.get(e.table_entry.table_id)
+            out.append("slot" if t == M.T_SLOT else "override" if t == M.T_OVERRIDE else t)
+        else:
+            out.append("meter" if e.HasField("meter_entry") else e.WhichOneof("entity"))
+    return out
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_a_new_coflows_class_is_written_before_the_meters_it_moves(first):
+    """SEBF: a coflow arrives while another sends on the same edge. The round writes the new
+    coflow's slot and class in a Write of its own, then the meters (its own and those of the
+    coflow whose rates it cut): Register's wait ends after the first. (``classes_first``
+    off, the code before: one Write with all of it.)"""
+    emu, reg, c = _sebf_on_leafspine()
+    c.classes_first = first
+    try:
+        c.start(loop=False)
+        reg.register([("h0", "h2", 10**8), ("h0", "h3", 10**8)])
+        c.round()
+        dev = {s.name: s.device_id for s in c.topo.switches}[c._host_edge["h0"]]
+        emu.emu.write_log = []
+        reg.register([("h0", "h2", 10**5)])      # smaller: first in SEBF's order, on h0's edge
+        c.round()
+        writes = [(d, _write_kinds(r, c.codec)) for d, r in emu.emu.write_log]
+        mine = [k for d, k in writes if d == dev]
+        assert mine, writes
+        kinds = [set(k) for k in mine]
+        if first:
+            assert kinds[0] <= {"slot", "override", "counter_entry"} and "slot" in kinds[0], writes
+            assert any("meter" in k for k in kinds[1:]), writes
+        else:
+            assert len(mine) == 1 and {"slot", "meter"} <= kinds[0], writes
+    finally:
+        c.stop()
+        reg.close()
+        emu.stop()
