@@ -53,9 +53,6 @@ SLOT_LINGER_S = 1.0
 #: rate modes: a JSON line per allocation (time, order, every active flow's remaining bytes as
 #: the scheduler saw them and its rate) appended to this file; for diagnosing a schedule
 _RATES_TRACE = os.environ.get("COFLOW_RATES_TRACE", "")
-#: the entries a rate mode's round writes first, in a Write of their own (``classes_first``):
-#: the coflows' slots and queue classes, which Register waits for, before the meters
-FIRST_KEYS = {("table", M.T_SLOT), ("table", M.T_OVERRIDE)}
 
 class Controller:
     def __init__(self, topology, mode: str, p4info: str, bmv2_json: str, switch_addrs: dict,
@@ -218,10 +215,6 @@ class Controller:
         self.use_digest = bool(self.ctl.digest) and self.digest is not None
         # tests' reference: one switch's Write after the other (False: all in flight together)
         self.sequential_writes = False
-        # rate modes: a round's slot and class entries go out in a Write of their own before
-        # its meter changes, so that Register (wait_installed) answers after the first Write
-        # (False: one Write per switch per round, the code before; bench and test reference)
-        self.classes_first = True
         self._unsubscribe = None
         self._http: StatusServer | None = None
         self._last_status_write = 0.0
@@ -1174,16 +1167,12 @@ class Controller:
                 later[name] = self._pool.submit(a.sync, st, None)
             else:
                 now.append((a, st, dirty))
-        results = {}
-        if self.classes_first and self.policy.rate:
-            first = [(a, st, u) for a, st, d in now if (u := {k for k in d if k[:2] in FIRST_KEYS}) and u != d]
-            if first:
-                results = self._sync(first)
-                # the rest of a switch's changes only after its first Write succeeded
-                now = [(a, st, d) for a, st, d in now if results.get(a.name, (0, None))[1] is None]
-        for name, (n, err) in self._sync(now).items():
-            n0, err0 = results.get(name, (0, None))
-            results[name] = (n0 + n, err0 or err)
+        if self.sequential_writes:
+            results = {}
+            for item in now:
+                results.update(sync_many([item]))
+        else:
+            results = sync_many(now, self.io)
         for name, f in later.items():
             results[name] = f.result()
         written = errors = 0
@@ -1196,16 +1185,6 @@ class Controller:
                 errors += 1
                 self.metrics.write_errors.labels(name).inc()
         return written, errors
-
-    def _sync(self, items: list) -> dict:
-        """One Write per switch of ``items`` ([(agent, desired, keys)]): all in flight together,
-        or one after the other (``sequential_writes``)."""
-        if self.sequential_writes:
-            results = {}
-            for item in items:
-                results.update(sync_many([item]))
-            return results
-        return sync_many(items, self.io)
 
     def _metric(self, name: str, label: str):
         """A labelled child of a metric, looked up once (every round sets a few dozen)."""

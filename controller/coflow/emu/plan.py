@@ -89,8 +89,11 @@ PACE_HOLD_RTTS = 4
 CLASS_SPAN = 1
 #: With paced senders, the rate modes' scheduler shares this fraction of each host link's
 #: payload capacity (``rate_capacity_frac``): the links also carry the ACKs of the flows coming
-#: the other way and the segments Linux does not pace (measured on the default run: paced flows
-#: achieved 0.54x of rates filling the payload capacity, 0.68x of rates filling 90% of it).
+#: the other way (chosen with Linux's pacing, whose first 10 segments were unpaced: paced flows
+#: achieved 0.54x of rates filling the payload capacity, 0.68x of rates filling 90% of it). With
+#: the agents' pacing, sebf-only runs at 0.9 / 0.95 / 1.0: average CCT 1.75 / 1.69 / 1.62 s,
+#: the 68 MB coflow 53.5 / 53.5 / 53.3 s (its bottleneck link is full either way), paced flows
+#: 0.97 / 0.93 / 0.89 of their rates (mininet/README.md "Sixth pass"): kept.
 RATE_CAPACITY_FRAC = 0.9
 #: Every class of a strict-priority TM is guaranteed this fraction of its port (``--class-floor``,
 #: HTB ``rate``; spare bandwidth still goes by priority), so that no class is starved into
