@@ -97,7 +97,7 @@ _TCP_INFO = struct.Struct("=8B 24I Q")
 def tcp_state(sock: socket.socket) -> dict | None:
     """What a (pooled) connection carries into the next flow it sends: the kernel's smoothed RTT
     (ms), congestion window and slow-start threshold (segments), RTO (ms) and its own pacing rate
-    (bytes/s, before SO_MAX_PACING_RATE caps it); None where TCP_INFO is unavailable."""
+    (bytes/s; the agent never caps it: it paces in user space); None where TCP_INFO is unavailable."""
     try:
         raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO.size)
     except OSError:
@@ -442,7 +442,7 @@ class Agent:
             if reuse:
                 if await reader.readexactly(len(ACK)) != ACK:
                     raise ValueError("bad ack")
-                self._unpace(cmd, conn)
+                self.pacing.pop((cmd["cid"], cmd["flow"]), None)   # no state on the connection
                 self._release(key, conn)     # to a waiting flow, or back in the pool
                 conn = None
             else:
@@ -526,11 +526,6 @@ class Agent:
                                  asyncio.get_running_loop().time())
         self.pace_range[key] = (rate, rate)
         return rate
-
-    def _unpace(self, cmd, conn) -> None:
-        """A paced flow is done (its pooled connection carries no pacing state: the next flow
-        on it starts at its own rate)."""
-        self.pacing.pop((cmd["cid"], cmd["flow"]), None)
 
     def _on_rates(self, u: dict) -> None:
         """One update of the controller's stream (in the event loop)."""
