@@ -25,6 +25,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -405,18 +406,12 @@ def render_emu(s: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def _median(xs: list) -> float:
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
-
 def _spread(xs: list, fmt: str = "{:.2f}") -> str:
     """``median [lowest-highest]`` of the runs that have the figure (- when none)."""
     xs = [x for x in xs if x is not None]
     if not xs:
         return "-"
-    return fmt.format(_median(xs)) + (f" [{fmt.format(min(xs))}-{fmt.format(max(xs))}]" if len(xs) > 1 else "")
+    return fmt.format(statistics.median(xs)) + (f" [{fmt.format(min(xs))}-{fmt.format(max(xs))}]" if len(xs) > 1 else "")
 
 
 def gains(s: dict) -> tuple[dict, int]:
@@ -424,7 +419,7 @@ def gains(s: dict) -> tuple[dict, int]:
     else the table's; and how many runs it is from."""
     runs = s.get("runs") or []
     if len(runs) > 1:
-        return ({m: _median(v) for m in s["rows"]
+        return ({m: statistics.median(v) for m in s["rows"]
                  if (v := [r["gain"][m] for r in runs if r["gain"].get(m) is not None])}, len(runs))
     return {m: r["avg"] for m, r in s["rows"].items() if r.get("avg") is not None}, 1
 
