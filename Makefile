@@ -9,9 +9,8 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 # Debian's Mininet and python3-thrift live in /usr/bin/python3's site-packages: build the venv
 # from it with --system-site-packages so the emulation sees them.
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
-EXTRAS ?= test,p4,ctl,lint,sweep
 
-.PHONY: all venv sysdeps lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-scale-digest bench-scale-senders bench-failover clean help results results-emu readme \
+.PHONY: all venv sysdeps lock lock-compile smoke lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-scale-digest bench-scale-senders bench-failover clean help results results-emu readme \
 	shell shell-venv
 
 all: help
@@ -24,10 +23,16 @@ help:
 	@echo "make p4-tofino | p4-tofino-fit - the TNA program with bf-p4c, its fit table (p4src/README.md)"
 	@echo "make shell SW=<switch> - p4runtime-shell (read-only backup client) on a switch a running controller manages"
 
-$(VENV)/.installed: pyproject.toml
+# The venv gets exactly the locked versions (requirements/dev.txt: every extra, hashes for every
+# file), then the project itself without its dependencies; requirements/check.py then refuses a
+# venv whose installed versions differ from the lock. `make lock` moves the lock forward
+# (requirements/README.md).
+LOCK := requirements/dev.txt
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	@test -x $(PY) || $(BASE_PYTHON) -m venv --system-site-packages $(VENV)
-	$(PY) -m pip install -q --upgrade pip >/dev/null
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	$(PY) -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r $(LOCK)
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PY) requirements/check.py $(LOCK)
 	@touch $@
 
 venv: $(VENV)/.installed
@@ -51,10 +56,11 @@ test: test-py
 # (SHELL_ARGS="--status-file F" or "--addr unix:/... --device-id N" otherwise);
 # tests/test_ctl_shell.py reads what the controller wrote through it (skips, saying so, without it).
 SHELL_VENV ?= .venv-shell
-P4RT_SHELL_VERSION ?= 0.0.6
-$(SHELL_VENV)/.installed:
+SHELL_LOCK := requirements/shell.txt
+$(SHELL_VENV)/.installed: $(SHELL_LOCK)
 	@test -x $(SHELL_VENV)/bin/python || $(BASE_PYTHON) -m venv $(SHELL_VENV)
-	$(SHELL_VENV)/bin/python -m pip install -q "p4runtime-shell==$(P4RT_SHELL_VERSION)"
+	$(SHELL_VENV)/bin/python -m pip install -q --disable-pip-version-check --require-hashes --no-deps -r $(SHELL_LOCK)
+	$(SHELL_VENV)/bin/python requirements/check.py $(SHELL_LOCK)
 	@touch $@
 
 shell-venv: $(SHELL_VENV)/.installed
@@ -63,7 +69,7 @@ shell: $(VENV)/.installed $(SHELL_VENV)/.installed
 	@COFLOW_SHELL_VENV=$(abspath $(SHELL_VENV)) $(PY) -m coflow.ctl.shell $(SW) $(SHELL_ARGS)
 
 # ruff (pyflakes, pycodestyle, bugbear, blind excepts) and mypy over the package; CI runs it.
-LINT_PATHS := controller tests bench mininet ptf-tests p4src/bench
+LINT_PATHS := controller tests bench mininet ptf-tests p4src/bench requirements
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/mypy
@@ -178,6 +184,30 @@ results-emu: $(VENV)/.installed
 readme: $(VENV)/.installed
 	$(COFLOW) results readme
 	$(COFLOW) results readme --readme controller/README.md
+
+# Move the lock forward: re-resolve every dependency to the newest versions pyproject.toml's
+# ranges allow (uv, pinned here, in a venv of its own), rebuild both venvs from the new lock, run
+# the tests and every target's smoke run. Commit requirements/*.txt only when all of it passes.
+# LOCK_UPGRADE="--upgrade-package numpy" moves one package; LOCK_UPGRADE= re-locks without moving
+# (after a pyproject.toml edit).
+UV_VERSION ?= 0.13.9
+LOCK_VENV ?= .venv-lock
+LOCK_UPGRADE ?= --upgrade
+LOCK_FLAGS := --universal --python-version 3.11 --generate-hashes --quiet
+$(LOCK_VENV)/bin/uv:
+	@test -x $(LOCK_VENV)/bin/python || $(BASE_PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q --disable-pip-version-check "uv==$(UV_VERSION)"
+
+lock-compile: $(LOCK_VENV)/bin/uv
+	$(LOCK_VENV)/bin/uv pip compile pyproject.toml requirements/build.in --all-extras $(LOCK_FLAGS) \
+	  $(LOCK_UPGRADE) -o $(LOCK)
+	$(LOCK_VENV)/bin/uv pip compile requirements/shell.in $(LOCK_FLAGS) $(LOCK_UPGRADE) -o $(SHELL_LOCK)
+
+lock: lock-compile
+	rm -rf $(VENV) $(SHELL_VENV)
+	$(MAKE) --no-print-directory test
+	$(MAKE) --no-print-directory smoke
+	@git diff --stat -- requirements/
 
 clean: stop
 	rm -rf build out .pytest_cache

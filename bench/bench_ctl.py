@@ -46,6 +46,8 @@ ROOT = os.path.dirname(HERE)
 
 import numpy as np  # noqa: E402
 
+from coflow.progress import phase  # noqa: E402
+
 
 class GcClock:
     """Time the cyclic garbage collector spends (gc.callbacks), to attribute slow rounds."""
@@ -194,25 +196,27 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
     one_round(1)
     ctl._freeze_heap()  # as Controller.start does after the initial sync
     gcc = GcClock()
-    for i in range(2, rounds + 2):
-        # between rounds, as Update calls would: 5 coflows report progress on 20 flows each,
-        # so the view, the rates and some meters change
-        for r in rng.choice(len(recs), 5, replace=False).tolist():
-            rec = recs[r]
-            for f in rng.choice(len(rec.flows), 20, replace=False).tolist():
-                rec.sent_bytes[f] = min(rec.flows[f].size_bytes - 1,
-                                        rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
-        rows["updates"].append(one_round(i))
-        sys.stderr.write(f"\rsebf round {i - 1}/{rounds} (progress updates)")
-    sys.stderr.write("\n")
+    with phase("sebf rounds (progress updates)", rounds, "round") as bar:
+        for i in range(2, rounds + 2):
+            # between rounds, as Update calls would: 5 coflows report progress on 20 flows
+            # each, so the view, the rates and some meters change
+            for r in rng.choice(len(recs), 5, replace=False).tolist():
+                rec = recs[r]
+                for f in rng.choice(len(rec.flows), 20, replace=False).tolist():
+                    rec.sent_bytes[f] = min(rec.flows[f].size_bytes - 1,
+                                            rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
+            rows["updates"].append(one_round(i))
+            bar.update()
+            bar.set_postfix(mismatched=mismatches)
     live = list(recs)
-    for j in range(rounds // 2):
-        # churn: the oldest coflow leaves, a new one (100 flows) arrives
-        live = live[1:] + [spare[j]]
-        set_records(live)
-        rows["churn"].append(one_round(rounds + 2 + j))
-        sys.stderr.write(f"\rsebf round {j + 1}/{rounds // 2} (arrival + departure)")
-    sys.stderr.write("\n")
+    with phase("sebf rounds (arrival + departure)", rounds // 2, "round") as bar:
+        for j in range(rounds // 2):
+            # churn: the oldest coflow leaves, a new one (100 flows) arrives
+            live = live[1:] + [spare[j]]
+            set_records(live)
+            rows["churn"].append(one_round(rounds + 2 + j))
+            bar.update()
+            bar.set_postfix(mismatched=mismatches)
     ctl._pool.shutdown()
     ctl.registry.close()
     gcc.close()
@@ -246,10 +250,10 @@ def bench_dclas(rounds: int, p4info: str, bmv2_json: str) -> dict:
                       [replace(s, device_id=s.device_id + base) for s in topo.switches], topo.links)
     sws = {}
     try:
-        for s in topo.switches:
-            sws[s.name] = Bmv2(s.device_id).start()
-            sys.stderr.write(f"\rstarted {len(sws)}/{len(topo.switches)} switches")
-        sys.stderr.write("\n")
+        with phase("starting simple_switch_grpc", len(topo.switches), "switch") as bar:
+            for s in topo.switches:
+                sws[s.name] = Bmv2(s.device_id).start()
+                bar.update()
         reg = CoflowRegistry([h.name for h in topo.hosts])
         hosts = [h.name for h in topo.hosts]
         for k in range(100):
@@ -268,14 +272,15 @@ def bench_dclas(rounds: int, p4info: str, bmv2_json: str) -> dict:
             c = ctl.agents[e].client
             c.write([("MODIFY", _counter(c, slots[cid], 1000 + slots[cid])) for cid in cids])
         steady, busy = [], []
-        for i in range(rounds):
-            steady.append(ctl.round())
-            ctl._collect_between_rounds()  # as the controller's loop does
-            sys.stderr.write(f"\rsteady round {i + 1}/{rounds}")
-        sys.stderr.write("\n")
+        with phase("dclas steady rounds", rounds, "round") as bar:
+            for _ in range(rounds):
+                steady.append(ctl.round())
+                ctl._collect_between_rounds()  # as the controller's loop does
+                bar.update()
         level = {cid: 0 for cid in cids}
         # 100 coflows x 7 demotions each (queue 2..8) / 5 per round: 140 rounds of demotions
         ndemote = min(rounds, len(cids) * 7 // 5)
+        bar = phase("dclas demotion rounds", ndemote, "round")
         for i in range(ndemote):
             # demote 5 coflows a queue further: their bytes on one edge pass the next threshold
             c = ctl.agents[edges[i % len(edges)]].client
@@ -288,8 +293,9 @@ def bench_dclas(rounds: int, p4info: str, bmv2_json: str) -> dict:
             r = ctl.round()
             ctl._collect_between_rounds()
             busy.append(r)
-            sys.stderr.write(f"\rdemotion round {i + 1}/{ndemote} ({r['updates']} updates)")
-        sys.stderr.write("\n")
+            bar.update()
+            bar.set_postfix(updates=r["updates"])
+        bar.close()
         # for the record: one wildcard read of all 1024 counters of one edge
         a = ctl.agents[edges[0]]
         tw = []

@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..progress import phase
 from .plan import FlowRecord, Plan
 
 AGENT_PORT = 5001
@@ -415,14 +416,7 @@ def drive(plan: Plan, agents: AgentPool, register: Callable[..., str],
     ``add_flows(cid, flows)`` and ``update(cid, sizes=)`` reach the API; a coflow is
     unregistered when its last wave's flows are done."""
     N = len(plan.coflows)
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-            bar = tqdm(total=N, desc=label or "emu", unit="coflow", file=sys.stderr,
-                       dynamic_ncols=True, mininterval=0.5)
-        except ImportError:  # pragma: no cover
-            bar = None
+    bar = phase(label or "emu", N, "coflow") if progress else None
     # drain stale events of an earlier mode
     while True:
         try:

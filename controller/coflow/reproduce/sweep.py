@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from ..progress import phase
 from .tasks import label, run_task, task_key
 
 
@@ -123,8 +124,7 @@ def run_sweep(tasks: list[dict], workers: int = 2, scheduler: str | None = None,
                     for i, (k, t) in enumerate(pending)}
             bar = None
             if progress:
-                from tqdm import tqdm
-                bar = tqdm(total=len(futs), desc="sweep", unit="task", file=sys.stderr)
+                bar = phase("sweep", len(futs), "task")
             for fut in distributed.as_completed(list(futs), timeout=timeout):
                 k, t = futs[fut]
                 try:
