@@ -10,18 +10,26 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 # from it with --system-site-packages so the emulation sees them.
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 
-.PHONY: all venv sysdeps lock lock-compile smoke lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-scale-digest bench-scale-senders bench-failover clean help results results-emu readme \
+.PHONY: all venv sysdeps lock lock-compile smoke reproduce lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-scale-digest bench-scale-senders bench-failover clean help results results-emu readme \
 	shell shell-venv
 
 all: help
 
 help:
-	@echo "make run    - main job (emulation when BMv2/p4c are present, else the simulator comparison)"
-	@echo "make test   - all tests (Python unit/property tests; PTF tests when the P4 toolchain is present)"
-	@echo "make bench  - simulator benchmarks on the FB trace and a 10x generated trace"
+	@echo "make run      - main job (emulation when BMv2/p4c are present, else the simulator comparison)"
+	@echo "make test     - all tests (Python unit/property tests; PTF tests when the P4 toolchain is present)"
+	@echo "make test-fast | lint - the fast loop (no live switches); ruff and mypy"
+	@echo "make bench    - simulator benchmarks on the FB trace and a 10x generated trace, then bench-sweep"
+	@echo "make bench-sweep | bench-ctl | bench-scale | bench-scale-digest | bench-scale-senders | bench-failover"
+	@echo "               - sweeps on Dask; controller rounds; controller at scale; HA failover (bench/README.md)"
+	@echo "make results | results-emu | readme - results/*.json and the README tables rendered from them"
+	@echo "make reproduce FIGS=\"NAME...\" - the seeds' figures on Dask (REPRODUCTION.md; no FIGS: all)"
 	@echo "make p4 | ptf | bench-p4 - P4 data plane (see p4src/README.md)"
-	@echo "make p4-tofino | p4-tofino-fit - the TNA program with bf-p4c, its fit table (p4src/README.md)"
+	@echo "make p4-tofino | p4-tofino-fit | p4-tofino-sweep - the TNA program with bf-p4c, its fit (p4src/README.md)"
 	@echo "make shell SW=<switch> - p4runtime-shell (read-only backup client) on a switch a running controller manages"
+	@echo "make lock | lock-compile - move the dependency lock forward (requirements/README.md)"
+	@echo "make smoke    - every target above at a tiny size (CI runs it in make test)"
+	@echo "make stop | clean - stop what a run left; remove build/ and out/"
 
 # The venv gets exactly the locked versions (requirements/dev.txt: every extra, hashes for every
 # file), then the project itself without its dependencies; requirements/check.py then refuses a
@@ -108,7 +116,7 @@ bench-sweep: $(VENV)/.installed
 # fat-tree's 8 edges (20 BMv2 processes; needs `make p4` and simple_switch_grpc)
 bench-ctl: $(VENV)/.installed
 	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
-	$(PY) bench/bench_ctl.py --out out/bench/bench_ctl.json
+	$(PY) bench/bench_ctl.py --out out/bench/bench_ctl.json $(CTL_ARGS)
 
 # the controller at scale: D-CLAS / SEBF rounds vs N edges (8..1,024; BMv2 up to 32 edges, emulated
 # P4Runtime switches (bench/p4rt_emu.py) at every N), then results/ctl-scale.json + .png and
@@ -208,6 +216,18 @@ lock: lock-compile
 	$(MAKE) --no-print-directory test
 	$(MAKE) --no-print-directory smoke
 	@git diff --stat -- requirements/
+
+# the seeds' figures (REPRODUCTION.md): FIGS="varys-sec74-fifo aalo-fig12-sensitivity" or all of
+# them; REPRODUCE_ARGS="--scheduler tcp://HOST:8786" for a Dask cluster, "--workers N" locally
+FIGS ?=
+REPRODUCE_ARGS ?=
+reproduce: $(VENV)/.installed
+	FB_TRACE=$(FB_TRACE) $(COFLOW) reproduce $(if $(strip $(FIGS)),$(FIGS),--all) $(REPRODUCE_ARGS)
+
+# every target of `make help` once at a tiny size, in a scratch copy of this tree (nothing here
+# changes): tests/test_make_targets.py, which `make test` runs too
+smoke: $(VENV)/.installed
+	$(PY) -m pytest -q tests/test_make_targets.py $(SMOKE_ARGS)
 
 clean: stop
 	rm -rf build out .pytest_cache

@@ -107,11 +107,9 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
     diff), which must produce exactly the same writes (checked every round)."""
     from coflow import topology as T
     from coflow.ctl import model as M
-    from coflow.ctl import translate as TR
     from coflow.ctl.daemon import Controller
-    from coflow.ctl.rates import plan
+    from coflow.ctl.reference import FromScratch, controller_ops, first_difference
     from coflow.dataplane.pb import p4runtime_pb2 as pb
-    from coflow.sched import make_scheduler
     topo = T.fattree(4)
     ctl = Controller(topo, "sebf", p4info, bmv2_json, {s.name: "127.0.0.1:1" for s in topo.switches},
                      settings={"link_mbps": "1000", "audit_s": "0"})
@@ -120,16 +118,12 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
     spare = make_records(topo, ncoflows=rounds + 2, nflows=(rounds + 2) * 100, seed=2)
     for k, r in enumerate(spare):  # arrivals for the churn rounds: fresh ids
         r.cid = type(r.cid)(1000 + k, 0)
-    cs = ctl.ctl
-    base_sched = make_scheduler("sebf")
-    base_mem: dict = {}
-    static = TR.static_state(topo, ctl.routes, "sebf", ctl.dclas_params, cs.fair_prio, ctl.heavy_bytes, 0)
+    ref = FromScratch(ctl)
     actual = {sw: M.SwitchState() for sw in ctl.agents}
-    actual_b = {sw: M.SwitchState() for sw in ctl.agents}
     rng = np.random.default_rng(7)
     now = time.time()
     rows = {"updates": [], "churn": []}
-    mismatches = 0
+    mismatches: list = []
     gcc = None
 
     def set_records(rs):
@@ -141,20 +135,10 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
             ctl.slots.assign(c)
 
     def one_round(i):
-        nonlocal mismatches
         t = {}
         g0 = gcc.total if gcc is not None else 0.0
         c0, t0 = time.process_time(), time.perf_counter()
-        with ctl._mu:
-            ctl._compute_rates(now + i * 0.01, t)
-            t1 = time.perf_counter()
-            desired = ctl._desired()
-        t2 = time.perf_counter()
-        ops = {}
-        for sw, st in desired.items():
-            ops[sw] = M.diff_keys(st, actual[sw], ctl.book.dirty[sw])
-            M.apply_ops_inplace(actual[sw], ops[sw])
-            ctl.book.synced(sw)
+        ops = controller_ops(ctl, actual, now + i * 0.01, t)
         t3, c1 = time.perf_counter(), time.process_time()
         gc_in_round = (gcc.total - g0) if gcc is not None else 0.0
         n = sum(len(o) for o in ops.values())
@@ -164,30 +148,15 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
                 ctl.codec.add_updates(req, o)
                 req.SerializeToString()
         t4 = time.perf_counter()
-        # baseline: everything from scratch, full diff
+        # baseline and check: the same round from scratch (coflow.ctl.reference), full diff
         cb0, tb0 = time.process_time(), time.perf_counter()
-        p = plan("sebf", base_sched, ctl._records, ctl.host_port, cs.link_payload_Bps, now + i * 0.01,
-                 base_mem, cs.unknown_size_bytes, None)
-        # the same meter indices as the controller's pool gave (a copy of its assignments)
-        meters = TR.meter_entities_arrays(TR.MeterContext(topo, pool=ctl._meter_ctx.pool.copy()),
-                                          p.cids, p.cf, p.src, p.dst, p.rates,
-                                          ctl.slots.slot, cs)
-        ov = [TR.override_entity(c, pr) for c, pr in p.prio.items()]
-        slot_ents = TR.slot_entities(ctl.slots.slot)
-        ops_b = {}
-        for sw in ctl.agents:
-            st = M.SwitchState.of(static[sw])
-            if sw in ctl.edges:
-                st.update(slot_ents)
-                st.update(ov)
-            st.merge_keyed(meters.get(sw, {}))
-            ops_b[sw] = M.diff(st, actual_b[sw])
-            actual_b[sw] = M.apply_ops(actual_b[sw], ops_b[sw])
+        ops_b = ref.ops(now + i * 0.01)
         tb1, cb1 = time.perf_counter(), time.process_time()
-        if ops_b != ops:
-            mismatches += 1
+        why = first_difference(ops, ops_b)
+        if why is not None:
+            mismatches.append(f"round {i}: {why}")
         ctl._collect_between_rounds()  # as the controller's loop does after every round
-        t.update(total=t3 - t0, cpu=c1 - c0, desired=t2 - t1, diff=t3 - t2, encode=t4 - t3,
+        t.update(total=t3 - t0, cpu=c1 - c0, encode=t4 - t3,
                  base_total=tb1 - tb0, base_cpu=cb1 - cb0, gc=gc_in_round)
         return t, n
 
@@ -207,7 +176,7 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
                                             rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
             rows["updates"].append(one_round(i))
             bar.update()
-            bar.set_postfix(mismatched=mismatches)
+            bar.set_postfix(mismatched=len(mismatches))
     live = list(recs)
     with phase("sebf rounds (arrival + departure)", rounds // 2, "round") as bar:
         for j in range(rounds // 2):
@@ -216,7 +185,7 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
             set_records(live)
             rows["churn"].append(one_round(rounds + 2 + j))
             bar.update()
-            bar.set_postfix(mismatched=mismatches)
+            bar.set_postfix(mismatched=len(mismatches))
     ctl._pool.shutdown()
     ctl.registry.close()
     gcc.close()
@@ -233,7 +202,8 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
     return {"coflows": len(recs), "flows": sum(len(r.flows) for r in recs),
             "desired_entities": sum(len(s) for s in actual.values()), "first_push_updates": n0,
             "progress_rounds": phases(rows["updates"]), "churn_rounds": phases(rows["churn"]),
-            "writes_identical_to_from_scratch": mismatches == 0, "mismatched_rounds": mismatches,
+            "writes_identical_to_from_scratch": not mismatches, "mismatched_rounds": len(mismatches),
+            "first_mismatches": mismatches[:5],
             "target_ms": 5.0, "varys_ms": 17.0}
 
 
@@ -491,7 +461,9 @@ def _counter(client, index, nbytes):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=200,
+                    help="D-CLAS rounds; the SEBF rounds are min(this, 100) progress rounds and half "
+                         "that many churn rounds")
     ap.add_argument("--p4info", default=os.path.join(ROOT, "build", "coflow.p4info.txt"))
     ap.add_argument("--json", default=os.path.join(ROOT, "build", "coflow.json"))
     ap.add_argument("--out", default=os.path.join(ROOT, "out", "bench", "bench_ctl.json"))
@@ -534,8 +506,10 @@ def main(argv=None) -> int:
                   f"p99 {ph['base_total']['p99_ms']:.2f} ms, CPU {ph['base_cpu']['median_ms']:.2f} ms "
                   f"({ph['speedup_vs_from_scratch (median)']:.1f}x slower); encoding the round's "
                   f"updates (not in the target): {ph['encode']['median_ms']:.2f} ms")
-        print(f"  writes identical to the from-scratch path in every round: "
+        print(f"  writes identical to the from-scratch path (coflow.ctl.reference) in every round: "
               f"{sb['writes_identical_to_from_scratch']}")
+        for line in sb["first_mismatches"]:
+            print(f"  MISMATCH {line}")
     if args.skip_dclas:
         pass
     elif not toolchain.discover().simple_switch_grpc or not os.path.exists(args.json):
@@ -560,6 +534,10 @@ def main(argv=None) -> int:
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
     print(f"wrote {args.out}")
+    if "sebf" in res and not res["sebf"]["writes_identical_to_from_scratch"]:
+        print(f"bench-ctl: FAILED: the incremental round's writes differ from the from-scratch "
+              f"round's in {res['sebf']['mismatched_rounds']} rounds", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -36,9 +36,11 @@ def grid_tasks(kind: str) -> list[dict]:
     from coflow.reproduce import entry_tasks
     from coflow.reproduce.catalog import BY_NAME
     tasks = entry_tasks(BY_NAME["aalo-fig12-sensitivity"])
-    if kind == "small":  # K in {1, 2, 10}, E = 10, Q1 in {10, 100} MB
+    if kind in ("small", "tiny"):  # small: K in {1, 2, 10}, E = 10, Q1 in {10, 100} MB; tiny: K = 10
+        ks = ("K1", "K2", "K10") if kind == "small" else ("K10",)
+        qs = ("Q10", "Q100") if kind == "small" else ("Q10",)
         tasks = {k: t for k, t in tasks.items() if k == "fair" or
-                 (k.split("-")[1] in ("K1", "K2", "K10") and k.split("-")[2] == "E10" and k.split("-")[3] in ("Q10", "Q100"))}
+                 (k.split("-")[1] in ks and k.split("-")[2] == "E10" and k.split("-")[3] in qs)}
     return list(tasks.values())
 
 
@@ -103,7 +105,8 @@ def judge(runs: dict) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--grid", choices=("full", "small"), default="full")
+    ap.add_argument("--grid", choices=("full", "small", "tiny"), default="full",
+                    help="tiny: fair and one D-CLAS task (the smoke run)")
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--out", default="out/bench")
     ap.add_argument("--reproduce-all", action="store_true")

@@ -52,7 +52,7 @@ ptf: $(VENV)/.installed $(P4_JSON) | p4-toolchain-check
 
 bench-p4: $(VENV)/.installed $(P4_JSON) $(P4_BENCH_JSON) | p4-toolchain-check
 	$(PY) p4src/bench/bench_p4.py --coflow $(P4_JSON) --coflow-p4info $(P4_INFO) \
-	  --l3fwd $(P4_BENCH_JSON) --l3fwd-p4info $(P4_BENCH_INFO) --json out/bench/bench_p4.json
+	  --l3fwd $(P4_BENCH_JSON) --l3fwd-p4info $(P4_BENCH_INFO) --json out/bench/bench_p4.json $(P4_BENCH_ARGS)
 	@if [ "$(P4_SAVE)" = 1 ]; then \
 	  $(COFLOW) results save --kind bench-p4 out/bench/bench_p4.json -o results/p4-bench.json --command "make bench-p4" && \
 	  $(COFLOW) results readme; fi
