@@ -834,15 +834,29 @@ def queues_micro(ncoflows: int = 100, reps: int = 300) -> dict:
     cids = [(k + 1, 0) for k in range(ncoflows)]
     sizes = [float(10 ** (k % 9)) for k in range(ncoflows)]
     t = {"vectorised": [], "loop": []}
+    same = True
     for i in range(reps):
+        got = {}
         for name, fn in (("vectorised", dclas_queues), ("loop", dclas_queues_reference)):
             v = coordination_view(float(i), cids, sizes, {})
             t0 = time.perf_counter()
-            fn(v, p)
+            got[name] = fn(v, p)
             t[name].append(time.perf_counter() - t0)
+        same = same and np.array_equal(np.asarray(got["vectorised"]), np.asarray(got["loop"]))
     out = {k: statistics.median(x) * 1e6 for k, x in t.items()}
     return {"coflows": ncoflows, "vectorised_us": out["vectorised"], "loop_us": out["loop"],
-            "ratio": out["vectorised"] / out["loop"]}
+            "ratio": out["vectorised"] / out["loop"], "same_queues": same}
+
+
+#: the micro-benchmarks' invariants: (result key, flag) that must be True
+INVARIANTS = (("dclas_queues", "same_queues"), ("codec_encode", "identical_bytes"),
+              ("meters_all_move", "same_state"))
+
+
+def broken_invariants(res: dict) -> list[str]:
+    """One line per invariant this run measured and found broken."""
+    return [f"{k}: {flag} is False (the fast path and its reference disagree)"
+            for k, flag in INVARIANTS if k in res and res[k].get(flag) is False]
 
 
 def codec_micro(reps: int = 200) -> dict:
@@ -1204,7 +1218,10 @@ def main(argv=None) -> int:
     with open(out_path, "w") as f:
         json.dump(res, f, indent=1)
     print(f"wrote {out_path}")
-    return 0
+    broken = broken_invariants(res)
+    for line in broken:
+        print(f"bench-scale: FAILED: {line}", file=sys.stderr)
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":
