@@ -334,7 +334,13 @@ def main():
         f.write("\n".join(md) + "\n")
     print("\n".join(md))
     print(f"bench: {os.path.join(a.out, 'bench.json')}, {os.path.join(a.out, 'bench.md')}")
+    # a run that exited non-zero (not one stopped at its cap) is a simulator error: its rates
+    # broke a capacity or a flow's bytes (SimError), or it crashed
+    failed = [k for k, r in results.items() if not r["ok"] and not r.get("capped") and not k.endswith("/coflowsim")]
+    for k in failed:
+        print(f"bench: FAILED: {k}: {results[k]['last_line']}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
