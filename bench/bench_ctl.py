@@ -169,11 +169,15 @@ def bench_sebf(rounds: int, p4info: str, bmv2_json: str) -> dict:
         for i in range(2, rounds + 2):
             # between rounds, as Update calls would: 5 coflows report progress on 20 flows
             # each, so the view, the rates and some meters change
+            # (as the registry's snapshots do, an update is a new record: a record a round saw
+            # is never modified)
             for r in rng.choice(len(recs), 5, replace=False).tolist():
                 rec = recs[r]
+                sent = dict(rec.sent_bytes)
                 for f in rng.choice(len(rec.flows), 20, replace=False).tolist():
-                    rec.sent_bytes[f] = min(rec.flows[f].size_bytes - 1,
-                                            rec.sent_bytes.get(f, 0) + rec.flows[f].size_bytes // 50)
+                    sent[f] = min(rec.flows[f].size_bytes - 1, sent.get(f, 0) + rec.flows[f].size_bytes // 50)
+                recs[r] = NS(**dict(vars(rec), sent_bytes=sent))
+            ctl._records = list(recs)
             rows["updates"].append(one_round(i))
             bar.update()
             bar.set_postfix(mismatched=len(mismatches))
@@ -360,14 +364,22 @@ def _time(fn, reps: int, budget_s: float = 2.0) -> dict:
     return {"n": len(xs), "median_ms": statistics.median(xs) * 1e3, "min_ms": min(xs) * 1e3}
 
 
-def codec_protobuf_paths(p4info: str, reps: int) -> dict:
-    """The controller's protobuf paths with whichever protobuf this process runs."""
+def codec_protobuf_paths(p4info: str, reps: int, binary: bool = False) -> dict:
+    """The controller's protobuf paths with whichever protobuf this process runs (``binary``:
+    ``p4info`` is a serialised P4Info, not text)."""
     from coflow.ctl import model as M
     from coflow.ctl.codec import Codec
     from coflow.ctl.wire import parse_counters_pb
-    from coflow.dataplane.pb import p4runtime_pb2 as pb
+    from coflow.dataplane.pb import p4info_pb2, p4runtime_pb2 as pb
+    from coflow.dataplane.p4rt import P4InfoHelper
     from google.protobuf.internal import api_implementation
-    codec = Codec.from_file(p4info)
+    if binary:
+        msg = p4info_pb2.P4Info()
+        with open(p4info, "rb") as f:
+            msg.ParseFromString(f.read())
+        codec = Codec(P4InfoHelper(msg))
+    else:
+        codec = Codec.from_file(p4info)
     resps, ops = _codec_inputs(pb, codec)
     out: dict = {"protobuf": api_implementation.Type()}
     for n, raw in resps.items():
@@ -400,7 +412,10 @@ def _codec_child(p4info: str) -> int:
     fake.p4info_pb2, fake.p4types_pb2 = p4info_pb2, p4types_pb2
     sys.modules["coflow.dataplane.pb"] = fake
     coflow.dataplane.pb = fake  # type: ignore[attr-defined]
-    res = codec_protobuf_paths(p4info, reps=5)
+    # the P4Info comes serialised: the text parser of PyPI's p4runtime modules on the pure-Python
+    # protobuf fails on its map field (type_info.structs: "no attribute 'GetEntryClass'", every
+    # protobuf from 4.25 to 7 alike)
+    res = codec_protobuf_paths(p4info, reps=5, binary=True)
     assert "coflow_p4rt_gen" not in sys.modules
     sys.stdout.write(json.dumps(res))
     return 0
@@ -415,10 +430,14 @@ def bench_codec(p4info: str, reps: int = 40) -> dict:
     from coflow.ctl import wire
     from coflow.ctl.codec import Codec
     from coflow.dataplane.pb import p4runtime_pb2 as pb
+    import tempfile
     upb = codec_protobuf_paths(p4info, reps)
     env = dict(os.environ, PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python")
-    r = subprocess.run([sys.executable, os.path.abspath(__file__), "--codec-child", "--p4info", p4info],
-                       capture_output=True, text=True, env=env, timeout=600)
+    with tempfile.NamedTemporaryFile(suffix=".p4info.bin") as binfo:
+        binfo.write(Codec.from_file(p4info).h.p4info.SerializeToString())
+        binfo.flush()
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--codec-child", "--p4info", binfo.name],
+                           capture_output=True, text=True, env=env, timeout=600)
     if r.returncode != 0:
         import google.protobuf
         last = (r.stderr.strip().splitlines() or ["?"])[-1]

@@ -108,7 +108,12 @@ class FromScratch:
                 rates, _ = self.meter_hold.apply(keys, rates, now)
         else:
             rates = np.zeros(p.rates.size)
-        mctx = TR.MeterContext(ctl.topo, ctl.target.metered_slots, pool=ctl._meter_ctx.pool.copy(),
+        # the pool's assignments after the controller's round; the indices it released this
+        # round stay out of reach until the next (MeterPool: a released index is held one round),
+        # so the copy's commit must not free them
+        pool = ctl._meter_ctx.pool.copy()
+        pool._held = []
+        mctx = TR.MeterContext(ctl.topo, ctl.target.metered_slots, pool=pool,
                                fcs_bytes=ctl.target.fcs_bytes)
         meters = TR.meter_entities_arrays(mctx, p.cids, p.cf, p.src, p.dst, rates, ctl.slots.slot, s)
         if not metering:
