@@ -39,7 +39,7 @@ SMOKE: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "bench-scale-senders": (["SCALE_ARGS=--edges 16 --large 16 --coflows 20 --large-rounds 2 --rounds 2 "
                              "--bmv2-max 8 --emulated-min 9"], ("p4c", "bmv2", "fb")),
     "bench-p4": (["P4_BENCH_ARGS=--seconds 0.3 --rounds 1"], ("p4c", "bmv2", "root")),
-    "ptf": (["PTF_TESTS=test_forwarding", "P4_SAVE=0"], ("p4c", "bmv2", "root")),
+    "ptf": (["PTF_TESTS=test_routing", "P4_SAVE=0"], ("p4c", "bmv2", "root")),
     "bench-failover": (["FAILOVER_ARGS=--kills 1"], ("p4c", "bmv2", "root", "etcd")),
     "p4-tofino": ([], ("bf-p4c",)),
     "p4-tofino-fit": ([], ("bf-p4c",)),
