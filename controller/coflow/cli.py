@@ -192,7 +192,7 @@ def cmd_compare(args):
         if sc != "*" and sc not in names:
             raise UsageError(f"--set {sc}.*: {sc} is not among the compared schedulers")
     cap = _capacity(args)
-    from .results import provenance
+    from .provenance import provenance
     pv = provenance()     # the code this comparison runs (a summary saved later names it)
     reports = {}
     for i, n in enumerate(names, 1):

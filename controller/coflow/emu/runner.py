@@ -347,7 +347,7 @@ class Experiment:
         self.cfg = cfg
         self.t = load_topology(cfg.topology)
         self.plan = plan if plan is not None else make_plan(cfg, self.t)
-        from ..results import provenance
+        from ..provenance import provenance
         self.provenance = provenance()   # the code the run runs (a later save names it)
         unknown = set(self.plan.hosts) - {h.name for h in self.t.hosts}
         if unknown:
