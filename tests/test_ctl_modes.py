@@ -1,8 +1,7 @@
 """coflow.ctl.modes: one policy object per controller mode."""
 import pytest
 
-from coflow.ctl.modes import mode_policy
-from coflow.dataplane.constants import MODES, RATE_MODES
+from coflow.ctl.modes import MODES, RATE_MODES, mode_policy
 from coflow.params import MB
 
 

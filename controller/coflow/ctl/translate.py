@@ -34,9 +34,9 @@ from ..topology import layers
 from ..tofino.target import BMV2, Target, get_target  # noqa: F401 (the targets, by name)
 from . import model as M
 
-from ..dataplane.constants import (  # noqa: F401 (MODES, RATE_MODES: the ctl's public names)
-    ASSIGNED_SLOTS, EPOCH_BITS, FLOW_SLOTS_PER_COFLOW, HASH_SLOT_BASE, MODE_CODE, MODES, RATE_MODES,
-    SCHEDULER_OF, SLOT_IDLE_EPOCHS)
+from ..dataplane.constants import (  # noqa: F401 (HASH_SLOT_BASE: the ctl's public name)
+    ASSIGNED_SLOTS, EPOCH_BITS, FLOW_SLOTS_PER_COFLOW, HASH_SLOT_BASE, SLOT_IDLE_EPOCHS)
+from .modes import MODE_CODE, MODES, RATE_MODES  # noqa: F401 (MODES, RATE_MODES: the ctl's public names)
 
 from ..dataplane.constants import (ECN_MAX_THRESHOLD_BYTES, FLOW_METERS, FRAME_OVERHEAD_BYTES,
                                    MAX_FRAME_BYTES, TCP_MSS_BYTES, VQ_SHIFT)

@@ -100,8 +100,6 @@ RATE_CAPACITY_FRAC = 0.9
 #: retransmission timeouts (measured under FIFO-LM: 3,096 -> 1,168 timeouts, gain over fair
 #: 0.36x -> 0.86x).
 CLASS_FLOOR = 0.02
-#: the modes ``coflow emu run`` and ``make run`` emulate by default, in order
-DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "sincronia")
 
 #: TCP payload per MTU-sized Ethernet frame with the 8-byte CoflowId option: MSS 1460 - 8.
 PAYLOAD_PER_FRAME = 1452
