@@ -69,7 +69,7 @@ LINT_PATHS := controller tests bench mininet ptf-tests p4src/bench
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/mypy
-	$(PY) -m coflow.devtools.layout --max-lines 1300
+	$(PY) -m coflow.devtools.layout
 
 # The fast loop: no live switches, no root, no Mininet, no long runs (markers in tests/conftest.py).
 test-fast: $(VENV)/.installed

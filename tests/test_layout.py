@@ -20,8 +20,10 @@ def _package(tmp_path, files: dict[str, str]) -> str:
     return str(root)
 
 
-def test_the_package_has_no_import_circle():
+def test_the_package_has_no_import_circle_and_no_long_module():
     assert L.circles(L.graph(os.path.join(REPO, "controller", "coflow"))) == []
+    assert L.long_files(L.tracked_python(REPO)) == []
+    assert L.main([]) == 0
 
 
 def test_a_circle_goes_red_at_module_level_and_through_a_lazy_import(tmp_path, capsys):
