@@ -16,13 +16,16 @@ from coflow.sched.base import COORDINATED, FAIR, METERS, QUEUES, Allocation, Fab
 
 
 def test_the_declared_modes_are_the_controllers_modes_as_before():
-    """The lists the drivers used to write by hand, now derived (fai moved after sebf)."""
-    assert D.modes() == CM.MODES == ("fair", "dclas", "fifo-lm", "sebf", "fai", "hug", "utopia", "sincronia")
-    assert D.rate_modes() == CM.RATE_MODES == ("sebf", "fai", "hug", "utopia", "sincronia")
+    """The lists the drivers used to write by hand, now derived (fai moved after sebf; sbf-sent,
+    the how-to's example, is one file)."""
+    assert D.modes() == CM.MODES == ("fair", "dclas", "fifo-lm", "sebf", "fai", "hug", "utopia", "sincronia",
+                                     "sbf-sent")
+    assert D.rate_modes() == CM.RATE_MODES == ("sebf", "fai", "hug", "utopia", "sincronia", "sbf-sent")
     assert D.coordinated_modes() == CM.COORDINATED == ("dclas", "fifo-lm")
     assert D.default_modes() == ER.DEFAULT_MODES == ("fair", "dclas", "fifo-lm", "sebf", "hug", "sincronia")
     assert {m: D.enforcement(m) for m in D.modes() if D.enforcement(m) in (METERS, QUEUES)} == {
-        "sebf": "meters", "hug": "meters", "utopia": "meters", "fai": "meters", "sincronia": "queues"}
+        "sebf": "meters", "hug": "meters", "utopia": "meters", "fai": "meters", "sincronia": "queues",
+        "sbf-sent": "queues"}
     assert CM.MODE_CODE == {"fair": C.MODE_FAIR, "dclas": C.MODE_DCLAS, "fifo-lm": C.MODE_FIFO_LM,
                             **{m: C.MODE_RATE for m in D.rate_modes()}}
     assert {m: D.sim_twin(m) for m in D.modes() if D.sim_twin(m) != m} == {"dclas": "dclas-strict"}
