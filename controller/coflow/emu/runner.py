@@ -503,7 +503,9 @@ class Experiment:
         out = {"plan": plan.summary(), "config": {k: v for k, v in asdict(cfg).items()},
                "topology": self.t.name, "reports": reports,
                "provenance": getattr(self, "provenance", None)}
-        base = "fair" if "fair" in reports else next(iter(reports))
+        from ..sched.base import FAIR
+        # the baseline: the fair-sharing mode when it ran, else the first mode
+        base = next((m for m in reports if D.enforcement(m) == FAIR), next(iter(reports)))
         emu_table = compare_table(reports, base)
         out["table"] = emu_table
         print(f"\nemulated: {self.t.name} (BMv2), {len(plan.coflows)} coflows of "
