@@ -282,12 +282,16 @@ def dclas_q1(plan: Plan) -> float:
 
 def scaled_mode_settings(mode: str, plan: Plan, K: int = 8) -> dict[str, str]:
     """Scheduler settings for the controller and the simulator: byte thresholds times the
-    plan's bytes factor (D-CLAS Q1, FIFO-LM heavy bytes)."""
+    plan's bytes factor, for the schedulers whose parameters have them (D-CLAS's queues: K and
+    Q1, for dclas, dclas-strict, fai, ...; FIFO-LM's heavy bytes)."""
+    from ..params import DclasParams, FifoLmParams
+    from ..sched import REGISTRY
+    params = REGISTRY[mode].params_cls
     s: dict[str, str] = {}
-    if mode in ("dclas", "dclas-strict"):
+    if issubclass(params, DclasParams):
         s["K"] = str(K)
         s["Q1"] = repr(dclas_q1(plan))
-    if mode == "fifo-lm":
+    if issubclass(params, FifoLmParams):
         s["heavy_bytes"] = str(plan.heavy_bytes())
     return s
 
