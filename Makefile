@@ -76,11 +76,14 @@ shell-venv: $(SHELL_VENV)/.installed
 shell: $(VENV)/.installed $(SHELL_VENV)/.installed
 	@COFLOW_SHELL_VENV=$(abspath $(SHELL_VENV)) $(PY) -m coflow.ctl.shell $(SW) $(SHELL_ARGS)
 
-# ruff (pyflakes, pycodestyle, bugbear, blind excepts) and mypy over the package; CI runs it.
+# ruff (pyflakes, pycodestyle, bugbear, blind excepts), mypy over the package and the code's shape
+# (no import circle in controller/, no Python file outside tests/ over 800 lines:
+# controller/coflow/devtools/layout.py); CI runs it.
 LINT_PATHS := controller tests bench mininet ptf-tests p4src/bench requirements
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/mypy
+	$(PY) -m coflow.devtools.layout
 
 # The fast loop: no live switches, no root, no Mininet, no long runs (markers in tests/conftest.py).
 test-fast: $(VENV)/.installed

@@ -147,7 +147,7 @@ def main(argv=None) -> int:
         return 2
     signal.signal(signal.SIGTERM, _raise_interrupt)
     t0 = time.time()
-    from coflow.results import provenance
+    from coflow.provenance import provenance
     pv = provenance()     # the code under test (the summary saved later names it)
     summary = counts = binary = None
     tb = Testbed(args.netns, args.ports, args.log_dir, args.switch_log_level)

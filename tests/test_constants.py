@@ -238,7 +238,8 @@ def test_python_sizes_are_derived_consistently():
                                       + C.TCP_HEADER_BYTES + C.TCP_TIMESTAMPS_BYTES) == 74
     assert C.MAX_FRAME_BYTES == C.ETH_HEADER_BYTES + C.IP_MTU == 1514
     assert C.TCP_MSS_BYTES == C.MAX_FRAME_BYTES - C.FRAME_OVERHEAD_BYTES == 1440
-    assert set(C.MODE_CODE) == set(C.MODES) and set(C.RATE_MODES) <= set(C.MODES)
+    assert C.PIPELINE_CODE == {"fair": C.MODE_FAIR, "dclas": C.MODE_DCLAS, "fifo-lm": C.MODE_FIFO_LM,
+                               "rate": C.MODE_RATE}
     # slot lifecycle: the idle age fits epoch_t, an epoch is about a second on v1model
     assert 1 <= C.SLOT_IDLE_EPOCHS < 1 << C.EPOCH_BITS
     assert C.EPOCH_SECONDS == (1 << C.EPOCH_SHIFT) / 1e6 and 0.5 < C.EPOCH_SECONDS < 2

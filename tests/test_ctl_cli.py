@@ -30,6 +30,8 @@ def run(*args, timeout=60):
     (["--mode", "sebf", "--set", "bogus=1"], "error: scheduler sebf: unknown parameter 'bogus'"),
     (["--mode", "sebf", "--set", "link_mbps=fast"], "error: setting link_mbps: cannot read 'fast'"),
     (["--mode", "fair", "--set", "noequals"], "error: --set 'noequals': expected KEY=VALUE"),
+    (["--mode", "wfq"], "error: unknown mode 'wfq'; modes: fair, dclas, fifo-lm, sebf,"),
+    (["--mode", "dclas-strict"], "error: unknown mode 'dclas-strict'"),   # a simulator-only scheduler
 ])
 def test_run_argument_errors(args, msg, capsys):
     from coflow.cli import main  # in-process: the errors come before any switch is contacted

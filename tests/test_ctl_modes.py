@@ -1,8 +1,7 @@
 """coflow.ctl.modes: one policy object per controller mode."""
 import pytest
 
-from coflow.ctl.modes import mode_policy
-from coflow.dataplane.constants import MODES, RATE_MODES
+from coflow.ctl.modes import MODES, RATE_MODES, mode_policy
 from coflow.params import MB
 
 
@@ -14,7 +13,7 @@ def test_every_mode_has_a_policy(mode):
     assert p.coordinated == (mode in ("dclas", "fifo-lm"))
     assert not (p.rate and p.coordinated)
     assert p.dclas_params.K == 8          # the switch's 8 queues, whatever the mode
-    assert p.meters == (p.rate and mode != "sincronia")   # sincronia: order only, no rate control
+    assert p.meters == (p.rate and mode not in ("sincronia", "sbf-sent"))   # order only, no rate control
 
 
 def test_sincronia_is_a_scheduled_mode_without_rate_control():

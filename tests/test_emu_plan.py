@@ -85,6 +85,10 @@ def test_scaled_thresholds():
     hb = P.scaled_mode_settings("fifo-lm", p)["heavy_bytes"]
     assert int(hb) == int(np.percentile([1000, 2000, 1500], 80))
     assert P.scaled_mode_settings("fair", p) == {}
+    # by the scheduler's parameters, not its name: D-CLAS's strict twin and Fai (built on
+    # D-CLAS's queues) scale theirs too; no thresholds, no settings
+    assert P.scaled_mode_settings("dclas-strict", p) == s == P.scaled_mode_settings("fai", p)
+    assert P.scaled_mode_settings("sebf", p) == {} == P.scaled_mode_settings("sbf-sent", p)
     cfg = EmuConfig(rate_mbps=2.0, settings={"fair_prio": "3"})
     assert mode_settings(cfg, "sebf", p) == {"link_mbps": "2.0", "audit_s": "0", "fair_prio": "3",
                                              "ecn_threshold_bytes": str(P.ECN_FRAMES * 1514),

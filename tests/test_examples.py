@@ -304,7 +304,8 @@ def test_pfp_event_driven_limits_and_progress(capsys, monkeypatch):
         assert simulate(wl, make_scheduler("pfp"), 1.0, max_events=n, incremental=inc).events == n
         with pytest.raises(simmod.SimError, match=f"more than {n - 1} events"):
             simulate(wl, make_scheduler("pfp"), 1.0, max_events=n - 1, incremental=inc)
-    monkeypatch.setattr(simmod, "LOG_EVERY_S", 0.0)
+    import coflow.simbase
+    monkeypatch.setattr(coflow.simbase, "LOG_EVERY_S", 0.0)
     r = simulate(wl, make_scheduler("pfp"), 1.0, progress=True, label="pfp-test")
     assert np.all(np.isfinite(r.finish))
     assert "pfp-test: t=" in capsys.readouterr().err

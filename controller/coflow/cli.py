@@ -192,7 +192,7 @@ def cmd_compare(args):
         if sc != "*" and sc not in names:
             raise UsageError(f"--set {sc}.*: {sc} is not among the compared schedulers")
     cap = _capacity(args)
-    from .results import provenance
+    from .provenance import provenance
     pv = provenance()     # the code this comparison runs (a summary saved later names it)
     reports = {}
     for i, n in enumerate(names, 1):
@@ -380,7 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--sim-only", action="store_true", help="skip the emulation")
     p.add_argument("--topo", default="fattree:4", help="emulation: topology (fattree:K, leafspine:L,S,H, bigswitch:H, file)")
-    p.add_argument("--modes", default=None, help="emulation: modes in order (default fair,dclas,fifo-lm,sebf,hug,sincronia)")
+    p.add_argument("--modes", default=None, help="emulation: modes in order (default: the schedulers that declare it, "
+                   "coflow.sched.deploy.default_modes)")
     p.add_argument("--coflows", type=int, default=None, help="emulation: the first N coflows")
     p.add_argument("--rate-mbps", type=float, default=None, help="emulation: link rate, Mb/s")
     p.add_argument("--time-scale", type=float, default=None, help="emulation: arrival time factor")

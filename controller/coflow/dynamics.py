@@ -48,7 +48,7 @@ import numpy as np
 from .api.registry import CidAllocator
 from .dataplane.constants import CoflowId
 from .params import MB
-from .trace import NARROW_FLOWS, SHORT_BYTES, CoflowSpec, Trace, Workload
+from .tracemodel import NARROW_FLOWS, SHORT_BYTES, CoflowSpec, Trace, Workload
 
 INF = float("inf")
 

@@ -6,28 +6,20 @@ ticks, Varys's T/δ).  Between events every flow advances at its rate.  No fixed
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
 from .sched import kernels
 from .sched.base import INF, Scheduler, View
 from .sched.primitives import REL_TOL
+from . import simbase
+from .simbase import SimError, SimResult, arrivals, progress_bar  # noqa: F401 (SimError, SimResult: re-exported)
 from .trace import Workload, coflow_bins
 
 GBPS = 1e9 / 8  # 1 Gbit/s in bytes/s
 COFLOWSIM_BPS = 1024 * 1048576 / 8  # CoflowSim's Constants.RACK_BITS_PER_SEC in bytes/s
-# progress line period (s) when stderr is not a terminal
-LOG_EVERY_S = float(os.environ.get("COFLOW_PROGRESS_S", "60"))
-
-
-class SimError(RuntimeError):
-    pass
-
-
 RESCHEDULE = ("flow", "coflow")
 # the event-driven loop keeps 8 words per (uplink, downlink) pair: up to 4096 ports (1 GB)
 INCREMENTAL_MAX_PAIRS = 1 << 24
@@ -42,39 +34,6 @@ def _horizon(per_coflow: bool, rem: np.ndarray, rates: np.ndarray, cf_lo: np.nda
         if dt < INF or not ok:
             return dt, ok
     return kernels.check_rates(rem, rates)
-
-
-def _arrivals(wl: Workload, cof: np.ndarray, nxt: int, t: float, finish: np.ndarray):
-    """The coflows nxt..j-1 that arrive at t (within 1e-12 s): returns (j, their flows that have
-    bytes to send, whether each of those coflows has any).  A flow without bytes has nothing to
-    send: it is done when it arrives, and a coflow with only such flows finishes on arrival
-    (CCT 0, written into ``finish``).  The flows come as a slice when all have bytes (the usual
-    case), else as indices."""
-    C = wl.ncoflows
-    j = nxt
-    while j < C and wl.arrival[j] <= t + 1e-12:
-        j += 1
-    lo, hi = int(wl.flow_lo[nxt]), int(wl.flow_lo[j])
-    z = wl.size[lo:hi] > 0
-    fl = slice(lo, hi) if z.all() else np.flatnonzero(z) + lo
-    nonempty = np.bincount(cof[fl] - nxt, minlength=j - nxt) > 0
-    new = np.arange(nxt, j)
-    finish[new[~nonempty]] = wl.arrival[new[~nonempty]]
-    return j, fl, nonempty
-
-
-@dataclass
-class SimResult:
-    finish: np.ndarray  # absolute seconds (nan if rejected / unfinished)
-    admitted: np.ndarray  # bool
-    events: int
-    wall_s: float
-    max_overload: float  # max over events of (link load / capacity) - 1; <= ~0 when feasible
-    #: a workload with runtime dynamics (waves, DAGs): per trace coflow, its start and its
-    #: completion (absolute s, nan if never); ``finish`` above is then per unit (trace line)
-    start: np.ndarray | None = None
-    complete: np.ndarray | None = None
-    released: np.ndarray | None = None  # per unit: its release time (nan if never)
 
 
 def isolation_times(wl: Workload, cap_up: np.ndarray, cap_down: np.ndarray) -> np.ndarray:
@@ -148,10 +107,10 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
     events = 0
     zero_steps = 0
     max_over = -1.0
-    bar = _progress_bar(progress, C, label or sched.name)
+    bar = progress_bar(progress, C, label or sched.name)
     clair = sched.clairvoyant
     # without a terminal (logs, CI), long runs print a progress line every ``LOG_EVERY_S``
-    log_at = t0 + LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
+    log_at = t0 + simbase.LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
     # runtime dynamics (coflow.dynamics): units (waves, DAG coflows) start when released
     rel = None
     ids_v, arr_v = wl.ids, wl.arrival
@@ -174,7 +133,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
                     continue
                 break
         elif nxt < C and wl.arrival[nxt] <= t + 1e-12:
-            j, fl, nonempty = _arrivals(wl, cof, nxt, t, finish)
+            j, fl, nonempty = arrivals(wl, cof, nxt, t, finish)
             act.add(wl, cof, np.arange(nxt, j)[nonempty], fl)
             nxt = j
         if act.rem.size == 0:
@@ -184,7 +143,7 @@ def simulate(wl: Workload, sched: Scheduler, capacity: float = GBPS, progress: b
             break
         events += 1
         if not events & 255 and time.perf_counter() >= log_at:
-            log_at = time.perf_counter() + LOG_EVERY_S
+            log_at = time.perf_counter() + simbase.LOG_EVERY_S
             done = int(np.isfinite(finish).sum() + (~admitted).sum())
             print(f"{label or sched.name}: t={t:.1f} s simulated, {done}/{C} coflows done, {events} events, "
                   f"{act.rem.size} active flows, {time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
@@ -342,17 +301,6 @@ class _Active:
         self.cnt = self.cnt[~gone]
         self.pos = (np.cumsum(~gone) - 1)[self.pos]
         return done
-
-
-def _progress_bar(progress: bool, total: int, desc: str):
-    if not progress:
-        return None
-    try:
-        from tqdm import tqdm
-        return tqdm(total=total, desc=desc, unit="coflow", file=sys.stderr, leave=False,
-                    dynamic_ncols=True, mininterval=0.5, disable=not sys.stderr.isatty())
-    except Exception:  # noqa: BLE001  # pragma: no cover (no progress bar, never an error)
-        return None
 
 
 def _iso(wl: Workload, capacity) -> np.ndarray:

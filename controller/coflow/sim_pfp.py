@@ -18,8 +18,8 @@ from numba import njit
 
 from .sched.kernels.waterfill import INF
 from .sched.kernels.pfp import Counter, FlowState, Matching, _pfp_wait, matching, pfp_buffers, pfp_settle
-from . import sim as _sim   # _sim.LOG_EVERY_S read at run time (tests and users may change it)
-from .sim import SimError, SimResult, _arrivals, _progress_bar
+from . import simbase   # simbase.LOG_EVERY_S read at run time (tests and users may change it)
+from .simbase import SimError, SimResult, arrivals, progress_bar
 from .sched.base import Scheduler
 from .trace import Workload
 
@@ -180,8 +180,8 @@ def simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: b
     cfg = RunConfig(cap=float(cap), per_coflow=bool(per_coflow), rtol=float(rtol), check=bool(check), finish=finish)
     buf = pfp_buffers()
     nothing = np.empty(0, dtype=np.int64)
-    bar = _progress_bar(progress, C, label or sched.name)
-    log_at = t0 + _sim.LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
+    bar = progress_bar(progress, C, label or sched.name)
+    log_at = t0 + simbase.LOG_EVERY_S if progress and not sys.stderr.isatty() else INF
     nxt = 0
     done = 0
     t = 0.0 if C == 0 else float(wl.arrival[0])
@@ -189,7 +189,7 @@ def simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: b
     while True:
         newf = nothing
         if nxt < C and wl.arrival[nxt] <= t + 1e-12:
-            j, fl, _ = _arrivals(wl, cof_all, nxt, t, finish)
+            j, fl, _ = arrivals(wl, cof_all, nxt, t, finish)
             newf = np.arange(fl.start, fl.stop, dtype=np.int64) if isinstance(fl, slice) else fl.astype(np.int64)
             pfp_arrive(m, newf)
             nxt = j
@@ -212,7 +212,7 @@ def simulate_incremental(wl: Workload, sched: Scheduler, cap: float, progress: b
                     bar.update(now_done - done)
                 done = now_done
             if time.perf_counter() >= log_at:
-                log_at = time.perf_counter() + _sim.LOG_EVERY_S
+                log_at = time.perf_counter() + simbase.LOG_EVERY_S
                 print(f"{label or sched.name}: t={t:.1f} s simulated, {done}/{C} coflows done, "
                       f"{int(cnt[Counter.EVENTS])} events, {int(cnt[Counter.ACTIVE])} active flows, "
                       f"{time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)

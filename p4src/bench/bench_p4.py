@@ -178,7 +178,7 @@ def main(argv=None) -> int:
         return 2
     rates: dict[str, list] = {"l3fwd": [], "coflow": []}
     load0 = [round(x, 2) for x in os.getloadavg()]
-    from coflow.results import provenance
+    from coflow.provenance import provenance
     pv = provenance()     # the code measured (the summary saved later names it)
     progs = {"l3fwd": (os.path.abspath(args.l3fwd), os.path.abspath(args.l3fwd_p4info)),
              "coflow": (os.path.abspath(args.coflow), os.path.abspath(args.coflow_p4info))}

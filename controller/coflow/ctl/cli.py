@@ -45,7 +45,9 @@ def _kv(items, opt: str) -> dict[str, str]:
 def cmd_run(args) -> int:
     from .. import topology as topo
     from .daemon import Controller, default_switch_addrs
+    from ..sched import deploy
     try:
+        deploy.fabric(args.mode)       # ValueError: unknown mode 'x'; modes: ...
         t = topo.load(args.topo)
         settings = _kv(args.set, "--set")
         addrs = default_switch_addrs(t, args.grpc_base)
@@ -217,12 +219,14 @@ def cmd_status(args) -> int:
 
 
 def add_commands(sub) -> None:
-    from .translate import MODES
     ctl = sub.add_parser("ctl", help="the P4Runtime controller daemon").add_subparsers(
         dest="ctlcmd", required=True)
     p = ctl.add_parser("run", help="run the controller (foreground)")
     p.add_argument("--topo", required=True, help="topology file (coflow-topology/1)")
-    p.add_argument("--mode", required=True, choices=MODES)
+    # (checked in cmd_run: the modes are the schedulers' declarations, and the parser of every
+    # coflow command is built without importing the scheduler core)
+    p.add_argument("--mode", required=True, help="a scheduler that runs in the fabric: fair, dclas, fifo-lm, "
+                   "sebf, ... (coflow.sched.deploy.modes)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="scheduler parameter (e.g. K=8, T=2) or controller setting (link_mbps, "
                         "fair_prio, rtt_us, port_buffer_bytes, burst_buffer_frac, min_rate_frac, progress_s, "

@@ -15,7 +15,6 @@ Switch (re)connections, pipeline pushes and read-backs happen in each switch's k
 from __future__ import annotations
 
 import gc
-import json
 import logging
 import os
 import threading
@@ -25,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import topology as topo_mod
-from ..sched.base import INF, params_dict
+from ..sched.base import INF
 from . import model as M
 from . import translate as TR
 from .codec import Codec
@@ -33,13 +32,17 @@ from .coord import DclasCoordinator
 
 from .desired import DesiredBook
 from .observe import Metrics, StatusServer, Telemetry
-from .rates import (FlowProgress, MeterHold, RateAudit, overrun, plan as rate_plan, rate_snapshot,
-                    without_sizes)
+from .rates import (FlowProgress, MeterHold, RateAudit, plan as rate_plan, rate_snapshot)
 from .switch import SwitchAgent, pipeline_cookie, sync_many
-from .aio import RoundIO, call_timeout
+from .aio import RoundIO
 from . import wire
 
 from .modes import mode_policy
+# the Controller's parts, each in a module of its own (mixins of one class, one state)
+from .primary import Primary
+from .reporting import Reporting
+from .round_counters import CounterReads
+from .round_progress import _RATES_TRACE, ClosedLoop
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +53,9 @@ def default_switch_addrs(topology, grpc_base: int = 50000, host: str = "127.0.0.
 
 #: seconds an unregistered coflow keeps its slot entry (its connections' last packets)
 SLOT_LINGER_S = 1.0
-#: rate modes: a JSON line per allocation (time, order, every active flow's remaining bytes as
-#: the scheduler saw them and its rate) appended to this file; for diagnosing a schedule
-_RATES_TRACE = os.environ.get("COFLOW_RATES_TRACE", "")
 
-class Controller:
+
+class Controller(Primary, CounterReads, ClosedLoop, Reporting):
     def __init__(self, topology, mode: str, p4info: str, bmv2_json: str, switch_addrs: dict,
                  registry=None, settings: dict | None = None, election_id: int = 10,
                  delta_s: float = 0.01, metrics_addr: str | None = None,
@@ -375,118 +376,6 @@ class Controller:
         self.stop()
         return False
 
-    def is_primary(self) -> bool:
-        """Primary for every switch that is up (and up somewhere), and holder of the etcd
-        election when there is one: what a shared registry asks before it takes a change (a
-        backup controller only follows)."""
-        if self.election is not None and not self.election.is_leader():
-            return False
-        up = [a.state for a in self.agents.values() if a.state != SwitchAgent.DOWN]
-        return bool(up) and all(s == SwitchAgent.MASTER for s in up)
-
-    def _on_election(self, leader: bool) -> None:
-        """The etcd election changed hands: take the new P4Runtime election id (above every
-        earlier primary's when we lead) and re-arbitrate on every switch."""
-        eid = self.election.election_id()
-        self.election_id = eid
-        if leader:
-            self.ha["takeovers"] += 1
-            self.ha["became_primary_at"] = self.election.became_leader_at or time.time()
-            self._ha_pending = self.ha["became_primary_at"]
-        for a in getattr(self, "agents", {}).values():
-            a.rearbitrate(eid)
-        wake = getattr(self, "_wake", None)   # (None: called while __init__ still runs; the
-        if wake is not None:                  # first round's _sync_election_id catches up)
-            wake.set()
-
-    def wait_installed(self, cid, timeout: float = 0.5) -> bool:
-        """Block until coflow ``cid``'s slot entry, and in the scheduled modes its queue class
-        (the ``coflow_override`` entry of the priority the scheduler's order gives it), are on
-        every edge switch this controller is primary for, so that its first packets are
-        classed as a registered coflow's and served in its place in the order, at most
-        ``timeout`` s. The round that assigns the slot computes the order and writes both in
-        one Write, so this costs no extra round. False on timeout, or at once when no slot
-        could be assigned (the slot table is full: the coflow is served as unregistered). The
-        API's Register calls it before answering."""
-        key = (cid.external, cid.internal) if hasattr(cid, "external") else tuple(cid)
-        entry = TR.slot_key(key)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self._stop.is_set():
-            with self._mu:     # a consistent view: _refresh_coflows runs under it
-                has_slot = key in self.slots.slot
-                no_slot = (not has_slot and not self._registry_dirty
-                           and any((r.cid.external, r.cid.internal) == key for r in self._records))
-                want = [(entry, None)]
-                if has_slot and self.policy.rate:
-                    pr = None if self._rates_stale else self._prio.get(key)
-                    if self._rates_stale:
-                        want.append((None, None))      # its order is not computed yet
-                    elif pr is not None:
-                        e = TR.override_entity(key, pr)
-                        want.append((e.key, e))
-            if no_slot:
-                return False   # the round saw it and gave it no slot: the table is full
-            if has_slot and all(self._holds(a, want) for a in (self.agents[e] for e in self.edges)
-                                if a.state == SwitchAgent.MASTER):
-                return True
-            time.sleep(0.002)
-        return False
-
-    @staticmethod
-    def _holds(agent, want) -> bool:
-        """The switch's cached state holds every (key, entity) of ``want`` (entity None: any
-        entity under the key; key None: never)."""
-        act = agent.actual
-        if act is None:
-            return False
-        ents = act.entities
-        for k, e in want:
-            if k is None or k not in ents or (e is not None and ents[k] != e):
-                return False
-        return True
-
-    # events --------------------------------------------------------------------------------
-    def _on_registry(self, event: str, rec) -> None:
-        self._registry_dirty = True
-        self._wake.set()
-
-    def _switch_event(self, agent: SwitchAgent, event: str) -> None:
-        if event == "reset":
-            with self._mu:
-                self.coord.switch_reset(agent.name)
-        if event == "down":
-            self.metrics.reconnects.labels(agent.name).inc()
-        self._wake.set()
-
-    def _seed_from_switches(self) -> None:
-        """Adopt slot assignments, D-CLAS overrides and rate-mode meter indices that the
-        switches hold for coflows the registry knows (a restarted controller keeps slots and
-        meters, hence counters, and queues)."""
-        with self._mu:
-            known = {(r.cid.external, r.cid.internal) for r in self.registry.list()}
-            for name in self.edges:
-                a = self.agents[name]
-                if a.actual is None:
-                    continue
-                for e in a.actual.table(M.T_SLOT):
-                    cid = (dict(e.match)["external_id"], dict(e.match)["internal_id"])
-                    if cid in known:
-                        self.slots.seed(cid, dict(e.params)["slot"])
-                if self.policy.rate:  # each flow keeps its meter, hence its flow_bytes
-                    pos = {ip: i for i, ip in enumerate(self._meter_ctx.ip)}
-                    for e in a.actual.table(M.T_FLOW_METER):
-                        mt = dict(e.match)
-                        cid = (mt["external_id"], mt["internal_id"])
-                        src, dst = pos.get(mt["ipv4_src"]), pos.get(mt["ipv4_dst"])
-                        if cid in known and src is not None and dst is not None:
-                            self._meter_ctx.pool.seed(name, (cid, src, dst), dict(e.params)["index"])
-                if self.policy.dclas:
-                    for e in a.actual.table(M.T_OVERRIDE):
-                        cid = (dict(e.match)["external_id"], dict(e.match)["internal_id"])
-                        if cid in known:
-                            self.coord.seed_queue(cid, 8 - dict(e.params)["prio"])
-            self._seeded = True
-
     # the loop -----------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -557,123 +446,6 @@ class Controller:
             self._senders = self._sender_edges()
         return new
 
-    def _sender_edges(self) -> dict:
-        """cid -> the edge switches of its registered flows' source hosts (a record unchanged
-        since the last refresh keeps its frozenset object: the incremental round skips it)."""
-        memo, out, he = self._senders_memo, {}, self._host_edge
-        for r in self._records:
-            cid = (r.cid.external, r.cid.internal)
-            m = memo.get(cid)
-            if m is None or m[0] is not r:
-                fs = frozenset(he[f.src] for f in r.flows if f.src in he)
-                m = memo[cid] = (r, fs if m is None or m[1] != fs else m[1])
-            out[cid] = m[1]
-        for cid in [c for c in memo if c not in out]:
-            del memo[cid]
-        return out
-
-    def _read_raw(self, agents: list, counter: str, idx: dict) -> list:
-        """One counter ReadRequest per agent (``idx``: name -> indices tuple, or None for a
-        wildcard read), all in flight together; returns [(agent, serialised responses or the
-        exception)]."""
-        if self.io is not None:
-            items = []
-            for a in agents:
-                items.append((a.name, a.address, a.io_key(), a.counter_request(counter, idx[a.name])))
-            return list(zip(agents, self.io.run("read", items)))
-        waits = []
-        timeout = call_timeout("read", len(agents))
-        for a in agents:
-            try:
-                waits.append((a, a.client.read_raw_start(a.counter_request(counter, idx[a.name]),
-                                                         timeout=timeout)))
-            except Exception as exc:  # noqa: BLE001
-                waits.append((a, lambda exc=exc: _raise(exc)))
-        out = []
-        for a, w in waits:
-            try:
-                out.append((a, w()))
-            except Exception as exc:  # noqa: BLE001
-                out.append((a, exc))
-        return out
-
-    def _unchanged(self, name: str, key, raw: list) -> bool:
-        """Whether switch ``name`` answered exactly as last time under the same ``key`` (then
-        nothing it holds changed: not decoded again); records the answer."""
-        prev = self._raw_last.get(name)
-        same = self.skip_unchanged and prev is not None and prev[0] == key and prev[1] == raw
-        if not same:
-            self._raw_last[name] = (key, raw)
-        return same
-
-    def _read_counters(self) -> float:
-        """D-CLAS read phase: coflow_bytes of every coordinated slot from every edge switch,
-        one ReadRequest per switch, all in flight together; an edge whose answer is byte for
-        byte the last one's is not decoded (its counters did not change)."""
-        t0 = time.perf_counter()
-        idx = tuple(sorted(set(self.slots.slot.values())))
-        if not idx:
-            return 0.0
-        readable = [a for a in (self.agents[e] for e in self.edges) if a.readable()]
-        if self.use_digest:  # the edges push threshold crossings: poll only those that must be
-            readable = self._observe_digests(readable)
-        elif self.use_push:    # edges that push their counters are not polled
-            polled = []
-            for a in readable:
-                seq = a.push_sequence()
-                if seq is None:
-                    polled.append(a)
-                    continue
-                if self._push_seen.get(a.name) == (seq, idx, self.coord.epoch):
-                    continue     # nothing pushed since the last round: not copied again
-                got = a.pushed_counts(idx)
-                if got is None:
-                    polled.append(a)
-                    continue
-                with self._mu:
-                    key = (got[0], idx, self.coord.epoch)
-                    if self._push_seen.get(a.name) != key:
-                        self._push_seen[a.name] = key
-                        self.coord.observe(a.name, {i: v[0] for i, v in got[1].items()})
-            readable = polled
-        for a, got in self._read_raw(readable, M.C_COFLOW_BYTES, {a.name: idx for a in readable}):
-            if isinstance(got, Exception):
-                self.metrics.read_errors.labels(a.name).inc()
-                continue
-            with self._mu:
-                if self._unchanged(a.name, (idx, self.coord.epoch, self.use_digest), got):
-                    continue
-                counts: dict = {}
-                for resp in got:
-                    wire.parse_counter_bytes_fast(resp, counts)
-                if self.use_digest:   # rounded as the pushed counts are
-                    counts = self.digest.quantise(counts)
-                self.coord.observe(a.name, counts)
-        return time.perf_counter() - t0
-
-    def _digest_rounds(self):
-        """The digest side of D-CLAS (coflow.ctl.digest) when the P4 program has the report
-        digest, with an inbox on every edge; None otherwise."""
-        from .digest import DigestFormat, DigestRounds
-        fmt = DigestFormat.from_p4info(self.codec.h.p4info, self.target.bytes_unit_shift)
-        if fmt is None or M.T_REPORT not in self.codec.table_id:
-            return None
-        width = self.codec.aparams[M.A_SET_STEP]["mask"][1]
-        d = DigestRounds(fmt, self.dclas_params, self.edges, self.target.bytes_unit_shift,
-                         self.target.metered_slots, self.ctl.digest_resync_s, width)
-        for e in self.edges:
-            self.agents[e].digests = d.inbox(e)
-        return d
-
-    def _observe_digests(self, readable: list) -> list:
-        """Digest mode: hand the coordinator what the edges pushed (rounded to the report
-        steps); returns the edges to poll this round."""
-        pushed, poll = self.digest.collect(readable, time.monotonic())
-        with self._mu:
-            for name, counts in pushed.items():
-                self.coord.observe(name, counts)
-        return poll
-
     def round(self, progress: bool = True) -> dict:
         """One read / compute / write round; returns its timings (seconds: wall, and the
         process's CPU time as ``cpu_s``) and update count. ``progress``: rate modes: read the
@@ -695,47 +467,6 @@ class Controller:
     def _progress_wait(self) -> float:
         """Seconds until the closed loop's next read is due (0: due now)."""
         return max(0.0, self._progress_at + self.ctl.progress_s - time.monotonic())
-
-    def _expire_leases(self) -> int:
-        """Unregister the coflows whose lease ran out (the registry does it, only while this
-        controller leads it); their slots go with the normal unregister path."""
-        expire = getattr(self.registry, "expire", None)
-        gone = expire() if expire is not None else []
-        if gone:
-            self.leases_expired += len(gone)
-            self.metrics.leases_expired.inc(len(gone))
-        return len(gone)
-
-    def _renew_by_traffic(self) -> None:
-        """A coflow whose bytes grew in the counters since the last look (at most once a
-        second) is alive: its lease is renewed (D-CLAS / FIFO-LM: global coflow_bytes; rate
-        modes: the meters' flow_bytes)."""
-        now = time.monotonic()
-        if now - self._last_renew < 1.0 or not hasattr(self.registry, "renew"):
-            return
-        self._last_renew = now
-        with self._mu:
-            if self.policy.coordinated:
-                cur = dict(self._sizes)
-            elif self.policy.rate:
-                cur = {c: sum(self.progress.sent(c).values()) for c in self.progress.cids()}
-            else:
-                return
-        seen = self._traffic_seen
-        grown = [c for c, b in cur.items() if b > seen.get(c, 0)]
-        self._traffic_seen = cur
-        if grown:
-            self.leases_renewed_by_traffic += self.registry.renew(grown)
-
-    def _sync_election_id(self) -> None:
-        """Every agent on the election's current id (an election that changed hands while the
-        agents were being created would otherwise leave them on the old one)."""
-        eid = self.election.election_id()
-        if eid != self.election_id or any(a.election_id != eid for a in self.agents.values()):
-            self.election_id = eid
-            for a in self.agents.values():
-                if a.election_id != eid:
-                    a.rearbitrate(eid)
 
     def _round(self, progress: bool = True) -> dict:
         t0 = time.perf_counter()
@@ -810,67 +541,6 @@ class Controller:
         return (self._rates_stale or time.time() >= self._next_event
                 or self.progress.version != self._progress_used)
 
-    def _read_progress(self) -> float:
-        """Rate modes' read phase (the closed loop): one read of ``flow_bytes`` at every edge
-        holding meters (its meters in use, or a wildcard read when more than 1,024 are), all
-        in flight together; each metered pair's reading (frame bytes,
-        packets) goes to :class:`FlowProgress`, but only once the switch holds the pair's
-        ``flow_meter`` entry (its write zeroed the counter first: a reading before that could
-        be an earlier owner's)."""
-        ctx = self._meter_ctx
-        if self.ctl.progress_s <= 0 or not ctx.pool.index_of:
-            return 0.0
-        t0 = time.perf_counter()
-        self._progress_at = time.monotonic()
-        # the metered pairs per switch: kept by the meter context as coflows come and go
-        # (not rebuilt from the pool every round)
-        incremental = self.incremental_read_set
-        read_set = ctx.read_set if incremental else ctx.read_set_rebuilt()
-        agents, idx = [], {}
-        for sw, ents in read_set.items():
-            if not ents:
-                continue
-            ag = self.agents[sw]
-            if ag.state not in (SwitchAgent.MASTER, SwitchAgent.BACKUP) or ag.actual is None \
-                    or not ag.readable():
-                continue
-            # the meters in use only (0.3-0.5 ms on BMv2), or all of them with one wildcard
-            # entity when many are (4,096 counters: ~1.6 ms on BMv2 + 0.5 ms to parse)
-            idx[sw] = ctx.read_indices(sw) if len(ents) <= 1024 else None
-            agents.append(ag)
-        if self.use_push:    # edges that push their counters are not polled
-            polled = []
-            for ag in agents:
-                seq = ag.push_sequence()
-                if seq is None:
-                    polled.append(ag)
-                elif not incremental or \
-                        self._push_seen.get(ag.name) != self._progress_key(ag, idx[ag.name], ("push", seq)):
-                    got = ag.pushed_counts(idx[ag.name])
-                    if got is None:
-                        polled.append(ag)
-                    else:
-                        self._progress_from(ag, read_set[ag.name], idx[ag.name], got[1], ("push", got[0]))
-            agents = polled
-        for ag, got in self._read_raw(agents, M.C_FLOW_BYTES, idx):
-            if isinstance(got, Exception):
-                self.metrics.read_errors.labels(ag.name).inc()
-                continue
-            self._progress_from(ag, read_set[ag.name], idx[ag.name], got, ("raw",))
-        self.progress_reads += 1
-        return time.perf_counter() - t0
-
-    def _progress_key(self, ag, idx, how: tuple, entries: dict | None = None) -> tuple:
-        """What an edge's closed-loop reading is observed under: the same answer (or push)
-        for the same observable entries (the switch's writes, connection and read set)."""
-        if not self.incremental_read_set:   # the baseline's key: any write, every pair
-            return ("progress", how, idx, ag.generation, ag.writes, id(ag.actual),
-                    None if entries is None else tuple((i, *v[:3]) for i, v in entries.items()))
-        # what is observable changes only with the flow_meter entries the switch holds (a
-        # round that re-rates meters writes none), the connection and the read set
-        return ("progress", how, idx, ag.generation, ag.table_writes.get(M.T_FLOW_METER, 0),
-                id(ag.actual), self._meter_ctx.read_version.get(ag.name, 0))
-
     def _progress_from(self, ag, entries: dict, idx, got, how: tuple) -> None:
         """Feed one edge's flow_bytes reading (``got``: serialised responses, or index ->
         (bytes, packets) as pushed) to the closed loop, for the pairs of ``entries`` (index ->
@@ -921,20 +591,6 @@ class Controller:
                     if self.audit is not None:
                         self.audit.observe((cid, a, b), t_got, self.progress.pair_sent(cid, a, b),
                                            self._audit_size.get((cid, a, b)))
-
-    def _trace_rates(self, p) -> None:
-        v = p.view
-        if v is None or not p.cids:
-            return
-        order = p.alloc.order.tolist() if p.alloc is not None and p.alloc.order is not None else []
-        h = p.hosts
-        row = {"t": time.time(), "order": [list(p.cids[k]) for k in order],
-               "prio": {f"{c[0]}.{c[1]}": pr for c, pr in p.prio.items()},
-               "flows": [[p.cids[k][0], h[a], h[b], round(float(rem)), round(float(r), 1)]
-                         for k, a, b, rem, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(),
-                                                    v.remaining.tolist(), p.rates.tolist())]}
-        with open(_RATES_TRACE, "a") as f:
-            f.write(json.dumps(row) + "\n")
 
     def _compute_rates(self, now: float | None = None, timings: dict | None = None) -> None:
         """The core's Allocation on the registered coflows -> priorities and meters, handed to
@@ -1013,59 +669,6 @@ class Controller:
             self._queues = {c: int(q) for c, q in zip(p.cids, p.alloc.queue.tolist())}
         else:
             self._queues = {c: 8 - pr for c, pr in p.prio.items()}
-
-    def _check_claims(self) -> None:
-        """Declared sizes are claims: a coflow whose counted bytes on a host pair pass what
-        its flows there declare by more than the margin (``claim_margin_frac`` x declared +
-        ``claim_margin_bytes``) is no longer trusted, for the rest of its life: its flows are
-        handed to the core without sizes, as flows of unknown size (ordered last by the
-        clairvoyant schedulers; p4src/README.md, "What a host can gain by lying"). Counted in
-        ``coflow_ctl_sizes_distrusted_total``, listed under ``claims`` in the status. Only
-        coflows whose readings changed since their last check are looked at."""
-        s = self.ctl
-        if s.claim_margin_bytes < 0:
-            return
-        by = None
-        for c in self.progress.cids():
-            if c in self.distrusted:
-                continue
-            v = self.progress.changes(c)
-            if self._claim_seen.get(c) == v:
-                continue
-            self._claim_seen[c] = v
-            if by is None:
-                by = {(r.cid.external, r.cid.internal): r for r in self._records}
-            rec = by.get(c)
-            if rec is None:
-                continue
-            bad = overrun(rec, self.progress.sent(c), self.host_port, s.claim_margin_frac,
-                          s.claim_margin_bytes)
-            if bad is None:
-                continue
-            (a, b), got, declared = bad
-            names = self._meter_ctx.names
-            self.distrusted[c] = {"at": time.time(), "pair": [names[a], names[b]],
-                                  "measured_bytes": int(got), "declared_bytes": int(declared)}
-            self.metrics.sizes_distrusted.inc()
-            log.warning("coflow %d.%d: %d bytes counted on %s->%s, %d declared: its sizes are "
-                        "no longer trusted (ordered as unknown sizes)", c[0], c[1], got,
-                        names[a], names[b], declared)
-
-    def _claimed_records(self) -> list:
-        """The registry's records as the core sees them: a distrusted coflow without sizes."""
-        if not self.distrusted:
-            return self._records
-        out = []
-        for r in self._records:
-            c = (r.cid.external, r.cid.internal)
-            if c not in self.distrusted:
-                out.append(r)
-                continue
-            cached = self._desized.get(c)
-            if cached is None or cached[0] is not r:
-                cached = self._desized[c] = (r, without_sizes(r))
-            out.append(cached[1])
-        return out
 
     # desired state ------------------------------------------------------------------------
     def _fifo_base(self) -> int:
@@ -1185,100 +788,3 @@ class Controller:
                 errors += 1
                 self.metrics.write_errors.labels(name).inc()
         return written, errors
-
-    def _metric(self, name: str, label: str):
-        """A labelled child of a metric, looked up once (every round sets a few dozen)."""
-        k = (name, label)
-        c = self._metric_children.get(k)
-        if c is None:
-            c = self._metric_children[k] = getattr(self.metrics, name).labels(label)
-        return c
-
-    # status -------------------------------------------------------------------------------
-    def set_health(self, servicer, service: str) -> None:
-        """The API's gRPC health service follows this controller's role: SERVING while it is
-        primary, NOT_SERVING as a backup (its API refuses changes), so a health-checking load
-        balancer sends applications to the primary."""
-        self._health = [servicer, service, None]
-        self._publish_health()
-
-    def _publish_health(self) -> None:
-        h = self._health
-        if h is None:
-            return
-        from grpc_health.v1 import health_pb2
-        st = health_pb2.HealthCheckResponse.SERVING if self.is_primary() \
-            else health_pb2.HealthCheckResponse.NOT_SERVING
-        if st != h[2]:
-            h[2] = st
-            for name in ("", h[1]):
-                h[0].set(name, st)
-
-    def _publish(self) -> None:
-        self._publish_health()
-        with self._mu:
-            counts: dict = {}
-            for q in self._queues.values():
-                counts[q] = counts.get(q, 0) + 1
-        for q in range(1, 9):
-            self._metric("coflows", str(q)).set(counts.get(q, 0))
-        if self.status_file and time.monotonic() - self._last_status_write >= 1.0:
-            self._last_status_write = time.monotonic()
-            tmp = f"{self.status_file}.tmp{os.getpid()}"
-            with open(tmp, "w") as f:
-                json.dump(self.status(), f, indent=1, default=str)
-            os.replace(tmp, self.status_file)
-
-    def status(self) -> dict:
-        with self._mu:
-            coflows = []
-            for r in self._records:
-                c = (r.cid.external, r.cid.internal)
-                slot = self.slots.slot.get(c)
-                coflows.append({"cid": str(r.cid), "slot": slot, "lease_s": getattr(r, "lease_s", None),
-                                "owner": getattr(r, "owner", None),
-                                "global_bytes": self._sizes.get(c), "queue": self._queues.get(c),
-                                "override_prio": self._prio.get(c) if self.policy.rate
-                                else {e: o[c] for e, o in self._overrides.items() if c in o}})
-                if self.policy.rate:
-                    mflows = self._meter_ctx.flows(c)
-                    sent = self.progress.sent(c)
-                    coflows[-1].update(
-                        metered=self._meter_ctx.metered(c),
-                        unmetered_flows=self._meter_ctx.unmetered.get(c, 0),
-                        meters={f"{sw}/{i}": [self._meter_ctx.names[a], self._meter_ctx.names[b]]
-                                for a, b, sw, i in mflows},
-                        bytes_sent_measured=sum(sent.values()),
-                        sizes_trusted=c not in self.distrusted,
-                        meter_red_drops=self.telemetry.red_drops_of(
-                            [(sw, i) for _, _, sw, i in mflows]))
-            ha = dict(self.ha, etcd=self.election is not None,
-                      primary=self.election.is_leader() if self.election is not None else None)
-            return {"mode": self.mode, "election_id": self.election_id, "ha": ha,
-                    "scheduler": {"name": self.sched.name, "params": params_dict(self.sched)},
-                    "settings": self.ctl.__dict__, "delta_s": self.delta_s,
-                    "topology": self.topo.name, "rounds": self.rounds,
-                    "last_round": self.last_round,
-                    "switches": {n: a.status() for n, a in self.agents.items()},
-                    "coflows": coflows, "metrics_addr": self.metrics_addr,
-                    "dataplane": self.telemetry.status(),
-                    "leases": {"default_lease_s": getattr(self.registry, "default_lease_s", None),
-                               "expired": self.leases_expired,
-                               "renewed_by_traffic": self.leases_renewed_by_traffic,
-                               "register_retries_answered": getattr(self.registry, "replayed_total", 0)},
-                    "meters": self._meter_status() if self.policy.rate else None,
-                    "rate_audit": self.audit.summary() if self.audit is not None else None,
-                    "claims": {"margin_frac": self.ctl.claim_margin_frac,
-                               "margin_bytes": self.ctl.claim_margin_bytes,
-                               "distrusted": {f"{c[0]}.{c[1]}": v for c, v in self.distrusted.items()}}
-                    if self.policy.rate else None}
-
-    def _meter_status(self) -> dict:
-        ctx = self._meter_ctx
-        return {"pool_per_edge": ctx.pool.size, "in_use": ctx.pool.in_use(),
-                "unmetered_coflows": len(ctx.unmetered), "unmetered_flows": ctx.unmetered_flows,
-                "closed_loop": self.ctl.progress_s > 0, "progress_reads": self.progress_reads}
-
-
-def _raise(exc):
-    raise exc

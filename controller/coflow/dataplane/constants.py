@@ -4,7 +4,7 @@ Names are the P4 names of ``p4src/include/define.p4`` and ``size.p4`` (and of th
 where it has them); ``tests/test_constants.py`` parses the P4 sources and fails when a value here
 differs from either program. Sizes are derived from sizes, as in size.p4.
 
-Also here: the controller's modes and the P4 mode code each one runs (``MODE_CODE``), and the
+Also here: the P4 mode code of each pipeline mode (``PIPELINE_CODE``), and the
 :class:`CoflowId` (Aalo's ``external.internal``) with its one parse rule, used by the coflow API,
 the packet tools and the traffic agents alike.
 """
@@ -155,20 +155,10 @@ class DropReason(enum.IntEnum):
  DROP_PARSER_OTHER) = (int(d) for d in DropReason)
 assert len(DropReason) <= DROP_REASONS
 
-# Controller modes -> the P4 mode each runs and the scheduler that computes it -----------------
-#: the scheduled modes: the controller runs the scheduler core on the registered coflows at its
-#: events and the data plane runs MODE_RATE. What the core's Allocation becomes on the switches:
-#: "meters" = its rates in meters at the sender edges (plus its order or queues, if it says one,
-#: as overrides); "queues" = its order as overrides only, no rate control (Sincronia's
-#: deployment; the meters are left unconfigured, all GREEN, and only count each flow's bytes
-#: for the closed loop).
-ENFORCEMENT = {"sebf": "meters", "hug": "meters", "utopia": "meters", "fai": "meters",
-               "sincronia": "queues"}
-RATE_MODES = tuple(ENFORCEMENT)
-MODES = ("fair", "dclas", "fifo-lm") + RATE_MODES
-MODE_CODE = {"fair": MODE_FAIR, "dclas": MODE_DCLAS, "fifo-lm": MODE_FIFO_LM,
-             **{m: MODE_RATE for m in RATE_MODES}}
-SCHEDULER_OF = {m: m for m in MODES}
+# Pipeline modes -> P4 mode codes -----------------------------------------------------------------
+#: the code of each pipeline mode a controller mode runs (by name: a scheduler declares its
+#: pipeline mode, ``coflow.sched.base.Fabric``; the controller's modes, ``coflow.ctl.modes``)
+PIPELINE_CODE = {"fair": MODE_FAIR, "dclas": MODE_DCLAS, "fifo-lm": MODE_FIFO_LM, "rate": MODE_RATE}
 
 
 # CoflowId -------------------------------------------------------------------------------------

@@ -15,19 +15,21 @@ The PTF tests' ``autocleanup`` decorator is built on it.
 """
 from __future__ import annotations
 
-import ipaddress
 import os
 import queue
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from google.protobuf import text_format
 
 try:  # the P4Info helper works without grpc / p4runtime stubs for offline tools and unit tests
     from coflow.dataplane.pb import p4info_pb2  # noqa: E402
 except ImportError:  # pragma: no cover
     p4info_pb2 = None
+
+# P4Info names and values (offline), and the client's entity builders, each in a module of its own
+from .p4info import P4InfoHelper, _Entity, decode_value, encode_value  # noqa: E402,F401 (re-exported)
+from .p4rt_entities import EntityBuilders, _pb  # noqa: E402
 
 
 class P4RuntimeError(Exception):
@@ -37,127 +39,6 @@ class P4RuntimeError(Exception):
         super().__init__(message + ("".join("\n  " + d for d in details) if details else ""))
         self.details = details or []
         self.code = code  # the gRPC status name (e.g. PERMISSION_DENIED), when there is one
-
-
-# --- value encoding ----------------------------------------------------------------------
-
-def encode_value(value: Any, bitwidth: int) -> bytes:
-    """Canonical P4Runtime bytestring: big-endian, no leading zero bytes (at least one byte).
-
-    ``value`` may be an int, bytes, a dotted IPv4 address or a colon-separated MAC address.
-    """
-    if isinstance(value, bytes):
-        value = int.from_bytes(value, "big")
-    elif isinstance(value, str):
-        if value.count(":") == 5:
-            value = int(value.replace(":", ""), 16)
-        elif value.count(".") == 3:
-            value = int(ipaddress.IPv4Address(value))
-        else:
-            value = int(value, 0)
-    if not isinstance(value, int) or value < 0:
-        raise ValueError(f"cannot encode {value!r}")
-    if value >> bitwidth:
-        raise ValueError(f"value {value:#x} does not fit in {bitwidth} bits")
-    nbytes = max(1, (value.bit_length() + 7) // 8)
-    return value.to_bytes(nbytes, "big")
-
-
-def decode_value(data: bytes) -> int:
-    return int.from_bytes(data, "big")
-
-
-# --- P4Info name lookup --------------------------------------------------------------------
-
-@dataclass
-class _Entity:
-    id: int
-    name: str
-    alias: str
-    extra: Any = None
-
-
-class P4InfoHelper:
-    """Name -> id lookups from a P4Info (text or message).
-
-    A name may be the fully qualified one ("CoflowIngress.routing.routing_v4"), the alias p4c
-    chose, or any unique dotted suffix ("routing_v4", "routing.routing_v4").
-    """
-
-    KINDS = ("tables", "actions", "counters", "meters", "action_profiles", "registers",
-             "direct_counters", "direct_meters")
-
-    def __init__(self, p4info):
-        self.p4info = p4info
-        self._by_kind: dict[str, list[_Entity]] = {}
-        for kind in self.KINDS:
-            ents = []
-            for obj in getattr(p4info, kind, []):
-                pre = obj.preamble
-                ents.append(_Entity(pre.id, pre.name, pre.alias, obj))
-            self._by_kind[kind] = ents
-
-    @classmethod
-    def from_text(cls, text: str) -> "P4InfoHelper":
-        if p4info_pb2 is None:
-            raise RuntimeError("the p4runtime package is not installed (pip install .[p4])")
-        msg = p4info_pb2.P4Info()
-        text_format.Merge(text, msg)
-        return cls(msg)
-
-    @classmethod
-    def from_file(cls, path: str) -> "P4InfoHelper":
-        with open(path) as f:
-            return cls.from_text(f.read())
-
-    def _find(self, kind: str, name: str) -> _Entity:
-        ents = self._by_kind[kind]
-        for e in ents:
-            if name in (e.name, e.alias):
-                return e
-        hits = [e for e in ents if e.name.endswith("." + name)]
-        if len(hits) == 1:
-            return hits[0]
-        if not hits:
-            raise KeyError(f"no {kind[:-1]} named {name!r}")
-        raise KeyError(f"{kind[:-1]} name {name!r} is ambiguous: {[e.name for e in hits]}")
-
-    def get(self, kind: str, name: str):
-        return self._find(kind, name).extra
-
-    def get_id(self, kind: str, name: str) -> int:
-        return self._find(kind, name).id
-
-    def name_of(self, kind: str, ident: int) -> str:
-        for e in self._by_kind[kind]:
-            if e.id == ident:
-                return e.name
-        raise KeyError(f"no {kind[:-1]} with id {ident}")
-
-    def names(self, kind: str) -> list[str]:
-        return [e.name for e in self._by_kind[kind]]
-
-    # convenience
-    def table_id(self, name: str) -> int:
-        return self.get_id("tables", name)
-
-    def action_id(self, name: str) -> int:
-        return self.get_id("actions", name)
-
-    def match_field(self, table: str, field_name: str):
-        for mf in self.get("tables", table).match_fields:
-            if field_name in (mf.name, mf.name.split(".")[-1]):
-                return mf
-        raise KeyError(f"table {table!r} has no match field {field_name!r}")
-
-    def action_param(self, action: str, param: str):
-        for p in self.get("actions", action).params:
-            if p.name == param:
-                return p
-        raise KeyError(f"action {action!r} has no parameter {param!r}")
-
-    def size(self, kind: str, name: str) -> int:
-        return self.get(kind, name).size
 
 
 # --- the client ---------------------------------------------------------------------------
@@ -183,11 +64,6 @@ def _pipeline_files(p4info_path: str, device_config_path: str) -> tuple:
                 _files_cache.clear()
             _files_cache[k] = got
     return got
-
-
-def _pb():
-    from coflow.dataplane.pb import p4runtime_pb2, p4runtime_pb2_grpc
-    return p4runtime_pb2, p4runtime_pb2_grpc
 
 
 @dataclass
@@ -268,7 +144,7 @@ class _LoopQueue:
             pass
 
 
-class P4RuntimeClient:
+class P4RuntimeClient(EntityBuilders):
     """Synchronous P4Runtime client bound to one device (``tls``: :class:`ChannelTls`, or None
     for a plaintext channel). ``stream_aio``: its StreamChannel is a coroutine on the process's
     shared asyncio loop (:func:`stream_loop`) instead of two threads of its own; the events and
@@ -748,136 +624,7 @@ class P4RuntimeClient:
                 errors.append(str(exc))
         return errors
 
-    # entity builders ------------------------------------------------------------------------
-    def _helper(self) -> P4InfoHelper:
-        if self.p4info is None:
-            raise RuntimeError("no P4Info loaded")
-        return self.p4info
-
-    def action(self, name: str, params: dict[str, Any] | None = None):
-        pb, _ = _pb()
-        h = self._helper()
-        act = pb.Action()
-        act.action_id = h.action_id(name)
-        for pname, value in (params or {}).items():
-            p = h.action_param(name, pname)
-            ap = act.params.add()
-            ap.param_id = p.id
-            ap.value = encode_value(value, p.bitwidth)
-        return act
-
-    def _field_matches(self, table: str, match: dict[str, Any]) -> list:
-        pb, _ = _pb()
-        from coflow.dataplane.pb import p4info_pb2 as info
-        h = self._helper()
-        out = []
-        for fname, value in (match or {}).items():
-            mf = h.match_field(table, fname)
-            bw = mf.bitwidth
-            fm = pb.FieldMatch()
-            fm.field_id = mf.id
-            mt = mf.match_type
-            if mt == info.MatchField.EXACT:
-                fm.exact.value = encode_value(value, bw)
-            elif mt == info.MatchField.LPM:
-                addr, plen = value
-                if plen == 0:
-                    continue  # don't-care: omitted
-                fm.lpm.value = encode_value(addr, bw)
-                fm.lpm.prefix_len = plen
-            elif mt == info.MatchField.TERNARY:
-                val, mask = value
-                if encode_value(mask, bw) == b"\x00":
-                    continue  # don't-care: omitted
-                fm.ternary.value = encode_value(val, bw)
-                fm.ternary.mask = encode_value(mask, bw)
-            elif mt == info.MatchField.RANGE:
-                lo, hi = value
-                if lo == 0 and hi == (1 << bw) - 1:
-                    continue  # full range = don't-care: omitted
-                fm.range.low = encode_value(lo, bw)
-                fm.range.high = encode_value(hi, bw)
-            elif mt == info.MatchField.OPTIONAL:
-                if value is None:
-                    continue
-                fm.optional.value = encode_value(value, bw)
-            else:
-                raise ValueError(f"unsupported match type {mt} for {fname}")
-            out.append(fm)
-        return out
-
-    def table_entry(self, table: str, match: dict[str, Any] | None = None,
-                    action: str | None = None, params: dict[str, Any] | None = None,
-                    priority: int = 0, member_id: int | None = None,
-                    group_id: int | None = None, default: bool = False):
-        """An Entity holding a TableEntry. Use ``default=True`` (and no match) for the default
-        action; ``member_id`` / ``group_id`` for tables with an action profile / selector."""
-        pb, _ = _pb()
-        h = self._helper()
-        ent = pb.Entity()
-        te = ent.table_entry
-        te.table_id = h.table_id(table)
-        if default:
-            te.is_default_action = True
-        te.match.extend(self._field_matches(table, match or {}))
-        if priority:
-            te.priority = priority
-        if action is not None:
-            te.action.action.CopyFrom(self.action(action, params))
-        elif member_id is not None:
-            te.action.action_profile_member_id = member_id
-        elif group_id is not None:
-            te.action.action_profile_group_id = group_id
-        return ent
-
-    def member(self, profile: str, member_id: int, action: str, params: dict[str, Any] | None = None):
-        pb, _ = _pb()
-        ent = pb.Entity()
-        m = ent.action_profile_member
-        m.action_profile_id = self._helper().get_id("action_profiles", profile)
-        m.member_id = member_id
-        m.action.CopyFrom(self.action(action, params))
-        return ent
-
-    def group(self, profile: str, group_id: int, member_ids: Iterable[int], max_size: int = 0):
-        pb, _ = _pb()
-        ent = pb.Entity()
-        g = ent.action_profile_group
-        g.action_profile_id = self._helper().get_id("action_profiles", profile)
-        g.group_id = group_id
-        for mid in member_ids:
-            mm = g.members.add()
-            mm.member_id = mid
-            mm.weight = 1
-        if max_size:
-            g.max_size = max_size
-        return ent
-
-    def counter_entity(self, counter: str, index: int | None = None):
-        pb, _ = _pb()
-        ent = pb.Entity()
-        ent.counter_entry.counter_id = self._helper().get_id("counters", counter)
-        if index is not None:
-            ent.counter_entry.index.index = index
-        return ent
-
-    def meter_entity(self, meter: str, index: int, cir: int | None = None, cburst: int = 0,
-                     pir: int | None = None, pburst: int = 0):
-        """MeterEntry; rates in units per **second** (bytes/s for a bytes meter), bursts in
-        units. ``cir=None`` leaves the config unset (reset to all-GREEN where supported)."""
-        pb, _ = _pb()
-        ent = pb.Entity()
-        me = ent.meter_entry
-        me.meter_id = self._helper().get_id("meters", meter)
-        me.index.index = index
-        if cir is not None:
-            me.config.cir = cir
-            me.config.cburst = cburst
-            me.config.pir = cir if pir is None else pir
-            me.config.pburst = pburst or cburst
-        return ent
-
-    # high-level helpers ---------------------------------------------------------------------
+    # high-level helpers (the entity builders: coflow.dataplane.p4rt_entities) -----------------
     def read_default_entity(self, table_id: int):
         pb, _ = _pb()
         ent = pb.Entity()

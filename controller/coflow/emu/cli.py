@@ -13,12 +13,13 @@ import sys
 
 
 def _common(p) -> None:
-    from .plan import CLASS_FLOOR, DEFAULT_MODES, ECN_FRAMES, LOAD, POOL_PER_PAIR, QUEUE_BUDGET
+    from .plan import CLASS_FLOOR, ECN_FRAMES, LOAD, POOL_PER_PAIR, QUEUE_BUDGET
     p.add_argument("--topo", default="fattree:4",
                    help="fattree:K, leafspine:L,S,H, bigswitch:H or a topology file (default fattree:4)")
     p.add_argument("--trace", default="", help="trace (default: the FB trace in ../shared/traces, "
                    "else the bundled traces/fb-like-120x16.txt)")
-    p.add_argument("--modes", default=",".join(DEFAULT_MODES), help="comma-separated modes, run in order")
+    p.add_argument("--modes", default=None, help="comma-separated modes, run in order (default: the "
+                   "schedulers that declare it, coflow.sched.deploy.default_modes)")
     p.add_argument("--coflows", type=int, default=60, help="the first N coflows of the trace (default 60)")
     p.add_argument("--rate-mbps", type=float, default=1.0, help="every link's rate, Mb/s (default 1)")
     p.add_argument("--work", type=float, default=40.0,
@@ -65,7 +66,7 @@ def _common(p) -> None:
 
 def config_from_args(args):
     from .plan import CLASS_FLOOR, POOL_PER_PAIR, PlanError
-    from .runner import EmuConfig
+    from .runner import DEFAULT_MODES, EmuConfig
     settings = {}
     for it in args.set:
         if "=" not in it:
@@ -79,7 +80,8 @@ def config_from_args(args):
             raise PlanError("tcp", f"{it!r}: expected tcp_<sysctl>=value (a net.ipv4.tcp_* sysctl)")
         tcp[k] = v
     return EmuConfig(topology=args.topo, trace=args.trace, tcp_sysctls=tcp,
-                     modes=tuple(m.strip() for m in args.modes.split(",") if m.strip()),
+                     modes=(tuple(m.strip() for m in args.modes.split(",") if m.strip())
+                            if args.modes is not None else DEFAULT_MODES),
                      coflows=args.coflows, rate_mbps=args.rate_mbps, work_s=args.work, load=args.load,
                      bytes_factor=args.bytes_scale, time_scale=args.time_scale,
                      mode_timeout_s=args.timeout, weighted_dclas=args.weighted_dclas,

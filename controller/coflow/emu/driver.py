@@ -8,8 +8,9 @@ and reads JSON events from its stdout; a reader thread per agent feeds one queue
 inside the hosts' network namespaces (``host.popen``); the driver runs in the root namespace
 and reaches the API over its unix socket (the filesystem is shared), as a job master would.
 
-Registration: for clairvoyant modes (sebf, hug, utopia, fai, sincronia) every flow is registered with its
-size; for the others (fair, dclas, fifo-lm) without. The coflow's arrival is its scheduled time
+Registration: for a mode whose scheduler is clairvoyant (it says so on its class:
+``coflow.sched.deploy.clairvoyant``) every flow is registered with its size; for the others
+without. The coflow's arrival is its scheduled time
 ``t0 + arrival_s``: a driver running late is charged to the coflow's CCT.
 """
 from __future__ import annotations
@@ -31,7 +32,6 @@ from ..progress import phase
 from .plan import FlowRecord, Plan
 
 AGENT_PORT = 5001
-CLAIRVOYANT_MODES = ("sebf", "hug", "utopia", "fai", "sincronia", "varys-deadline")
 
 
 class EventError(ValueError):

@@ -42,12 +42,15 @@ class TmPlan:
 
 
 def tm_for_mode(mode: str, weighted_dclas: bool = False) -> TmPlan:
-    """fair: everything in one class; dclas: 8 strict queues (Aalo's weights when
-    ``weighted_dclas``); fifo-lm and the scheduled modes (sebf, hug, utopia, fai, sincronia): 8 strict queues
-    (FIFO-LM's ranks and the rate modes' overrides are priorities; the meters set the rates)."""
-    if mode == "fair":
+    """fair enforcement: everything in one class; the dclas pipeline: 8 strict queues (Aalo's
+    weights when ``weighted_dclas``); fifo-lm and the scheduled modes (sebf, hug, utopia, fai,
+    sincronia, ...): 8 strict queues (FIFO-LM's ranks and the rate modes' overrides are
+    priorities; the meters set the rates)."""
+    from ..sched import deploy as D
+    from ..sched.base import FAIR
+    if D.enforcement(mode) == FAIR:
         return TmPlan(tm.STRICT, 1)
-    if mode == "dclas" and weighted_dclas:
+    if weighted_dclas and D.pipeline(mode) == "dclas":
         from ..params import DclasParams
         return TmPlan(tm.WEIGHTED, tm.NUM_PRIOS, tuple(DclasParams(K=tm.NUM_PRIOS).queue_weights()))
     return TmPlan(tm.STRICT, tm.NUM_PRIOS)

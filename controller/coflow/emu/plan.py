@@ -100,8 +100,6 @@ RATE_CAPACITY_FRAC = 0.9
 #: retransmission timeouts (measured under FIFO-LM: 3,096 -> 1,168 timeouts, gain over fair
 #: 0.36x -> 0.86x).
 CLASS_FLOOR = 0.02
-#: the modes ``coflow emu run`` and ``make run`` emulate by default, in order
-DEFAULT_MODES = ("fair", "dclas", "fifo-lm", "sebf", "hug", "sincronia")
 
 #: TCP payload per MTU-sized Ethernet frame with the 8-byte CoflowId option: MSS 1460 - 8.
 PAYLOAD_PER_FRAME = 1452
@@ -284,12 +282,16 @@ def dclas_q1(plan: Plan) -> float:
 
 def scaled_mode_settings(mode: str, plan: Plan, K: int = 8) -> dict[str, str]:
     """Scheduler settings for the controller and the simulator: byte thresholds times the
-    plan's bytes factor (D-CLAS Q1, FIFO-LM heavy bytes)."""
+    plan's bytes factor, for the schedulers whose parameters have them (D-CLAS's queues: K and
+    Q1, for dclas, dclas-strict, fai, ...; FIFO-LM's heavy bytes)."""
+    from ..params import DclasParams, FifoLmParams
+    from ..sched import REGISTRY
+    params = REGISTRY[mode].params_cls
     s: dict[str, str] = {}
-    if mode in ("dclas", "dclas-strict"):
+    if issubclass(params, DclasParams):
         s["K"] = str(K)
         s["Q1"] = repr(dclas_q1(plan))
-    if mode == "fifo-lm":
+    if issubclass(params, FifoLmParams):
         s["heavy_bytes"] = str(plan.heavy_bytes())
     return s
 

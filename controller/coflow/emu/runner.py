@@ -27,18 +27,17 @@ from .. import topology as topo
 from .. import trace as T
 from ..report import compare_table, format_table, make_report, plot_reports, write_json
 from . import plan as P
-from .driver import AGENT_PORT, CLAIRVOYANT_MODES, AgentPool, drive
+from .driver import AGENT_PORT, AgentPool, drive
 from .fabric import QUEUE_BUDGET, SWITCH_NICE, Fabric, tm_for_mode
 from .plan import ECN_FRAMES, LOAD, POOL_PER_PAIR
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 FB_TRACE = os.path.join(os.path.dirname(REPO), "shared", "traces", "FB2010-1Hr-150-0.txt")
 BUNDLED_TRACE = os.path.join(REPO, "traces", "fb-like-120x16.txt")
-from .plan import DEFAULT_MODES  # noqa: E402,F401 (re-exported)
-from ..dataplane.constants import MODES as EMU_MODES  # noqa: E402 (every controller mode runs here)
-#: the simulator's scheduler for each emulated mode (strict queues in the emulated TM)
-SIM_OF = {"fair": "fair", "dclas": "dclas-strict", "fifo-lm": "fifo-lm", "sebf": "sebf",
-          "hug": "hug", "utopia": "utopia", "fai": "fai", "sincronia": "sincronia"}
+from ..sched import deploy as D  # noqa: E402 (the modes, their twins: the schedulers' declarations)
+#: the modes ``coflow emu run`` and ``make run`` emulate by default, in order (the schedulers
+#: that declare ``Fabric(default=True)``)
+DEFAULT_MODES = D.default_modes()
 
 
 def default_trace() -> str:
@@ -90,11 +89,12 @@ class EmuConfig:
     class_floor: float = P.CLASS_FLOOR
 
     def validate(self) -> None:
-        bad = [m for m in self.modes if m not in EMU_MODES]
+        known = D.modes()
+        bad = [m for m in self.modes if m not in known]
         if not self.modes:
             raise P.PlanError("modes", "no mode given")
         if bad:
-            raise P.PlanError("modes", f"unknown mode(s) {', '.join(bad)}; known: {', '.join(EMU_MODES)}")
+            raise P.PlanError("modes", f"unknown mode(s) {', '.join(bad)}; known: {', '.join(known)}")
         if len(set(self.modes)) != len(self.modes):
             raise P.PlanError("modes", "a mode is listed twice")
         if not (isinstance(self.coflows, int) and self.coflows >= 1):
@@ -178,15 +178,16 @@ def meter_burst_settings(t, rate_mbps: float, queue_budget: int) -> dict[str, st
 def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> dict[str, str]:
     """``fabric_topo``: the fabric's topology, for the rate modes' meter bursts
     (:func:`meter_burst_settings`)."""
-    from ..dataplane.constants import ENFORCEMENT, MAX_FRAME_BYTES, RATE_MODES
+    from ..dataplane.constants import MAX_FRAME_BYTES
+    rate = mode in D.rate_modes()
     s = P.scaled_mode_settings(mode, plan)
     s["link_mbps"] = repr(cfg.rate_mbps)
     s["ecn_threshold_bytes"] = str(cfg.ecn_frames * MAX_FRAME_BYTES)
-    if fabric_topo is not None and mode in RATE_MODES:
+    if fabric_topo is not None and rate:
         s.update(meter_burst_settings(fabric_topo, cfg.rate_mbps, cfg.queue_budget))
         if cfg.ecn_frames > 0:
             s["meter_peak_bursts"] = str(P.METER_PEAK_BURSTS)
-    if mode in RATE_MODES:
+    if rate:
         # ordered modes: classes capped by the coflows' sizes on D-CLAS's scaled thresholds
         # (measured: SEBF 1.60x -> 1.82x over fair, beside D-CLAS's 1.87x; mininet/README.md)
         s["class_q1_bytes"] = repr(P.dclas_q1(plan))
@@ -198,7 +199,7 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
             s["meter_hold_s"] = repr(P.METER_HOLD_RTTS * float(s["rtt_us"]) / 1e6)
             s["pace_hold_s"] = repr(P.PACE_HOLD_RTTS * float(s["rtt_us"]) / 1e6)
         s["rate_capacity_frac"] = repr(P.RATE_CAPACITY_FRAC)
-    if ENFORCEMENT.get(mode) == "meters":
+    if D.metered(mode):
         s["rate_audit"] = "1"      # achieved vs set rate per flow, from flow_bytes
     s.update(CTL_DEFAULTS)
     s.update(cfg.settings)
@@ -208,24 +209,22 @@ def mode_settings(cfg: EmuConfig, mode: str, plan: P.Plan, fabric_topo=None) -> 
 
 def paced(cfg: EmuConfig, mode: str) -> bool:
     """Whether the agents pace this mode's flows at the controller's rates (metered modes)."""
-    from ..dataplane.constants import ENFORCEMENT
-    return cfg.pacing and ENFORCEMENT.get(mode) == "meters"
+    return cfg.pacing and D.metered(mode)
 
 
 def enforcement(cfg: EmuConfig, mode: str) -> str:
     """How a mode's schedule reaches the packets, in a few words (reports, README's table)."""
-    from ..dataplane.constants import ENFORCEMENT
-    from ..sched import REGISTRY
-    if mode == "fair":
+    from ..sched.base import COORDINATED, FAIR, QUEUES
+    how = D.enforcement(mode)
+    if how == FAIR:
         return "one FIFO class"
-    if mode in ("dclas", "fifo-lm"):
-        return "8 strict queues (" + ("bytes-sent demotion" if mode == "dclas" else "FIFO groups") \
+    if how == COORDINATED:
+        return "8 strict queues (" + ("bytes-sent demotion" if D.pipeline(mode) == "dclas" else "FIFO groups") \
             + ", coordinated)"
     order = "order in 8 strict queues (classes capped by size, never raised while sending)"
-    if ENFORCEMENT.get(mode) == "queues":
+    if how == QUEUES:
         return order + ", no rate control"
-    ordered = REGISTRY[SIM_OF.get(mode, mode)].name != "hug"
-    return (order + " + " if ordered else "") + "meters at the sender edges" \
+    return "order (if it gives one) in 8 strict queues + meters at the sender edges" \
         + (f" (+{P.METER_HEADROOM:.0%}), senders paced {P.PACE_HEADROOM:.0%} above the rates"
            if paced(cfg, mode) else " (policing)")
 
@@ -238,9 +237,9 @@ def simulate_mode(plan: P.Plan, mode: str, weighted_dclas: bool = False, progres
     import dataclasses
     from ..sched import REGISTRY, make_scheduler, params_dict
     from ..sim import coflow_records, job_records, simulate
-    name = SIM_OF[mode]
-    if mode == "dclas" and weighted_dclas:
-        name = "dclas"
+    name = D.sim_twin(mode)
+    if weighted_dclas and D.pipeline(mode) == "dclas":
+        name = mode         # Aalo's weighted queues in the TM: the scheduler itself
     settings = P.scaled_mode_settings(name, plan)
     known = {f.name for f in dataclasses.fields(REGISTRY[name].params_cls)}
     settings.update({k: v for k, v in (extra or {}).items() if k in known})
@@ -347,7 +346,7 @@ class Experiment:
         self.cfg = cfg
         self.t = load_topology(cfg.topology)
         self.plan = plan if plan is not None else make_plan(cfg, self.t)
-        from ..results import provenance
+        from ..provenance import provenance
         self.provenance = provenance()   # the code the run runs (a later save names it)
         unknown = set(self.plan.hosts) - {h.name for h in self.t.hosts}
         if unknown:
@@ -427,7 +426,7 @@ class Experiment:
             _say(f"[{i + 1}/{len(cfg.modes)}] {mode}: {len(plan.coflows)} coflows, TM {tmp.discipline} x{tmp.queues}"
                  f" (limit {tmc.limit_pkts} frames), timeout {timeout:.0f} s")
             res = drive(plan, self.agents, lambda flows, **kw: client.register(flows=flows, **kw),
-                        client.unregister, run=i + 1, clairvoyant=mode in CLAIRVOYANT_MODES,
+                        client.unregister, run=i + 1, clairvoyant=D.clairvoyant(mode),
                         timeout_s=timeout, progress=cfg.progress, label=mode, reuse=pooled,
                         wait=pooled and cfg.pool_overflow == "wait",
                         add_flows=client.add_flows, update=client.update)
@@ -504,7 +503,9 @@ class Experiment:
         out = {"plan": plan.summary(), "config": {k: v for k, v in asdict(cfg).items()},
                "topology": self.t.name, "reports": reports,
                "provenance": getattr(self, "provenance", None)}
-        base = "fair" if "fair" in reports else next(iter(reports))
+        from ..sched.base import FAIR
+        # the baseline: the fair-sharing mode when it ran, else the first mode
+        base = next((m for m in reports if D.enforcement(m) == FAIR), next(iter(reports)))
         emu_table = compare_table(reports, base)
         out["table"] = emu_table
         print(f"\nemulated: {self.t.name} (BMv2), {len(plan.coflows)} coflows of "
@@ -520,7 +521,7 @@ class Experiment:
             out["sim_reports"] = sims
             out["sim_table"] = sim_table
             print(f"\nsimulated: big switch, same scaled trace, {cfg.rate_mbps:g} Mb/s ports "
-                  f"({', '.join(f'{m}={SIM_OF[m]}' for m in sims if SIM_OF[m] != m)})")
+                  f"({', '.join(f'{m}={D.sim_twin(m)}' for m in sims if D.sim_twin(m) != m)})")
             print(format_table(sim_table))
             out["emu_vs_sim"] = emu_vs_sim(emu_table, sim_table)
             print("\n" + format_emu_vs_sim(out["emu_vs_sim"]))
@@ -610,13 +611,13 @@ def regime_summary(tcp: dict, timeline: list[dict], ccts: list, plan,
 def meter_red_drops(controller: dict | None) -> int | None:
     """The meters' RED drops from the controller's brief: 0 where a metered mode's telemetry
     counted none (its drop counts list only nonzero reasons), None without meters or telemetry."""
-    from ..dataplane.constants import ENFORCEMENT
     c = controller or {}
     dp = c.get("dataplane")
     if not isinstance(dp, dict):
         return None
     red = (dp.get("drops") or {}).get("METER_RED")
-    return red if red is not None or ENFORCEMENT.get(c.get("mode")) != "meters" else 0
+    metered = c.get("mode") in D.modes() and D.metered(c["mode"])
+    return red if red is not None or not metered else 0
 
 
 def _add(a, b):

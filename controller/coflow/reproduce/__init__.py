@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from ..results import cpu_model, git_commit
+from ..provenance import cpu_model, git_commit
 from . import catalog as C
 from . import render as R
 

@@ -93,6 +93,58 @@ class Allocation:
     admitted: np.ndarray | None = None  # per coflow, for admission-controlled schedulers
 
 
+# What the fabric's drivers need to know -------------------------------------------------------
+
+#: How the switches carry out a scheduler's Allocation (:attr:`Fabric.enforce`):
+#: no per-coflow state, every tagged coflow in one class (per-flow fair sharing)
+FAIR = "fair"
+#: the edges demote coflows by their bytes sent in the data plane (D-CLAS's range table,
+#: FIFO-LM's groups); every Δ the controller sums the edges' counters, runs the scheduler on the
+#: global sizes and overrides the queues where an edge's local decision differs
+COORDINATED = "coordinated"
+#: the scheduler's rates in meters at the sender edges, the senders paced at them (its order,
+#: if it gives one, as overrides on the 8 strict queues); rounds on the scheduler's events
+METERS = "meters"
+#: only the scheduler's order (or queues) as overrides on the 8 strict queues, no rate control
+#: (Sincronia's deployment: the meters are left unconfigured and only count each flow's bytes)
+QUEUES = "queues"
+ENFORCEMENTS = (FAIR, COORDINATED, METERS, QUEUES)
+#: the P4 program's pipeline mode each enforcement runs (define.p4 ``Mode_t``, by name); the
+#: coordinated ones name theirs (``dclas`` or ``fifo-lm``)
+PIPELINE_OF = {FAIR: "fair", METERS: "rate", QUEUES: "rate"}
+PIPELINES = ("fair", "dclas", "fifo-lm", "rate")
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """How a scheduler runs in the fabric, declared once on its own class (``fabric =
+    Fabric(...)``, not inherited by subclasses); a scheduler without one runs in the simulator
+    only.  The controller runs it as a mode of the scheduler's name, and every driver derives
+    its lists from these declarations (:mod:`coflow.sched.deploy`): the controller's modes and
+    their P4 pipeline modes, which modes have rounds, meters, paced senders or coordination,
+    the emulation's defaults and its simulator twins.  docs/how-to/add-a-scheduler.md walks
+    through one."""
+
+    enforce: str                    # one of ENFORCEMENTS
+    #: the P4 pipeline mode (PIPELINES); None: the enforcement's (PIPELINE_OF)
+    pipeline: str | None = None
+    #: the simulator scheduler the emulation compares it with (its TM's strict queues: D-CLAS's
+    #: twin is dclas-strict); None: itself
+    twin: str | None = None
+    #: ``make run`` / ``coflow emu run`` emulate it unless told which modes to run
+    default: bool = False
+
+    def __post_init__(self):
+        if self.enforce not in ENFORCEMENTS:
+            raise ValueError(f"Fabric.enforce: {self.enforce!r} is not one of {', '.join(ENFORCEMENTS)}")
+        want = PIPELINE_OF.get(self.enforce)
+        pipe = self.pipeline if self.pipeline is not None else want
+        if pipe not in PIPELINES or (want is not None and pipe != want) or (want is None and pipe in ("fair", "rate")):
+            raise ValueError(f"Fabric.pipeline: {self.enforce} enforcement cannot run the {pipe!r} pipeline mode"
+                             + ("" if want is None else f" (it runs {want!r})"))
+        object.__setattr__(self, "pipeline", pipe)
+
+
 # Registry --------------------------------------------------------------------------------------
 
 @dataclass
@@ -102,6 +154,7 @@ class SchedulerInfo:
     params_cls: type
     clairvoyant: bool
     doc: str
+    fabric: Fabric | None = None    # how it runs in the fabric (None: the simulator only)
 
 
 REGISTRY: dict[str, SchedulerInfo] = {}
@@ -109,10 +162,14 @@ REGISTRY: dict[str, SchedulerInfo] = {}
 
 class Scheduler:
     name = "?"
+    #: whether it reads what remains of each flow (``View.remaining``): the simulator passes it,
+    #: the emulation registers flows with their sizes, the controller asks the API for them
     clairvoyant = False
     #: the simulator may run it in its event-driven form (:func:`coflow.sim._simulate_incremental`),
     #: which keeps the scheduler's state between events instead of calling allocate()
     incremental = False
+    #: how it runs in the fabric (:class:`Fabric`); read from the class itself, never inherited
+    fabric: Fabric | None = None
     Params: type = type(None)
 
     def __init__(self, params=None):
@@ -124,8 +181,15 @@ class Scheduler:
 
 def register(name: str):
     def deco(cls):
+        if name in REGISTRY:
+            raise ValueError(f"scheduler {name!r} registered twice ({REGISTRY[name].factory.__module__} "
+                             f"and {cls.__module__})")
         cls.name = name
-        REGISTRY[name] = SchedulerInfo(name, cls, cls.Params, cls.clairvoyant, (cls.__doc__ or "").strip().split("\n")[0])
+        fabric = cls.__dict__.get("fabric")     # a subclass (dclas-strict) is not its parent's mode
+        if fabric is not None and not isinstance(fabric, Fabric):
+            raise TypeError(f"scheduler {name}: fabric must be a Fabric, not {type(fabric).__name__}")
+        REGISTRY[name] = SchedulerInfo(name, cls, cls.Params, cls.clairvoyant,
+                                       (cls.__doc__ or "").strip().split("\n")[0], fabric)
         return cls
     return deco
 

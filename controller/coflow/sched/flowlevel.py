@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Allocation, Scheduler, View, register
+from .base import FAIR, Allocation, Fabric, Scheduler, View, register
 from . import kernels
 from .primitives import REL_TOL, concurrency_mask, greedy, pair_waterfill
 
@@ -13,6 +13,8 @@ from .primitives import REL_TOL, concurrency_mask, greedy, pair_waterfill
 @register("fair")
 class Fair(Scheduler):
     """Per-flow max-min fairness (TCP-like fair sharing on every link)."""
+
+    fabric = Fabric(FAIR, default=True)   # the switches' fair sharing: the baseline
 
     @dataclass(frozen=True)
     class Params:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Allocation, INF, Scheduler, View, register
+from .base import INF, METERS, Allocation, Fabric, Scheduler, View, register
 from . import kernels
 from .primitives import REL_TOL, ordered_waterfill, pair_waterfill
 
@@ -61,6 +61,8 @@ class Drf(Scheduler):
 class Hug(Scheduler):
     """HUG: DRF stage, then spare capacity shared by max-min with every coflow's use of a link
     capped at P* (strategy-proof); ``work_conserving=true`` drops the caps (cooperative setting)."""
+
+    fabric = Fabric(METERS, default=True)
 
     clairvoyant = True
 
@@ -154,6 +156,8 @@ def utopia_min_alloc(v: View, order: np.ndarray) -> tuple[np.ndarray, np.ndarray
 class Utopia(Scheduler):
     """Utopia: order by virtual finish time under HUG/DRF progress (dV/dt = P*, V_k^F = V(t_A) +
     d̄_k), super-coflow minimum allocation (Eq. 7), then Varys-style backfill."""
+
+    fabric = Fabric(METERS)
 
     clairvoyant = True
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .base import Allocation, INF, Scheduler, View, register
+from .base import INF, METERS, QUEUES, Allocation, Fabric, Scheduler, View, register
 from .primitives import coflow_rates, gamma, madd_ordered, ordered_waterfill, greedy
 
 
@@ -114,6 +114,8 @@ def sebf_key(v: View) -> np.ndarray:
 @register("sebf")
 class Sebf(_Ordered):
     """Varys: smallest effective bottleneck first, MADD rates, backfill, starvation freedom (T, δ)."""
+
+    fabric = Fabric(METERS, default=True)
 
     @dataclass(frozen=True)
     class Params:
@@ -245,6 +247,8 @@ def bssi_order(D: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
 @register("sincronia")
 class Sincronia(Scheduler):
     """Sincronia: BSSI ordering (beyond the seeds), then MADD + backfill or greedy rates."""
+
+    fabric = Fabric(QUEUES, default=True)   # order only, no rate control (its deployment)
 
     clairvoyant = True
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..params import DclasParams, FifoLmParams, MB
-from .base import Allocation, INF, Scheduler, View, register
+from .base import COORDINATED, INF, METERS, Allocation, Fabric, Scheduler, View, register
 from . import kernels
 from .primitives import REL_TOL, greedy, ordered_waterfill, scratch
 from .ordered import fifo_order
@@ -200,6 +200,8 @@ def dense_counts(v: View, fl, dense_min: int) -> tuple[np.ndarray, DenseCounts]:
 class Dclas(Scheduler):
     """Aalo D-CLAS: K queues, exponentially spaced thresholds, weighted sharing across queues."""
 
+    fabric = Fabric(COORDINATED, "dclas", twin="dclas-strict", default=True)   # the TM's queues are strict
+
     Params = DclasParams
 
     def rates_for(self, v: View, queues: np.ndarray) -> np.ndarray:
@@ -227,6 +229,8 @@ class DclasStrict(Dclas):
 class FifoLm(Scheduler):
     """Baraat FIFO-LM: FIFO by CoflowId; a coflow whose bytes sent exceed the heavy threshold is
     multiplexed: it shares (max-min) with the next light coflow instead of blocking it."""
+
+    fabric = Fabric(COORDINATED, "fifo-lm", default=True)
 
     Params = FifoLmParams
 
@@ -291,6 +295,8 @@ def fai_static_init(v: View, q: np.ndarray, order: np.ndarray, weights: list[flo
 class Fai(Scheduler):
     """Fai: Aalo-like queues, then MBAB bottleneck detection (rate deallocation) and strict-
     priority reallocation of what is left ([FAI] Algorithms 1-3)."""
+
+    fabric = Fabric(METERS)
 
     @dataclass(frozen=True)
     class Params(DclasParams):

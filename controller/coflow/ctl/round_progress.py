@@ -1,0 +1,154 @@
+"""The rate modes' closed loop, a part of :class:`coflow.ctl.daemon.Controller`: reading the
+meters' ``flow_bytes`` counters (which flows, keyed so an unchanged reading is not observed
+again), checking the applications' size claims against what the data plane counted, and the
+diagnostic trace of every allocation (``COFLOW_RATES_TRACE``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+
+
+from . import model as M
+
+from .rates import (overrun, without_sizes)
+from .switch import SwitchAgent
+
+
+log = logging.getLogger(__name__)
+
+#: rate modes: a JSON line per allocation (time, order, every active flow's remaining bytes as
+#: the scheduler saw them and its rate) appended to this file; for diagnosing a schedule
+_RATES_TRACE = os.environ.get("COFLOW_RATES_TRACE", "")
+
+
+class ClosedLoop:
+    def _read_progress(self) -> float:
+        """Rate modes' read phase (the closed loop): one read of ``flow_bytes`` at every edge
+        holding meters (its meters in use, or a wildcard read when more than 1,024 are), all
+        in flight together; each metered pair's reading (frame bytes,
+        packets) goes to :class:`FlowProgress`, but only once the switch holds the pair's
+        ``flow_meter`` entry (its write zeroed the counter first: a reading before that could
+        be an earlier owner's)."""
+        ctx = self._meter_ctx
+        if self.ctl.progress_s <= 0 or not ctx.pool.index_of:
+            return 0.0
+        t0 = time.perf_counter()
+        self._progress_at = time.monotonic()
+        # the metered pairs per switch: kept by the meter context as coflows come and go
+        # (not rebuilt from the pool every round)
+        incremental = self.incremental_read_set
+        read_set = ctx.read_set if incremental else ctx.read_set_rebuilt()
+        agents, idx = [], {}
+        for sw, ents in read_set.items():
+            if not ents:
+                continue
+            ag = self.agents[sw]
+            if ag.state not in (SwitchAgent.MASTER, SwitchAgent.BACKUP) or ag.actual is None \
+                    or not ag.readable():
+                continue
+            # the meters in use only (0.3-0.5 ms on BMv2), or all of them with one wildcard
+            # entity when many are (4,096 counters: ~1.6 ms on BMv2 + 0.5 ms to parse)
+            idx[sw] = ctx.read_indices(sw) if len(ents) <= 1024 else None
+            agents.append(ag)
+        if self.use_push:    # edges that push their counters are not polled
+            polled = []
+            for ag in agents:
+                seq = ag.push_sequence()
+                if seq is None:
+                    polled.append(ag)
+                elif not incremental or \
+                        self._push_seen.get(ag.name) != self._progress_key(ag, idx[ag.name], ("push", seq)):
+                    got = ag.pushed_counts(idx[ag.name])
+                    if got is None:
+                        polled.append(ag)
+                    else:
+                        self._progress_from(ag, read_set[ag.name], idx[ag.name], got[1], ("push", got[0]))
+            agents = polled
+        for ag, got in self._read_raw(agents, M.C_FLOW_BYTES, idx):
+            if isinstance(got, Exception):
+                self.metrics.read_errors.labels(ag.name).inc()
+                continue
+            self._progress_from(ag, read_set[ag.name], idx[ag.name], got, ("raw",))
+        self.progress_reads += 1
+        return time.perf_counter() - t0
+
+    def _progress_key(self, ag, idx, how: tuple, entries: dict | None = None) -> tuple:
+        """What an edge's closed-loop reading is observed under: the same answer (or push)
+        for the same observable entries (the switch's writes, connection and read set)."""
+        if not self.incremental_read_set:   # the baseline's key: any write, every pair
+            return ("progress", how, idx, ag.generation, ag.writes, id(ag.actual),
+                    None if entries is None else tuple((i, *v[:3]) for i, v in entries.items()))
+        # what is observable changes only with the flow_meter entries the switch holds (a
+        # round that re-rates meters writes none), the connection and the read set
+        return ("progress", how, idx, ag.generation, ag.table_writes.get(M.T_FLOW_METER, 0),
+                id(ag.actual), self._meter_ctx.read_version.get(ag.name, 0))
+
+    def _trace_rates(self, p) -> None:
+        v = p.view
+        if v is None or not p.cids:
+            return
+        order = p.alloc.order.tolist() if p.alloc is not None and p.alloc.order is not None else []
+        h = p.hosts
+        row = {"t": time.time(), "order": [list(p.cids[k]) for k in order],
+               "prio": {f"{c[0]}.{c[1]}": pr for c, pr in p.prio.items()},
+               "flows": [[p.cids[k][0], h[a], h[b], round(float(rem)), round(float(r), 1)]
+                         for k, a, b, rem, r in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(),
+                                                    v.remaining.tolist(), p.rates.tolist())]}
+        with open(_RATES_TRACE, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def _check_claims(self) -> None:
+        """Declared sizes are claims: a coflow whose counted bytes on a host pair pass what
+        its flows there declare by more than the margin (``claim_margin_frac`` x declared +
+        ``claim_margin_bytes``) is no longer trusted, for the rest of its life: its flows are
+        handed to the core without sizes, as flows of unknown size (ordered last by the
+        clairvoyant schedulers; p4src/README.md, "What a host can gain by lying"). Counted in
+        ``coflow_ctl_sizes_distrusted_total``, listed under ``claims`` in the status. Only
+        coflows whose readings changed since their last check are looked at."""
+        s = self.ctl
+        if s.claim_margin_bytes < 0:
+            return
+        by = None
+        for c in self.progress.cids():
+            if c in self.distrusted:
+                continue
+            v = self.progress.changes(c)
+            if self._claim_seen.get(c) == v:
+                continue
+            self._claim_seen[c] = v
+            if by is None:
+                by = {(r.cid.external, r.cid.internal): r for r in self._records}
+            rec = by.get(c)
+            if rec is None:
+                continue
+            bad = overrun(rec, self.progress.sent(c), self.host_port, s.claim_margin_frac,
+                          s.claim_margin_bytes)
+            if bad is None:
+                continue
+            (a, b), got, declared = bad
+            names = self._meter_ctx.names
+            self.distrusted[c] = {"at": time.time(), "pair": [names[a], names[b]],
+                                  "measured_bytes": int(got), "declared_bytes": int(declared)}
+            self.metrics.sizes_distrusted.inc()
+            log.warning("coflow %d.%d: %d bytes counted on %s->%s, %d declared: its sizes are "
+                        "no longer trusted (ordered as unknown sizes)", c[0], c[1], got,
+                        names[a], names[b], declared)
+
+    def _claimed_records(self) -> list:
+        """The registry's records as the core sees them: a distrusted coflow without sizes."""
+        if not self.distrusted:
+            return self._records
+        out = []
+        for r in self._records:
+            c = (r.cid.external, r.cid.internal)
+            if c not in self.distrusted:
+                out.append(r)
+                continue
+            cached = self._desized.get(c)
+            if cached is None or cached[0] is not r:
+                cached = self._desized[c] = (r, without_sizes(r))
+            out.append(cached[1])
+        return out

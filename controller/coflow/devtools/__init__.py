@@ -1,0 +1,1 @@
+"""Checks on the code's shape that ``make lint`` runs (:mod:`coflow.devtools.layout`)."""
