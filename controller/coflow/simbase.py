@@ -5,7 +5,6 @@ the progress output.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,11 +53,9 @@ def arrivals(wl: Workload, cof: np.ndarray, nxt: int, t: float, finish: np.ndarr
 
 
 def progress_bar(progress: bool, total: int, desc: str):
+    """A simulation's progress (coflow.progress): a bar on a terminal, a line when it starts and
+    one when it ends in a log; None without ``progress``."""
     if not progress:
         return None
-    try:
-        from tqdm import tqdm
-        return tqdm(total=total, desc=desc, unit="coflow", file=sys.stderr, leave=False,
-                    dynamic_ncols=True, mininterval=0.5, disable=not sys.stderr.isatty())
-    except Exception:  # noqa: BLE001  # pragma: no cover (no progress bar, never an error)
-        return None
+    from .progress import phase
+    return phase(desc, total, "coflow", leave=False)
