@@ -184,7 +184,7 @@ readme: $(VENV)/.installed
 # missing from the navigation fails the build (CI runs it). `make docs-ref` regenerates the
 # reference pages from the code (python -m coflow.docgen; tests/test_docs_reference.py checks them).
 docs: $(VENV)/.installed
-	$(VENV)/bin/mkdocs build --strict -d site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site
 
 docs-ref: $(VENV)/.installed
 	$(PY) -m coflow.docgen
