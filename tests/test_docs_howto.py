@@ -66,7 +66,7 @@ def test_page_commands_run_as_written(page, tmp_path):
     path = os.pathsep.join([venv_bin, os.environ.get("PATH", ""), "/opt/p4/bin"])
     env = dict(os.environ, PATH=path, VIRTUAL_ENV=os.path.join(REPO, ".venv"),
                COFLOW_SYSTEM_INSTALL="0", PYTHONUNBUFFERED="1")
-    missing = [n for n in needs if shutil.which(n, path=env["PATH"]) is None and not
+    missing = [n for n in dict.fromkeys(needs) if shutil.which(n, path=env["PATH"]) is None and not
                (n == "p4info" and os.path.exists(os.path.join(REPO, "build", "coflow.p4info.txt")))]
     if missing:
         pytest.skip(f"{page}: its commands need {', '.join(missing)}, not on this machine")
