@@ -441,7 +441,7 @@ def metrics() -> list[dict]:
                 name, doc = _const_str(node.args[0]), _const_str(node.args[1])
                 if name is None or doc is None:
                     continue
-                labels = None
+                labels: ast.expr | None = None
                 if len(node.args) >= 3 and isinstance(node.args[2], (ast.List, ast.Tuple)):
                     labels = node.args[2]
                 for kw in node.keywords:

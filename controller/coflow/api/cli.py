@@ -154,7 +154,7 @@ def cmd_new_token(args) -> int:
         return 0
     # --apps FILE: the entry goes into the file (created when missing), only the token is printed
     from .auth import FORMAT, Identities
-    doc = {"format": FORMAT, "apps": []}
+    doc: dict = {"format": FORMAT, "apps": []}
     if os.path.exists(args.apps):
         with open(args.apps) as f:
             doc = json.load(f)
