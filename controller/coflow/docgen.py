@@ -91,6 +91,8 @@ def _option_rows(p: argparse.ArgumentParser) -> list[list]:
             default = ""
         elif a.default is None or a.default is argparse.SUPPRESS:
             default = ""
+        elif a.default == "":
+            default = '`""`'
         else:
             default = f"`{_portable(repr(a.default) if not isinstance(a.default, str) else a.default)}`"
         if isinstance(a, argparse._AppendAction):
