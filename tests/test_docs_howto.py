@@ -55,7 +55,13 @@ HOWTO_RUN = ["tutorial/first-run.md", "how-to/reproduce-and-dask.md", "how-to/to
              "how-to/tofino-bf-switchd.md"]
 
 
-@pytest.mark.parametrize("page", HOWTO_RUN)
+# pages whose steps start BMv2 switches and controllers (the live tests' kind)
+LIVE = {"how-to/etcd-failover.md", "how-to/shell-and-prometheus.md"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [pytest.param(p, marks=[pytest.mark.live] if p in LIVE else [])
+                                  for p in HOWTO_RUN])
 def test_page_commands_run_as_written(page, tmp_path):
     with open(os.path.join(DOCS, page)) as f:
         blocks, needs = runnable(f.read())
