@@ -10,7 +10,7 @@ FB_TRACE ?= $(SHARED)/traces/FB2010-1Hr-150-0.txt
 # from it with --system-site-packages so the emulation sees them.
 BASE_PYTHON ?= $(shell [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import venv' 2>/dev/null && echo /usr/bin/python3 || command -v python3)
 
-.PHONY: all venv sysdeps lock lock-compile smoke reproduce lint test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-scale-digest bench-scale-senders bench-failover clean help results results-emu readme \
+.PHONY: all venv sysdeps lock lock-compile smoke reproduce lint docs docs-ref test-fast stop test test-py run bench bench-sweep bench-ctl bench-scale bench-scale-digest bench-scale-senders bench-failover clean help results results-emu readme \
 	shell shell-venv
 
 all: help
@@ -18,14 +18,15 @@ all: help
 help:
 	@echo "make run      - main job (emulation when BMv2/p4c are present, else the simulator comparison)"
 	@echo "make test     - all tests (Python unit/property tests; PTF tests when the P4 toolchain is present)"
-	@echo "make test-fast | lint - the fast loop (no live switches); ruff and mypy"
+	@echo "make test-fast | lint - the fast loop (no live switches); ruff, mypy and the code's shape"
+	@echo "make docs | docs-ref - the documentation site into site/ (mkdocs --strict); its reference pages from the code"
 	@echo "make bench    - simulator benchmarks on the FB trace and a 10x generated trace, then bench-sweep"
 	@echo "make bench-sweep | bench-ctl | bench-scale | bench-scale-digest | bench-scale-senders | bench-failover"
 	@echo "               - sweeps on Dask; controller rounds; controller at scale; HA failover (bench/README.md)"
-	@echo "make results | results-emu | readme - results/*.json and the README tables rendered from them"
+	@echo "make results | results-emu | readme - results/*.json and the tables rendered from them"
 	@echo "make reproduce FIGS=\"NAME...\" - the seeds' figures on Dask (REPRODUCTION.md; no FIGS: all)"
-	@echo "make p4 | ptf | bench-p4 - P4 data plane (see p4src/README.md)"
-	@echo "make p4-tofino | p4-tofino-fit | p4-tofino-sweep - the TNA program with bf-p4c, its fit (p4src/README.md)"
+	@echo "make p4 | ptf | bench-p4 - P4 data plane (docs/reference/p4.md)"
+	@echo "make p4-tofino | p4-tofino-fit | p4-tofino-sweep - the TNA program with bf-p4c, its fit (docs/reference/results.md)"
 	@echo "make shell SW=<switch> - p4runtime-shell (read-only backup client) on a switch a running controller manages"
 	@echo "make lock | lock-compile - move the dependency lock forward (requirements/README.md)"
 	@echo "make smoke    - every target above at a tiny size (CI runs it in make test)"
@@ -113,7 +114,7 @@ bench-sweep: $(VENV)/.installed
 	FB_TRACE=$(FB_TRACE) $(PY) bench/bench_sweep.py --out out/bench $(SWEEP_ARGS)
 	$(COFLOW) results save --kind sweep out/bench/bench_sweep.json -o results/bench-sweep.json \
 	  --command "make bench-sweep$(if $(SWEEP_ARGS), SWEEP_ARGS=\"$(SWEEP_ARGS)\")"
-	$(COFLOW) results readme
+	@$(MAKE) --no-print-directory readme
 
 # controller: SEBF+MADD round (100 coflows / 10k flows) and D-CLAS coordination over a k=4
 # fat-tree's 8 edges (20 BMv2 processes; needs `make p4` and simple_switch_grpc)
@@ -123,30 +124,30 @@ bench-ctl: $(VENV)/.installed
 
 # the controller at scale: D-CLAS / SEBF rounds vs N edges (8..1,024; BMv2 up to 32 edges, emulated
 # P4Runtime switches (bench/p4rt_emu.py) at every N), then results/ctl-scale.json + .png and
-# controller/README.md's table re-rendered. SCALE_ARGS="--edges 8,32 --rounds 20" to choose.
+# the controller log's table re-rendered (docs/experiments/2026-11-26-controller.md). SCALE_ARGS="--edges 8,32 --rounds 20" to choose.
 bench-scale: $(VENV)/.installed
 	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
 	$(PY) bench/bench_scale.py --out out/bench/bench_scale.json $(SCALE_ARGS)
 	$(COFLOW) results save --kind scale out/bench/bench_scale.json -o results/ctl-scale.json \
 	  --command "make bench-scale$(if $(SCALE_ARGS), SCALE_ARGS=\"$(SCALE_ARGS)\")"
-	$(COFLOW) results readme --readme controller/README.md
+	$(COFLOW) results readme --readme docs/experiments/2026-11-26-controller.md
 
-# issue 29's report digests against the default path alone (D-CLAS at 8 edges, BMv2 driven by
+# report digests against the default path alone (D-CLAS at 8 edges, BMv2 driven by
 # packets and emulated; bench/bench_scale.py bench_dclas_digest): results/ctl-scale-digest.json and
-# its table in controller/README.md (`make bench-scale` runs it too, variant `digest`)
+# its table in the controller log (`make bench-scale` runs it too, variant `digest`)
 bench-scale-digest: $(VENV)/.installed
 	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
 	$(PY) bench/bench_scale.py --edges 8 --coflows 100,1000 --modes dclas --variants digest --rounds 40 \
 	  --out out/bench/bench_scale_digest.json $(SCALE_ARGS)
 	$(COFLOW) results save --kind scale out/bench/bench_scale_digest.json -o results/ctl-scale-digest.json \
 	  --command "make bench-scale-digest$(if $(SCALE_ARGS), SCALE_ARGS=\"$(SCALE_ARGS)\")"
-	$(COFLOW) results readme --readme controller/README.md
+	$(COFLOW) results readme --readme docs/experiments/2026-11-26-controller.md
 
-# issue 29's overrides only where a coflow sends (default, `push`) against on every edge whose
+# overrides only where a coflow sends (default, `push`) against on every edge whose
 # local queue differs (`alledges`, the rule before), same run: D-CLAS at 128-1,024 emulated edges and
 # at 8 BMv2 edges (polled, and on report digests: `digest` against `digestall`), 100 coflows, both
 # placements (every coflow on every edge; FB-trace widths):
-# results/ctl-scale-senders.json and its table in controller/README.md
+# results/ctl-scale-senders.json and its table in the controller log
 bench-scale-senders: $(VENV)/.installed
 	@test -f build/coflow.json || $(MAKE) --no-print-directory p4
 	$(PY) bench/bench_scale.py --edges 128,512,1024 --large 128 --coflows 100 --modes dclas --bmv2-max 0 \
@@ -156,9 +157,9 @@ bench-scale-senders: $(VENV)/.installed
 	  --rounds 40 --trace $(FB_TRACE) --append --out out/bench/bench_scale_senders.json $(SCALE_ARGS)
 	$(COFLOW) results save --kind scale out/bench/bench_scale_senders.json -o results/ctl-scale-senders.json \
 	  --command "make bench-scale-senders$(if $(SCALE_ARGS), SCALE_ARGS=\"$(SCALE_ARGS)\")"
-	$(COFLOW) results readme --readme controller/README.md
+	$(COFLOW) results readme --readme docs/experiments/2026-11-26-controller.md
 
-# controller failover across "machines" on etcd (issue 30): two controllers in namespaces, a
+# controller failover across "machines" on etcd: two controllers in namespaces, a
 # 3-member etcd on loopback, kills of the primary and of one etcd member; ends with
 # "failover: takeover X s, acked N, lost M" (needs root, etcd-server, `make p4`)
 bench-failover: $(VENV)/.installed sysdeps
@@ -192,9 +193,18 @@ results-emu: $(VENV)/.installed
 	$(COFLOW) results save --kind emu $(EMU_RUNS) -o results/emu-fattree.json --command "make run"
 	@$(MAKE) --no-print-directory readme
 
+RESULTS_PAGES := README.md docs/reference/results.md docs/experiments/2026-11-26-controller.md
 readme: $(VENV)/.installed
-	$(COFLOW) results readme
-	$(COFLOW) results readme --readme controller/README.md
+	@for f in $(RESULTS_PAGES); do $(COFLOW) results readme --readme $$f || exit 1; done
+
+# The documentation site (mkdocs.yml, docs/) into site/; --strict: a broken link or a page
+# missing from the navigation fails the build (CI runs it). `make docs-ref` regenerates the
+# reference pages from the code (python -m coflow.docgen; tests/test_docs_reference.py checks them).
+docs: $(VENV)/.installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict -d site
+
+docs-ref: $(VENV)/.installed
+	$(PY) -m coflow.docgen
 
 # Move the lock forward: re-resolve every dependency to the newest versions pyproject.toml's
 # ranges allow (uv, pinned here, in a venv of its own), rebuild both venvs from the new lock, run

@@ -5,7 +5,7 @@
 #   make bench-p4  packets/s of coflow.p4 vs a minimal L3 program on the same BMv2, as a ratio
 #   make p4-tests-count   how many PTF tests exist
 # A full `make ptf` that passes and every `make bench-p4` save their summaries (results/p4-ptf.json,
-# results/p4-bench.json) and re-render README.md's "P4 data plane" blocks from them; P4_SAVE=0
+# results/p4-bench.json) and re-render the results pages (make readme) from them; P4_SAVE=0
 # (what `make test` passes) keeps results/ as it is.
 # The toolchain is found by controller/coflow/dataplane/toolchain.py: $P4C / $SIMPLE_SWITCH_GRPC,
 # PATH, then /opt/p4/bin.
@@ -48,14 +48,14 @@ ptf: $(VENV)/.installed $(P4_JSON) | p4-toolchain-check
 	$(PY) ptf-tests/runner.py --p4info $(P4_INFO) --json $(P4_JSON) --summary out/ptf/summary.json $(PTF_TESTS)
 	@if [ "$(P4_SAVE)" = 1 ] && [ -z "$(PTF_TESTS)" ]; then \
 	  $(COFLOW) results save --kind ptf out/ptf/summary.json -o results/p4-ptf.json --command "make ptf" && \
-	  $(COFLOW) results readme; fi
+	  $(MAKE) --no-print-directory readme; fi
 
 bench-p4: $(VENV)/.installed $(P4_JSON) $(P4_BENCH_JSON) | p4-toolchain-check
 	$(PY) p4src/bench/bench_p4.py --coflow $(P4_JSON) --coflow-p4info $(P4_INFO) \
 	  --l3fwd $(P4_BENCH_JSON) --l3fwd-p4info $(P4_BENCH_INFO) --json out/bench/bench_p4.json $(P4_BENCH_ARGS)
 	@if [ "$(P4_SAVE)" = 1 ]; then \
 	  $(COFLOW) results save --kind bench-p4 out/bench/bench_p4.json -o results/p4-bench.json --command "make bench-p4" && \
-	  $(COFLOW) results readme; fi
+	  $(MAKE) --no-print-directory readme; fi
 
 p4-tests-count:
 	@$(P4_TOOL_PY) ptf-tests/count_tests.py

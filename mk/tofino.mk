@@ -5,11 +5,11 @@
 #                         pipe/tofino.bin, pipe/logs/ (resources); and into
 #                         build/tofino-bf_switchd/ with -DTNA_UNTRANSLATED_PORTS (SDK ports, 9
 #                         bits: bf_switchd's P4Runtime server translates nothing)
-#   make p4-tofino-fit    the fit table from build/tofino/pipe/logs, written into p4src/README.md
+#   make p4-tofino-fit    the fit table from build/tofino/pipe/logs, written into docs/reference/results.md
 #   make p4-tofino-sweep  compile with 2^15 .. 2^18 hashed slots (2x that in all) into
 #                         build/tofino-sweep/<bits>/, say which fit, write
-#                         results/tofino_sweep.json and render it into README.md and
-#                         p4src/README.md (python -m coflow.tofino sweep)
+#                         results/tofino_sweep.json and render it into
+#                         docs/reference/results.md (python -m coflow.tofino sweep)
 # The compiler is found by controller/coflow/dataplane/toolchain.py: $BF_P4C, PATH, /opt/p4/bin.
 # Without it each target prints one line saying so (and make test's Tofino tests skip).
 
@@ -51,7 +51,7 @@ $(TOFINO_BFSWITCHD_STAMP): $(TOFINO_SOURCES)
 
 p4-tofino-fit: $(VENV)/.installed p4-tofino
 	@if [ -z "$(BF_P4C_BIN)" ]; then echo "p4-tofino-fit: $(TOFINO_MISSING)"; \
-	else $(PY) -m coflow.tofino fit $(TOFINO_BUILD) --readme p4src/README.md; fi
+	else $(PY) -m coflow.tofino fit $(TOFINO_BUILD) --readme docs/reference/results.md; fi
 
 p4-tofino-sweep: $(VENV)/.installed
 	@if [ -z "$(BF_P4C_BIN)" ]; then echo "p4-tofino-sweep: $(TOFINO_MISSING)"; exit 0; fi; \
@@ -65,7 +65,7 @@ p4-tofino-sweep: $(VENV)/.installed
 	done; \
 	$(PY) -m coflow.tofino sweep build/tofino-sweep --bits $(TOFINO_SWEEP_BITS) \
 	  --compiler "$$($(BF_P4C_BIN) --version 2>/dev/null | head -1)" \
-	  --json results/tofino_sweep.json --readme README.md --readme p4src/README.md >/dev/null
+	  --json results/tofino_sweep.json --readme docs/reference/results.md >/dev/null
 
 _tofino-sweep-one:
 	$(call TOFINO_COMPILE,$(SWEEP_DIR)) -DTNA_HASH_SLOT_BITS=$(SWEEP_BITS)

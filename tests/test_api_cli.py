@@ -262,3 +262,37 @@ def test_tokens_over_the_cli(tmp_path, capsys):
         assert rc == 2 and err.startswith("error: UNAUTHENTICATED: authorization: ") and err.count("\n") == 1
     finally:
         s.stop(None)
+
+
+def test_certs_command_writes_a_ca_and_what_it_signs(tmp_path, capsys):
+    from cryptography import x509
+    rc, out, _err = run(capsys, "api", "certs", str(tmp_path / "tls"), "--name", "api", "--san", "10.0.0.5",
+                        "--client", "ctl")
+    assert rc == 0
+    paths = json.loads(out)
+    assert set(paths) == {"server", "ctl"}
+    ca = x509.load_pem_x509_certificate((tmp_path / "tls" / "ca.crt").read_bytes())
+    srv = x509.load_pem_x509_certificate((tmp_path / "tls" / "api.crt").read_bytes())
+    assert srv.issuer == ca.subject
+    sans = srv.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["10.0.0.5"]
+    for key in ("ca.key", "api.key", "ctl.key"):
+        assert (tmp_path / "tls" / key).stat().st_mode & 0o077 == 0, key
+
+
+def test_new_token_into_an_apps_file(tmp_path, capsys):
+    import hashlib
+
+    from coflow.api.auth import Identities
+    apps = str(tmp_path / "apps.json")
+    rc, tok, _ = run(capsys, "api", "new-token", "spark", "--apps", apps, "--max-coflows", "8")
+    assert rc == 0
+    rc, tok2, _ = run(capsys, "api", "new-token", "ops", "--apps", apps, "--admin")
+    assert rc == 0
+    doc = json.load(open(apps))
+    assert [a["name"] for a in doc["apps"]] == ["spark", "ops"]
+    assert doc["apps"][0]["token_sha256"] == hashlib.sha256(tok.strip().encode()).hexdigest()
+    assert doc["apps"][0]["max_coflows"] == 8 and doc["apps"][1]["admin"] is True
+    Identities.parse(doc, apps)
+    rc, _out, err = run(capsys, "api", "new-token", "spark", "--apps", apps)
+    assert rc == 2 and "already" in err

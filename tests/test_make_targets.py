@@ -24,6 +24,8 @@ FB_TRACE = os.environ.get("FB_TRACE", os.path.join(SHARED, "traces", "FB2010-1Hr
 #: target -> (make variables for its smoke size, what it needs here), in the order they run
 SMOKE: dict[str, tuple[list[str], tuple[str, ...]]] = {
     "readme": ([], ()),
+    "docs": ([], ()),
+    "docs-ref": ([], ()),
     "run": (["RUN_ARGS=--sim-only --schedulers sebf,dclas --json out/run/sim.json --plots out/run/plots"], ()),
     "results": (["FB_TRACE=/nonexistent/FB.txt"], ()),
     "reproduce": (["FIGS=varys-sec74-fifo", "REPRODUCE_ARGS=--workers 1 --quiet"], ("fb",)),

@@ -10,17 +10,27 @@ from coflow import results as R
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_readme_equals_what_the_command_writes():
-    text = open(os.path.join(REPO, "README.md")).read()
-    names = R.blocks(text)
-    assert {"sim-fb", "sim-bundled"} <= set(names), names
+# the pages whose results tables `make readme` renders (the Makefile's RESULTS_PAGES)
+PAGES = ("README.md", os.path.join("docs", "reference", "results.md"),
+         os.path.join("docs", "experiments", "2026-11-26-controller.md"))   # ctl-scale
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_readme_equals_what_the_command_writes(page):
+    text = open(os.path.join(REPO, page)).read()
+    assert R.blocks(text), page
     assert R.render_readme(text, os.path.join(REPO, "results")) == text, \
-        "README.md's results tables differ from results/: run `make readme`"
+        f"{page}'s results tables differ from results/: run `make readme`"
+
+
+def test_landing_page_and_results_page_have_the_simulator_tables():
+    assert "sim-fb" in R.blocks(open(os.path.join(REPO, "README.md")).read())
+    names = R.blocks(open(os.path.join(REPO, PAGES[1])).read())
+    assert {"sim-fb", "sim-bundled", "emu-fattree"} <= set(names), names
 
 
 def test_every_summary_is_used_and_small():
-    text = open(os.path.join(REPO, "README.md")).read()
-    text += open(os.path.join(REPO, "controller", "README.md")).read()   # ctl-scale
+    text = "".join(open(os.path.join(REPO, p)).read() for p in PAGES)
     files = sorted(f[:-5] for f in os.listdir(os.path.join(REPO, "results")) if f.endswith(".json"))
     # blocks of other renderers name their JSON in the begin marker (the Tofino slot sweep's)
     others = re.findall(r"<!-- [\w-]+:begin \([^)]*\bresults/([\w.-]+)\.json\) -->", text)

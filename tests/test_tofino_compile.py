@@ -1,6 +1,6 @@
 """``make p4-tofino`` with the open-source Tofino backend, and what its outputs must show: the
 pipeline fits Tofino 1's 12 stages with >= 64k counter slots, the device configs build from
-them, the controller's slot hash is the compiled hash, and p4src/README.md's fit table is
+them, the controller's slot hash is the compiled hash, and docs/reference/results.md's fit table is
 this build's. Skips with one reason when bf-p4c is not installed."""
 from __future__ import annotations
 
@@ -41,11 +41,11 @@ def test_device_configs_build(tofino_build):
 
 def test_readme_fit_table_is_this_build(tofino_build):
     from coflow.tofino import fit
-    readme = open(os.path.join(REPO, "p4src", "README.md")).read()
+    readme = open(os.path.join(REPO, "docs", "reference", "results.md")).read()
     table = fit.render(fit.load(tofino_build))
     i = readme.index(fit.BEGIN) + len(fit.BEGIN) + 1
     assert readme[i:readme.index(fit.END)] == table, \
-        "p4src/README.md's fit table is stale: run make p4-tofino-fit"
+        "docs/reference/results.md's fit table is stale: run make p4-tofino-fit"
 
 
 def _dicts_with(obj, key):

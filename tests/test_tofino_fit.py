@@ -183,13 +183,13 @@ def test_sweep_markers_missing_is_one_error_naming_them(tmp_path):
 
 
 def test_readmes_slot_sweep_is_the_committed_sweeps_render():
-    """README.md's and p4src/README.md's sweep blocks are results/tofino_sweep.json rendered
-    (``make p4-tofino-sweep`` writes both): no figure of the sweep is written by hand."""
+    """docs/reference/results.md's sweep block is results/tofino_sweep.json rendered
+    (``make p4-tofino-sweep`` writes it): no figure of the sweep is written by hand."""
     from coflow.tofino import sweep
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(repo, "results", "tofino_sweep.json")) as f:
         md = sweep.render(json.load(f))
-    for rel in ("README.md", os.path.join("p4src", "README.md")):
+    for rel in (os.path.join("docs", "reference", "results.md"),):
         with open(os.path.join(repo, rel)) as f:
             text = f.read()
         i = text.index(sweep.BEGIN) + len(sweep.BEGIN) + 1

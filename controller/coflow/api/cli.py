@@ -4,6 +4,7 @@
                      [--unix /tmp/coflow-api.sock] [--admit-gbps 1] [--lease-s 30]
                      [--apps apps.json] [--tls-cert api.crt --tls-key api.key]
     coflow api new-token NAME
+    coflow api certs DIR [--san 10.0.0.5] [--client controller]
     coflow api register --flow h0:h1:1000 --flow h2:h1 [--parent 7.0 [--parent 7.1] | --external 7] [--deadline 2.5]
                         [--lease-s 600] [--request-id KEY]
     coflow api keepalive 7.0 [7.1 ...]
@@ -147,7 +148,46 @@ def load_tls(cert, key, opt: str = "--tls"):
 def cmd_new_token(args) -> int:
     from .auth import new_token
     tok, h = new_token()
-    print(json.dumps({"token": tok, "app": {"name": args.name, "token_sha256": h}}))
+    entry = {"name": args.name, "token_sha256": h}
+    if not args.apps:
+        print(json.dumps({"token": tok, "app": entry}))
+        return 0
+    # --apps FILE: the entry goes into the file (created when missing), only the token is printed
+    from .auth import FORMAT, Identities
+    doc: dict = {"format": FORMAT, "apps": []}
+    if os.path.exists(args.apps):
+        with open(args.apps) as f:
+            doc = json.load(f)
+    if any(a.get("name") == args.name for a in doc.get("apps", [])):
+        raise ValueError(f"{args.apps}: an application named {args.name!r} is there already")
+    for k in ("max_coflows", "max_flows"):
+        if getattr(args, k) is not None:
+            entry[k] = getattr(args, k)
+    if args.admin:
+        entry["admin"] = True
+    doc.setdefault("apps", []).append(entry)
+    Identities.parse(doc, args.apps)     # what the server will read
+    fd = os.open(args.apps + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(args.apps + ".tmp", args.apps)
+    print(tok)
+    return 0
+
+
+def cmd_certs(args) -> int:
+    """A lab CA and the certificates it signs (coflow.api.certs): the server's, and one per
+    ``--client`` for mutual TLS. The CA's key is written too (mode 0600), to sign more later."""
+    from . import certs
+    ca = certs.make_ca(args.ca_name, days=args.days)
+    srv = certs.issue(ca, args.name, sans=tuple(args.san or ("127.0.0.1", "localhost")), days=args.days)
+    out = {"server": certs.write(ca, srv, args.dir, args.name)}
+    for c in args.client or []:
+        out[c] = certs.write(ca, certs.issue(ca, c, sans=(), client=True, days=args.days), args.dir, c)
+    fd = os.open(os.path.join(args.dir, "ca.key"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(ca.key)
+    print(json.dumps(out, indent=1))
     return 0
 
 
@@ -244,7 +284,22 @@ def add_commands(sub) -> None:
 
     p = s.add_parser("new-token", help="a fresh application token and its apps-file entry (JSON)")
     p.add_argument("name")
+    p.add_argument("--apps", help="add the entry to this apps file (created when missing) and print "
+                                  "only the token")
+    p.add_argument("--max-coflows", type=int, help="with --apps: the application's coflow (slot) quota")
+    p.add_argument("--max-flows", type=int, help="with --apps: its flow quota over all its coflows")
+    p.add_argument("--admin", action="store_true", help="with --apps: may change any application's coflows")
     p.set_defaults(fn=cmd_new_token)
+
+    p = s.add_parser("certs", help="a lab CA and the certificates it signs (server, clients) as PEM files")
+    p.add_argument("dir", help="directory for ca.crt, ca.key, NAME.crt/.key and each client's")
+    p.add_argument("--name", default="server", help="the server certificate's name (default server)")
+    p.add_argument("--san", action="append", help="an IP address or DNS name the server certificate "
+                                                  "carries (repeatable; default 127.0.0.1 and localhost)")
+    p.add_argument("--client", action="append", help="also a client certificate of this name (mutual TLS)")
+    p.add_argument("--ca-name", default="coflow lab CA", help="the CA's common name")
+    p.add_argument("--days", type=int, default=30, help="validity in days (default 30)")
+    p.set_defaults(fn=cmd_certs)
 
     p = client_parser("register", "register a coflow; prints it as JSON")
     p.add_argument("--flow", action="append", required=True, metavar="SRC:DST[:SIZE]")

@@ -82,6 +82,10 @@ class CtlSettings:
       report step) instead of polling ``coflow_bytes``; an edge is polled on a new connection,
       a missed digest list or a malformed digest, and every ``digest_resync_s`` (one edge per
       round). 0 = poll every round (exact counts).
+    - ``digest_resync_s``: with ``digest``, every this often one edge's ``coflow_bytes`` is polled
+      all the same (one edge per round), so that a digest the controller missed is made good.
+    - ``tofino_shape_mbps``: Tofino: the traffic-manager plan shapes every port to this rate
+      (0 = the port's own speed).
     - ``claim_margin_frac`` / ``claim_margin_bytes``: declared sizes are claims (rate modes):
       when the payload bytes the counters saw on a host pair of a coflow pass the sizes its
       flows there declare by more than ``frac`` x declared + ``bytes``, the controller stops

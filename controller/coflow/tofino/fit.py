@@ -14,7 +14,7 @@ table that uses it (shared units, e.g. an ActionSelector's RAMs, appear under ea
 Stateful ALUs are the meter ALUs used by stateful (register) tables; the other meter ALUs
 serve meters and selectors. A stage is used when it holds a logical table.
 
-``python -m coflow.tofino fit build/tofino`` prints the table; ``--readme p4src/README.md``
+``python -m coflow.tofino fit build/tofino`` prints the table; ``--readme docs/reference/results.md``
 rewrites the table between the README's ``<!-- fit-table -->`` markers.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ RESOURCES = (
     ("gateway", "gateways"),
     ("logical_table", "logical tables"),
 )
-BEGIN = "<!-- fit-table:begin (python -m coflow.tofino fit build/tofino --readme p4src/README.md) -->"
+BEGIN = "<!-- fit-table:begin (python -m coflow.tofino fit build/tofino --readme docs/reference/results.md) -->"
 END = "<!-- fit-table:end -->"
 
 

@@ -6,8 +6,8 @@ into ``build/tofino-sweep/<b>/`` (a fresh directory each time; the compiler's ou
 (:func:`collect`: a build fits when bf-p4c wrote ``pipe/tofino.bin``; its stages from
 ``pipe/logs/resources.json``; else the compiler's first error line), writes
 ``results/tofino_sweep.json`` and renders it (:func:`render`) between the
-``<!-- tofino-sweep:begin -->`` / ``<!-- tofino-sweep:end -->`` markers of README.md and
-p4src/README.md. Nothing about the sweep is written by hand.
+``<!-- tofino-sweep:begin -->`` / ``<!-- tofino-sweep:end -->`` markers of
+docs/reference/results.md. Nothing about the sweep is written by hand.
 """
 from __future__ import annotations
 
