@@ -429,6 +429,11 @@ def main(argv: list[str] | None = None) -> int:
     except json.JSONDecodeError as e:
         print(f"error: invalid JSON: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader went away (`coflow ... | head`): no message; stdout to /dev/null so that
+        # the interpreter's own flush at exit does not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as e:
         print(f"error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
         return 2
