@@ -110,7 +110,18 @@ def tree(tmp_path_factory):
     dst = tmp_path_factory.mktemp("smoke") / "repo"
     shutil.copytree(ROOT, dst, symlinks=True, ignore=shutil.ignore_patterns(
         ".venv", ".venv-*", "out", "site", ".pytest_cache", ".hypothesis", "__pycache__"))
+    # the venv is this run's: the copy's install inputs must never look newer than its stamp,
+    # or make would reinstall the project editable from the copy (and the venv would import
+    # a tree that is deleted after the test)
+    for f in ("pyproject.toml", "requirements/dev.txt", "requirements/shell.txt"):
+        os.utime(dst / f, (0, 0))
     return str(dst)
+
+
+def _venv_imports_this_tree() -> str:
+    r = subprocess.run([sys.executable, "-c", "import coflow, os; print(os.path.dirname(coflow.__file__))"],
+                       capture_output=True, text=True, cwd="/", timeout=60)
+    return r.stdout.strip()
 
 
 @pytest.mark.slow
@@ -130,3 +141,5 @@ def test_target_runs_at_smoke_size(tree, target):
     tail = (r.stdout[-2500:] + "\n--- stderr ---\n" + r.stderr[-2500:])
     assert r.returncode == 0, f"make {target} exited {r.returncode}:\n{tail}"
     assert "Traceback (most recent call last)" not in r.stdout + r.stderr, tail
+    assert _venv_imports_this_tree() == os.path.join(ROOT, "controller", "coflow"), \
+        f"make {target} reinstalled the venv from the scratch copy"

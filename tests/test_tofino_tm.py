@@ -18,6 +18,7 @@ References (read, not copied):
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import types
@@ -231,7 +232,13 @@ def test_bfrt_tm_writes_fit_the_tf1_tm_schema():
     shaping = [dict(w.data) for w in writes if w.table == tm.T_PORT_SCHED_SHAPING]
     assert shaping == [{"unit": "BPS", "provisioning": "UPPER", "max_rate": 40_000,
                         "max_burst_size": 9000}] * 2
-    req = bfrt.write_request(INFO, writes, device_id=0, client_id=1, p4_name="coflow_tna")
+    with pytest.raises(ValueError, match="one target each"):
+        bfrt.write_request(INFO, writes, device_id=0, client_id=1, p4_name="coflow_tna")
+    reqs = bfrt.write_requests(INFO, writes, device_id=0, client_id=1, p4_name="coflow_tna")
+    # the port tables to all pipes, the queue writes to the ports' pipe (132 >> 7 = 140 >> 7 = 1)
+    assert [r.target.pipe_id for r in reqs] == [bfrt.PIPE_ALL, 1]
+    assert [len(r.updates) for r in reqs] == [4, 16]
+    req = reqs[1]
     e = req.updates[0].entity.table_entry
     assert req.updates[0].type == 2 and e.table_id == 4278517797
     assert [(f.field_id, f.exact.value) for f in e.key.fields] == [(1, b"\x04"), (2, b"\x08")]
@@ -308,10 +315,20 @@ def test_stratum_needs_a_chassis_config_and_reads_it_at_start(tmp_path):
 
 class FakeBfrt:
     """bf_switchd's BF Runtime server as far as the TM push uses it: Subscribe on the stream,
-    BIND, the fixed tables' BF-RT info, tf1.tm.port.cfg reads, writes recorded."""
+    BIND, the fixed tables' BF-RT info, tf1.tm.port.cfg reads, writes recorded. ``port_cfg``:
+    dev_port -> (pg_id within the port's pipe, its queues).
 
-    def __init__(self, port_cfg: dict):
+    Rules of the real server it enforces (open-p4studio bf-drivers, src/bf_rt/bf_rt_tm/):
+    - a tf1.tm.queue.* table refuses a target of all pipes: the queue tables' entry calls
+      validate the target with ``BfRtTMTable::singlePipe_validate`` (bf_rt_tm_table_impl.cpp:
+      "PIPE_ALL is not allowed", BF_INVALID_ARG), and a queue's ``pg_id`` is a port group of
+      that one pipe; the port tables (keyed by dev_port) take all pipes;
+    - a pipe that does not exist is refused the same way (``bfTMPipeIsValid``): this fake's
+      device has ``pipes`` pipes."""
+
+    def __init__(self, port_cfg: dict, pipes: int = 4):
         self.port_cfg = port_cfg
+        self.pipes = pipes
         self.binds: list = []
         self.writes: list = []
         sc = bfrt.schema()
@@ -347,6 +364,12 @@ class FakeBfrt:
             yield r
 
         def write(req, ctx):
+            pipe = req.target.pipe_id
+            for u in req.updates:
+                tid = u.entity.table_entry.table_id
+                if tid == INFO.table(tm.T_QUEUE_SCHED_CFG)[0] and (pipe == bfrt.PIPE_ALL or pipe >= self.pipes):
+                    ctx.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"{tm.T_QUEUE_SCHED_CFG}: invalid pipe_id {pipe:#x} (PIPE_ALL is not allowed)")
             self.writes.append(req)
             return sc["WriteResponse"]()
         h = grpc
@@ -365,11 +388,12 @@ class FakeBfrt:
 
 
 def test_bf_switchd_push_reads_port_groups_and_writes_every_queue():
-    fake = FakeBfrt({132: (4, list(range(8, 16))), 140: (5, list(range(8)))})
+    # ports of two pipes: 4 (pipe 0) and 132, 140 (pipe 1); pg 4 of pipe 0 is not pg 4 of pipe 1
+    fake = FakeBfrt({4: (4, list(range(8))), 132: (4, list(range(8, 16))), 140: (5, list(range(8)))})
     srv, port = _server(fake.handlers)
     try:
-        pm = ports.PortMap({"leaf1": {1: 132, 2: 140}})
-        p = TmPusher("bf_switchd", tm.plan_for_mode("dclas"), {"leaf1": [1, 2]}, pm, bfrt_port=port)
+        pm = ports.PortMap({"leaf1": {1: 132, 2: 140, 3: 4}})
+        p = TmPusher("bf_switchd", tm.plan_for_mode("dclas"), {"leaf1": [1, 2, 3]}, pm, bfrt_port=port)
         agent = types.SimpleNamespace(name="leaf1", address="127.0.0.1:9559", device_id=1)
         p.apply(agent)
         with pytest.raises(RuntimeError, match="no dev_port"):
@@ -377,13 +401,35 @@ def test_bf_switchd_push_reads_port_groups_and_writes_every_queue():
     finally:
         srv.stop(0)
     assert fake.binds[0] == (0, ["coflow_tna"])
-    assert len(fake.writes) == 1
+    assert [w.target.pipe_id for w in fake.writes] == [0, 1]      # one Write per pipe
     got = {}
-    for u in fake.writes[0].updates:
-        k, d = bfrt.decode_entry(INFO, tm.T_QUEUE_SCHED_CFG, u.entity.table_entry)
-        got[(k["pg_id"], k["pg_queue"])] = d
-    assert len(got) == 16
-    assert got[(4, 15)]["max_priority"] == "7" and got[(5, 0)]["max_priority"] == "0"
+    for w in fake.writes:
+        for u in w.updates:
+            k, d = bfrt.decode_entry(INFO, tm.T_QUEUE_SCHED_CFG, u.entity.table_entry)
+            got[(w.target.pipe_id, k["pg_id"], k["pg_queue"])] = d
+    assert len(got) == 24
+    assert got[(1, 4, 15)]["max_priority"] == "7" and got[(1, 5, 0)]["max_priority"] == "0"
+    assert got[(0, 4, 7)]["max_priority"] == "7"
+
+
+def test_fake_bf_runtime_refuses_queue_writes_to_all_pipes():
+    """What the push did before: every write to all pipes. The real server refuses it, and so
+    does the fake (the rule the push test relies on)."""
+    fake = FakeBfrt({132: (4, list(range(8)))})
+    srv, port = _server(fake.handlers)
+    try:
+        c = bfrt.BfrtClient(f"127.0.0.1:{port}", device_id=1, timeout=5)
+        c.connect()
+        w = tm.bfrt_tm_writes(tm.plan_for_mode("dclas"), {132: (4, list(range(8)))})
+        with pytest.raises(bfrt.BfrtError, match="PIPE_ALL is not allowed"):
+            c.write([dataclasses.replace(x, pipe=None) for x in w])
+        with pytest.raises(bfrt.BfrtError, match="invalid pipe_id 0x4"):
+            c.write([dataclasses.replace(x, pipe=4) for x in w])
+        c.write(w)
+        c.close()
+    finally:
+        srv.stop(0)
+    assert [x.target.pipe_id for x in fake.writes] == [1]
 
 
 def test_bf_switchd_without_a_server_is_one_clear_error():

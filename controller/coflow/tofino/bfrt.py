@@ -181,12 +181,22 @@ def _table_key(entry, keys: dict, key) -> None:
         entry.key.fields.add(field_id=kid).exact.value = _int_bytes(ktyp, v)
 
 
+#: BF_DEV_PIPE_ALL: a target of every pipe
+PIPE_ALL = 0xFFFF
+
+
 def write_request(info: BfrtInfo, writes, device_id: int, client_id: int, p4_name: str):
-    """A ``WriteRequest`` of MODIFY updates (checked against ``info`` first)."""
+    """A ``WriteRequest`` of MODIFY updates (checked against ``info`` first), all to one
+    target: the writes' common ``pipe`` (None: all pipes). ValueError when they differ
+    (:func:`write_requests` splits them)."""
     sc = schema()
     req = sc["WriteRequest"](client_id=client_id, p4_name=p4_name)
     req.target.device_id = device_id
-    req.target.pipe_id = 0xFFFF             # all pipes (BF_DEV_PIPE_ALL)
+    pipes = {getattr(w, "pipe", None) for w in writes}
+    if len(pipes) > 1:
+        raise ValueError(f"writes to pipes {sorted(pipes, key=str)} in one request: one target each")
+    pipe = pipes.pop() if pipes else None
+    req.target.pipe_id = PIPE_ALL if pipe is None else pipe
     for w in writes:
         check_write(info, w)
         tid, keys, data = info.table(w.table)
@@ -200,12 +210,22 @@ def write_request(info: BfrtInfo, writes, device_id: int, client_id: int, p4_nam
     return req
 
 
+def write_requests(info: BfrtInfo, writes, device_id: int, client_id: int, p4_name: str) -> list:
+    """One ``WriteRequest`` per target pipe of ``writes`` (all pipes first, then by pipe), each
+    keeping the writes' order."""
+    groups: dict = {}
+    for w in writes:
+        groups.setdefault(getattr(w, "pipe", None), []).append(w)
+    order = sorted(groups, key=lambda p: -1 if p is None else p)
+    return [write_request(info, groups[p], device_id, client_id, p4_name) for p in order]
+
+
 def read_request(info: BfrtInfo, table: str, keys, device_id: int, client_id: int, p4_name: str):
     """A ``ReadRequest`` of one entry per key of ``table``."""
     sc = schema()
     req = sc["ReadRequest"](client_id=client_id, p4_name=p4_name)
     req.target.device_id = device_id
-    req.target.pipe_id = 0xFFFF
+    req.target.pipe_id = PIPE_ALL           # the port tables read here take all pipes
     tid, kdef, _ = info.table(table)
     for key in keys:
         e = req.entities.add().table_entry
@@ -263,7 +283,11 @@ class BfrtClient:
     def _unary(self, method: str, req, resp_cls):
         call = self._chan.unary_unary(SERVICE + method, request_serializer=lambda m: m.SerializeToString(),
                                       response_deserializer=resp_cls.FromString)
-        return call(req, timeout=self.timeout)
+        import grpc
+        try:
+            return call(req, timeout=self.timeout)
+        except grpc.RpcError as e:   # the server's refusal, in one line
+            raise BfrtError(f"{method} on {self.address}: {e.code().name}: {e.details()}") from None
 
     def connect(self) -> "BfrtClient":
         import grpc
@@ -330,12 +354,13 @@ class BfrtClient:
         return out
 
     def write(self, writes) -> None:
+        """The writes, one Write per target pipe (:func:`write_requests`)."""
         sc = schema()
-        req = write_request(self.info, writes, self.device_id, self.client_id, self.p4_name)
-        resp = self._unary("Write", req, sc["WriteResponse"])
-        bad = [st for st in resp.status if st.canonical_code]
-        if bad:
-            raise BfrtError(f"Write: {bad[0].message or bad[0].canonical_code}")
+        for req in write_requests(self.info, writes, self.device_id, self.client_id, self.p4_name):
+            resp = self._unary("Write", req, sc["WriteResponse"])
+            bad = [st for st in resp.status if st.canonical_code]
+            if bad:
+                raise BfrtError(f"Write (pipe {req.target.pipe_id:#x}): {bad[0].message or bad[0].canonical_code}")
 
     def close(self) -> None:
         self._out.put(None)

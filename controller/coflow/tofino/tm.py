@@ -255,18 +255,34 @@ T_PORT_SCHED_SHAPING = "tf1.tm.port.sched_shaping"
 T_PORT_SCHED_CFG = "tf1.tm.port.sched_cfg"
 
 
+#: Tofino 1: a device port's pipe is its bits above the 7-bit port number within the pipe
+#: (128 ports per pipe; bf-drivers' DEV_PORT_TO_PIPE)
+TOFINO1_PIPE_SHIFT = 7
+
+
+def pipe_of(dev_port: int) -> int:
+    """The pipe (Tofino 1) that device port ``dev_port`` belongs to."""
+    return int(dev_port) >> TOFINO1_PIPE_SHIFT
+
+
 @dataclass(frozen=True)
 class TmWrite:
-    """One BF Runtime table-entry MODIFY (the tf1.tm tables take no insert or delete)."""
+    """One BF Runtime table-entry MODIFY (the tf1.tm tables take no insert or delete).
+    ``pipe``: the target's pipe_id, None for all pipes. The queue tables refuse all pipes, and
+    their ``pg_id`` counts port groups within one pipe (bf-drivers,
+    bf_rt_tm_table_impl.cpp ``BfRtTMTable::singlePipe_validate``: "PIPE_ALL is not allowed");
+    the port tables, keyed by device port, take all pipes."""
     table: str
     key: tuple                # ((field, value), ...)
     data: tuple               # ((field, value), ...)
+    pipe: int | None = None
 
 
 def bfrt_tm_writes(plan: PortQueuePlan, port_cfg: dict) -> list:
     """The writes that set ``plan`` on ports ``port_cfg``: {dev_port: (pg_id,
     egress_qid_queues)} as the switch's ``tf1.tm.port.cfg`` gives them (qid i of the port is
-    port-group queue ``egress_qid_queues[i]``). Strict: min and max priority = the queue's
+    port-group queue ``egress_qid_queues[i]``; ``pg_id`` within the port's pipe, so each queue
+    write goes to that pipe, :func:`pipe_of`). Strict: min and max priority = the queue's
     priority, DWRR weight 1023; weighted: priority 0, Aalo's weights; no min rate; scheduling
     enabled; the port shaped (kbit/s, bytes) when the plan says so."""
     out = []
@@ -280,7 +296,8 @@ def bfrt_tm_writes(plan: PortQueuePlan, port_cfg: dict) -> list:
             out.append(TmWrite(T_QUEUE_SCHED_CFG, (("pg_id", int(pg_id)), ("pg_queue", int(qmap[q.qid]))),
                                (("min_priority", prio), ("max_priority", prio),
                                 ("dwrr_weight", q.dwrr_weight), ("min_rate_enable", False),
-                                ("max_rate_enable", False), ("scheduling_enable", True))))
+                                ("max_rate_enable", False), ("scheduling_enable", True)),
+                               pipe=pipe_of(dev_port)))
         if plan.shape_bps:
             out.append(TmWrite(T_PORT_SCHED_SHAPING, (("dev_port", int(dev_port)),),
                                (("unit", "BPS"), ("provisioning", "UPPER"),
