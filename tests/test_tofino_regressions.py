@@ -348,12 +348,17 @@ def test_ctl_run_tofino_builds_a_tm_pusher_for_the_server(tmp_path):
     t = topo.load(os.path.join(REPO, "topologies", "bigswitch-16.json"))
     sw = t.switches[0].name
     args = argparse.Namespace(tofino_port_map=None, mode="dclas", tofino_server="bf_switchd",
-                              tofino_chassis_config=None, tofino_bfrt_port=50052)
+                              tofino_chassis_config=None, tofino_bfrt_port=50052, weighted_dclas=False)
     got = _tofino_tm(args, t, {"tofino_shape_mbps": "100"})
     p = got["tm_pusher"]
     assert got["tofino_server"] == "bf_switchd" and p.server == "bf_switchd"
     assert p.plan.discipline == tm.STRICT and p.plan.strict_qids() == list(range(7, -1, -1))
     assert p.plan.shape_bps == 100_000_000 and p.switch_ports[sw] == sorted(t.switches[0].ports)
+    args.weighted_dclas = True          # coflow ctl run --weighted-dclas
+    w = _tofino_tm(args, t, {})["tm_pusher"].plan
+    assert w.discipline == tm.WEIGHTED and w.queues == tm.plan_for_mode("dclas", weighted_dclas=True).queues
+    assert w.strict_qids() == [] and len({q.dwrr_weight for q in w.queues}) > 1
+    args.weighted_dclas = False
     args.tofino_server = "stratum"
     with pytest.raises(ValueError, match="--tofino-chassis-config: required"):
         _tofino_tm(args, t, {})

@@ -190,7 +190,8 @@ def _tofino_tm(args, topo, settings: dict) -> dict:
     from .translate import split_settings
     pm = ports.load(args.tofino_port_map, topo)
     ctl, _ = split_settings(settings)
-    plan = tm.with_port(tm.plan_for_mode(args.mode), ctl.tofino_shape_mbps,
+    plan = tm.with_port(tm.plan_for_mode(args.mode, args.weighted_dclas),
+                        ctl.tofino_shape_mbps,
                         buffer_bytes=ctl.port_buffer_bytes)
     pusher = TmPusher(args.tofino_server, plan, {s.name: s.ports for s in topo.switches}, pm,
                       chassis_config=args.tofino_chassis_config, bfrt_port=args.tofino_bfrt_port)
@@ -253,6 +254,9 @@ def add_commands(sub) -> None:
                    help="stratum: the chassis config (text) each Stratum runs, a file or a "
                         "directory of <switch>.pb.txt; the controller adds its QoS section and "
                         "pushes it over gNMI")
+    p.add_argument("--weighted-dclas", action="store_true",
+                   help="tofino: D-CLAS's queues share each port by Aalo's weights in the traffic "
+                        "manager (default strict priority)")
     p.add_argument("--tofino-bfrt-port", type=int, default=50052,
                    help="bf_switchd: the BF Runtime gRPC port on each switch's host (TM writes)")
     p.add_argument("--api", help="serve the coflow API on HOST:PORT")
