@@ -39,7 +39,7 @@ SETTINGS = {"link_mbps": "1", "audit_s": "0", "class_q1_bytes": "40000", "class_
             "claim_margin_frac": "0.25", "claim_margin_bytes": "4000", "promote_active": "0"}
 
 #: the modes each rule shows in (a rule a mode does not use cannot part its writes)
-SHOWS_IN = {"claims": "sebf", "measured": "sebf", "class_memory": "sebf", "size_caps": "sebf",
+SHOWS_IN = {"claims": "sebf", "time_claims": "sebf", "conserve": "sebf", "measured": "sebf", "class_memory": "sebf", "size_caps": "sebf",
             "pace_hold": "sebf", "meter_hold": "sebf", "unmetered": "sebf",
             "metering": "sincronia"}
 
@@ -116,6 +116,7 @@ class History:
             k = (cid, a, b)
             self.frames[k] = self.frames.get(k, 0) + step
             self.ctl.progress.observe(cid, a, b, where, self.frames[k], self.frames[k] // 1518)
+        self.ctl._observe_demand(self.now)     # demand caps from the readings
 
     def step(self):
         r = self.rng.random()
@@ -161,6 +162,9 @@ def test_incremental_equals_from_scratch(mode, seed):
     assert ctl.rounds == 0   # never started: the rounds above are the test's own
     if mode == "sebf":
         assert ctl.distrusted, "no liar was caught: the claims rule went unexercised"
+        why = {d["why"] for d in ctl.distrusted.values()}
+        assert why == {"sent", "held"}, f"claims caught only by {why}"
+        assert ctl.metrics.demand_cap_changes._value.get() > 0, "no demand cap was ever set"
         assert ctl.progress.version > 0
         assert ctl.metrics.unmetered_coflows._value.get() >= 0
 
@@ -177,7 +181,7 @@ def test_a_rule_dropped_from_the_reference_parts_the_writes(rule):
 
 
 def _no_claims(ctl):
-    ctl._check_claims = lambda: None
+    ctl._check_claims = lambda now=None: None
 
 
 def _no_pace_hold(ctl):
@@ -188,8 +192,17 @@ def _no_meter_hold(ctl):
     ctl._meter_hold = MeterHold(0.0)
 
 
-@pytest.mark.parametrize("patch", [_no_claims, _no_pace_hold, _no_meter_hold],
-                         ids=["claims", "pace_hold", "meter_hold"])
+def _no_conserve(ctl):
+    ctl._demand_cap = lambda: None
+
+
+def _no_time_claims(ctl):
+    ctl._overheld = lambda rec, c, now: None
+
+
+@pytest.mark.parametrize("patch", [_no_claims, _no_pace_hold, _no_meter_hold, _no_conserve,
+                                   _no_time_claims],
+                         ids=["claims", "pace_hold", "meter_hold", "conserve", "time_claims"])
 def test_a_rule_dropped_from_the_controller_parts_the_writes(patch):
     parted, _ = run("sebf", 1, 60, patch=patch)
     assert parted

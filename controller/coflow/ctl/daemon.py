@@ -170,6 +170,7 @@ class Controller(Primary, CounterReads, ClosedLoop, Reporting):
         self.progress = FlowProgress(self.target.fcs_bytes)
         # metered modes, rate_audit=1: achieved vs set rate per flow (issue 27)
         self.audit = RateAudit() if (self.ctl.rate_audit and self.policy.meters) else None
+        self.ledger = self._grant_ledger()   # grants vs use: demand caps, the claims' clock
         self._audit_size: dict = {}   # (cid, src, dst) -> the flow's size (the audited pairs)
         self._progress_used = 0   # progress.version the last allocation used
         self.progress_reads = 0
@@ -428,8 +429,9 @@ class Controller(Primary, CounterReads, ClosedLoop, Reporting):
         for cid in [c for c in self._gone if c in live or c not in self.slots.slot]:
             del self._gone[cid]
         self.progress.forget_except(live)
-        if self.audit is not None:
-            self.audit.forget_except(live)
+        for led in (self.audit, self.ledger):
+            if led is not None:
+                led.forget_except(live)
         for d in (self.distrusted, self._claim_seen, self._desized):
             for c in [c for c in d if c not in live]:
                 del d[c]
@@ -596,14 +598,14 @@ class Controller(Primary, CounterReads, ClosedLoop, Reporting):
         """The core's Allocation on the registered coflows -> priorities and meters, handed to
         the desired-state book (``timings``: seconds per phase, for the benchmark)."""
         self._progress_used = self.progress.version
-        self._check_claims()
+        self._check_claims(now)
         records = self._claimed_records()
         measured = self.progress.measured(records, self.host_port) if self.progress.version else None
         p = rate_plan(self.mode, self.sched, records, self.host_port,
                       self.ctl.rate_capacity_Bps, time.time() if now is None else now,
                       self.sched_memory, self.ctl.unknown_size_bytes, self._view_cache, timings,
                       measured, None if self.ctl.promote_active else self._plan_prio,
-                      self.ctl.class_q1_bytes, self.ctl.class_span)
+                      self.ctl.class_q1_bytes, self.ctl.class_span, self._demand_cap())
         self._plan_prio = p.order_prio or {}
         if _RATES_TRACE:
             self._trace_rates(p)
@@ -630,6 +632,7 @@ class Controller(Primary, CounterReads, ClosedLoop, Reporting):
             self._next_event = min(self._next_event, until)
         else:
             mrates = p.rates if metering else np.zeros(p.rates.size)
+        self._ledger_rates(p, prates, t_now)
         u = ctx.update(p.cids, p.cf, p.src, p.dst, mrates, self.slots.slot, self.ctl)
         # no priority without enforcement: a coflow the pool could not meter gets no override
         # (it stays in the fair class) and is counted

@@ -80,6 +80,15 @@ class Metrics:
         self.sizes_distrusted = Counter("coflow_ctl_sizes_distrusted", "Coflows whose counted "
                                         "bytes passed their declared sizes by more than the "
                                         "margin: ordered as unknown sizes from then on", registry=r)
+        self.grants_overheld = Counter("coflow_ctl_grants_overheld", "Coflows whose rates, held "
+                                       "from their first byte, allowed more than their declared "
+                                       "sizes need plus margin and slack: ordered as unknown "
+                                       "sizes from then on", registry=r)
+        self.demand_capped_flows = Gauge("coflow_ctl_demand_capped_flows", "Flows whose senders "
+                                         "used less than their rates allowed, capped at what they "
+                                         "used (the rest backfilled to the others)", registry=r)
+        self.demand_cap_changes = Counter("coflow_ctl_demand_cap_changes", "Demand caps set, "
+                                          "lowered, raised or lifted", registry=r)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..params import hw_priority
 from ..sched.base import Allocation, INF, Scheduler, View
+from ..sched.conserve import conserve
 from ..dataplane.constants import TCP_MSS_BYTES
 from .translate import keep_classes, order_priorities
 
@@ -219,13 +220,15 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
          memory: dict, unknown_size: int, cache: dict | None = None,
          timings: dict | None = None, measured: dict | None = None,
          prev_prio: dict | None = None, class_q1_bytes: float = 0.0,
-         class_span: int = 7) -> RatePlan:
+         class_span: int = 7, demand_cap=None) -> RatePlan:
     """``timings`` (optional): gets the seconds spent in ``view``, ``allocate``, ``priorities``;
     ``measured``: bytes sent read from the data plane (:func:`build_view`); ``prev_prio``: the
     previous plan's ``prio`` (ordered schedulers then promote no coflow still active:
     :func:`priorities`), None = classes by rank; ``class_q1_bytes`` > 0: ordered schedulers'
     classes capped by the coflows' sizes (:func:`size_caps`), each at least its cap minus
-    ``class_span`` (:func:`priorities`)."""
+    ``class_span`` (:func:`priorities`); ``demand_cap`` ((cid, src pos, dst pos) -> bytes/s,
+    ``inf`` = none): the flows' demand caps, the Allocation made work-conserving on them
+    (:func:`coflow.sched.conserve.conserve`)."""
     t0 = time.perf_counter()
     v, (cf, src, dst), cids = build_view(records, host_port, link_Bps, now, memory, unknown_size,
                                          cache, measured)
@@ -236,13 +239,18 @@ def plan(mode: str, sched: Scheduler, records, host_port: dict, link_Bps: float,
             timings.update(view=t1 - t0, allocate=0.0, priorities=0.0)
         return RatePlan([], cf, src, dst, np.zeros(0), hosts, {}, INF, None, v)
     alloc = sched.allocate(v)
+    rates = alloc.rates
+    if demand_cap is not None:
+        capv = np.fromiter((demand_cap((cids[k], a, b)) for k, a, b in
+                            zip(cf.tolist(), src.tolist(), dst.tolist())), float, cf.size)
+        rates = conserve(v, alloc, capv)
     t2 = time.perf_counter()
     caps = size_caps(v, cids, class_q1_bytes) if class_q1_bytes > 0 and alloc.order is not None \
         else None
     prio, order_prio = priorities(alloc, cids, prev_prio, caps, class_span)
     if timings is not None:
         timings.update(view=t1 - t0, allocate=t2 - t1, priorities=time.perf_counter() - t2)
-    return RatePlan(cids, cf, src, dst, alloc.rates, hosts, prio, alloc.next_event, alloc, v,
+    return RatePlan(cids, cf, src, dst, rates, hosts, prio, alloc.next_event, alloc, v,
                     order_prio)
 
 

@@ -12,6 +12,13 @@ It applies every rule of the round itself and keeps its own copy of the rules' m
 ``claims``
     a coflow whose counted bytes on a host pair pass its declared sizes by more than the
     margin loses its sizes for good (checked on every coflow with readings, every round);
+``time_claims``
+    a coflow whose rates, from its first counted byte, allowed more than its declared sizes
+    need plus margin and slack (the controller's :class:`~.demand.GrantLedger`, an input like
+    the readings) loses its sizes for good (:func:`~.demand.overheld`);
+``conserve``
+    the flows' demand caps (the ledger's) make the Allocation work-conserving
+    (:func:`coflow.sched.conserve.conserve`);
 ``measured``
     the closed loop's readings raise the registry's bytes sent (:func:`~.rates.build_view`);
 ``class_memory``
@@ -41,10 +48,11 @@ import numpy as np
 
 from . import model as M
 from . import translate as TR
+from .demand import overheld
 from .rates import MeterHold, overrun, plan, without_sizes
 
 #: the rules of the rate round (module docstring), each applied by :class:`FromScratch`
-RULES = ("claims", "measured", "class_memory", "size_caps", "pace_hold", "meter_hold",
+RULES = ("claims", "time_claims", "conserve", "measured", "class_memory", "size_caps", "pace_hold", "meter_hold",
          "unmetered", "metering")
 
 
@@ -73,15 +81,20 @@ class FromScratch:
         self.sched = copy.deepcopy(ctl.sched)
 
     # the round ------------------------------------------------------------------------------
-    def _records(self) -> list:
+    def _records(self, now: float) -> list:
         ctl, s = self.ctl, self.ctl.ctl
         recs = ctl._records
+        led = ctl.ledger if "time_claims" in self.rules else None
         if "claims" in self.rules and s.claim_margin_bytes >= 0:
             for rec in recs:
                 c = (rec.cid.external, rec.cid.internal)
-                if c not in self.distrusted and overrun(
-                        rec, ctl.progress.sent(c), ctl.host_port, s.claim_margin_frac,
-                        s.claim_margin_bytes) is not None:
+                if c in self.distrusted:
+                    continue
+                if overrun(rec, ctl.progress.sent(c), ctl.host_port, s.claim_margin_frac,
+                           s.claim_margin_bytes) is not None or (led is not None and overheld(
+                               rec, led.held_pairs(c, now), ctl.host_port, s.claim_margin_frac,
+                               s.claim_margin_bytes, s.claim_slack_s * s.link_payload_Bps)
+                           is not None):
                     self.distrusted.add(c)
         return [without_sizes(r) if (r.cid.external, r.cid.internal) in self.distrusted else r
                 for r in recs]
@@ -89,14 +102,16 @@ class FromScratch:
     def desired(self, now: float) -> dict:
         """Switch -> the SwitchState the round must leave on it."""
         ctl, s, rules = self.ctl, self.ctl.ctl, self.rules
-        records = self._records()
+        records = self._records(now)
         measured = None
         if "measured" in rules and ctl.progress.version:
             measured = ctl.progress.measured(records, ctl.host_port)
         prev = self.prev_prio if ("class_memory" in rules and not s.promote_active) else None
         p = plan(ctl.mode, self.sched, records, ctl.host_port, s.rate_capacity_Bps, now,
                  self.memory, s.unknown_size_bytes, None, None, measured, prev,
-                 s.class_q1_bytes if "size_caps" in rules else 0.0, s.class_span)
+                 s.class_q1_bytes if "size_caps" in rules else 0.0, s.class_span,
+                 ctl.ledger.cap if ("conserve" in rules and ctl.ledger is not None and s.conserve
+                                    and ctl.ledger.capped()) else None)
         self.prev_prio = p.order_prio or {}
         metering = ctl.policy.meters or "metering" not in rules
         rates = p.rates

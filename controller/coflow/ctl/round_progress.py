@@ -13,6 +13,7 @@ import time
 
 from . import model as M
 
+from .demand import GrantLedger, overheld
 from .rates import (overrun, without_sizes)
 from .switch import SwitchAgent
 
@@ -73,7 +74,77 @@ class ClosedLoop:
                 continue
             self._progress_from(ag, read_set[ag.name], idx[ag.name], got, ("raw",))
         self.progress_reads += 1
+        self._observe_demand()
         return time.perf_counter() - t0
+
+    # grants against use (coflow.ctl.demand) ------------------------------------------------
+    def _grant_ledger(self):
+        """The rate modes' :class:`GrantLedger` (None: no rate mode, or no closed loop)."""
+        if not self.policy.rate or self.ctl.progress_s <= 0:
+            return None
+        return GrantLedger(self.ctl.demand_headroom, self.ctl.min_rate_frac * self.ctl.link_payload_Bps,
+                           self.ctl.rate_capacity_Bps)
+
+    def _demand_cap(self):
+        """The flows' demand caps for the core (``conserve``; None: off)."""
+        led = self.ledger
+        return led.cap if led is not None and self.ctl.conserve and led.capped() else None
+
+    def _ledger_rates(self, p, prates, now: float) -> None:
+        """Each metered flow's paced rate from this round on, into the ledger."""
+        led = self.ledger
+        if led is None:
+            return
+        unm = self._meter_ctx.unmetered
+        cids = p.cids
+        led.set_rates({(cids[k], a, b): r for k, a, b, r in
+                       zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), prates.tolist())
+                       if cids[k] not in unm}, now)
+
+    def _pair_sizes(self, c) -> dict:
+        """(src pos, dst pos) -> the bytes coflow ``c``'s flows there declare (None: one of
+        them did not say), cached per registry record."""
+        rec = self._by_cid().get(c)
+        if rec is None:
+            return {}
+        memo = self.__dict__.setdefault("_sizes_memo", {})
+        got = memo.get(c)
+        if got is None or got[0] is not rec:
+            sizes: dict = {}
+            for f in rec.flows:
+                k = (self.host_port[f.src], self.host_port[f.dst])
+                prev = sizes.get(k, 0)
+                sizes[k] = None if f.size_bytes is None or prev is None else prev + int(f.size_bytes)
+            got = memo[c] = (rec, sizes)
+        return got[1]
+
+    def _by_cid(self) -> dict:
+        recs = self._records
+        memo = self.__dict__.get("_by_cid_memo")
+        if memo is None or memo[0] is not recs:
+            memo = self.__dict__["_by_cid_memo"] = (recs, {(r.cid.external, r.cid.internal): r
+                                                           for r in recs})
+        return memo[1]
+
+    def _observe_demand(self, now: float | None = None) -> None:
+        """After a reading: each metered flow's bytes against its rate; a changed cap makes the
+        next round re-rate (``conserve``)."""
+        led = self.ledger
+        if led is None:
+            return
+        now = time.time() if now is None else now
+        changed = 0
+        with self._mu:
+            for key in led.keys():
+                c, a, b = key
+                size = self._pair_sizes(c).get((a, b))
+                if led.observe(key, now, self.progress.pair_sent(c, a, b), size):
+                    changed += 1
+            if changed:
+                self.metrics.demand_cap_changes.inc(changed)
+                if self.ctl.conserve:
+                    self._rates_stale = True
+            self.metrics.demand_capped_flows.set(led.capped())
 
     def _progress_key(self, ag, idx, how: tuple, entries: dict | None = None) -> tuple:
         """What an edge's closed-loop reading is observed under: the same answer (or push)
@@ -100,7 +171,15 @@ class ClosedLoop:
         with open(_RATES_TRACE, "a") as f:
             f.write(json.dumps(row) + "\n")
 
-    def _check_claims(self) -> None:
+    def _overheld(self, rec, c, now: float):
+        """The time claim check of coflow ``c`` (:func:`overheld`); None without a ledger."""
+        if self.ledger is None:
+            return None
+        s = self.ctl
+        return overheld(rec, self.ledger.held_pairs(c, now), self.host_port, s.claim_margin_frac,
+                        s.claim_margin_bytes, s.claim_slack_s * s.link_payload_Bps)
+
+    def _check_claims(self, now: float | None = None) -> None:
         """Declared sizes are claims: a coflow whose counted bytes on a host pair pass what
         its flows there declare by more than the margin (``claim_margin_frac`` x declared +
         ``claim_margin_bytes``) is no longer trusted, for the rest of its life: its flows are
@@ -112,11 +191,15 @@ class ClosedLoop:
         if s.claim_margin_bytes < 0:
             return
         by = None
-        for c in self.progress.cids():
+        led = self.ledger
+        cids = self.progress.cids() if led is None else set(self.progress.cids()) | set(led.cids())
+        for c in cids:
             if c in self.distrusted:
                 continue
             v = self.progress.changes(c)
-            if self._claim_seen.get(c) == v:
+            # (a coflow whose rates are followed is looked at every time: its grant grows
+            # whether it sends or not)
+            if led is None and self._claim_seen.get(c) == v:
                 continue
             self._claim_seen[c] = v
             if by is None:
@@ -126,16 +209,25 @@ class ClosedLoop:
                 continue
             bad = overrun(rec, self.progress.sent(c), self.host_port, s.claim_margin_frac,
                           s.claim_margin_bytes)
+            why = "sent"
+            if bad is None:
+                bad = self._overheld(rec, c, time.time() if now is None else now)
+                why = "held"
             if bad is None:
                 continue
             (a, b), got, declared = bad
             names = self._meter_ctx.names
-            self.distrusted[c] = {"at": time.time(), "pair": [names[a], names[b]],
-                                  "measured_bytes": int(got), "declared_bytes": int(declared)}
+            self.distrusted[c] = {"at": time.time(), "pair": [names[a], names[b]], "why": why,
+                                  "measured_bytes": int(self.progress.sent(c).get((a, b), 0)),
+                                  "held_bytes": int(got) if why == "held" else None,
+                                  "declared_bytes": int(declared)}
             self.metrics.sizes_distrusted.inc()
-            log.warning("coflow %d.%d: %d bytes counted on %s->%s, %d declared: its sizes are "
+            if why == "held":
+                self.metrics.grants_overheld.inc()
+            log.warning("coflow %d.%d: %d bytes %s on %s->%s, %d declared: its sizes are "
                         "no longer trusted (ordered as unknown sizes)", c[0], c[1], got,
-                        names[a], names[b], declared)
+                        "counted" if why == "sent" else "of rate held", names[a], names[b],
+                        declared)
 
     def _claimed_records(self) -> list:
         """The registry's records as the core sees them: a distrusted coflow without sizes."""

@@ -124,6 +124,21 @@ class CtlSettings:
       active flows is never moved to a higher class (:func:`keep_classes`: no reordering of
       its own segments); 1 = classes by rank every round (:func:`order_priorities`), a coflow
       rising as the ones ahead of it finish.
+    - ``conserve``: rate modes with the closed loop: 1 = what a flow leaves of its rate goes
+      to the others within a reading or two (:mod:`coflow.ctl.demand`,
+      :func:`coflow.sched.conserve.conserve`): a flow whose sender used less than
+      ``1 / (1 + demand_headroom)`` of its rate over a reading of ``flow_bytes`` is capped at
+      what it used times ``1 + demand_headroom``, the capacity freed is backfilled to the
+      uncapped flows in the scheduler's order, and a capped flow that uses its cap has it
+      doubled at every reading. 0 = every flow keeps its rate whether it uses it or not.
+    - ``demand_headroom``: with ``conserve``, how far below its rate a flow may run before it
+      is capped, and how much above what it used its cap is.
+    - ``claim_slack_s``: the time claim check (rate modes): a coflow whose rates, from its
+      first counted byte, allowed more than its declared bytes x (1 + ``claim_margin_frac``) +
+      ``claim_margin_bytes`` + this many seconds at the link's payload rate, on a host pair,
+      is no longer trusted, as if its bytes had passed its claims
+      (:func:`coflow.ctl.demand.overheld`); it covers a few round trips and readings of a
+      sender starting or recovering. Off with the byte check (``claim_margin_bytes < 0``).
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -156,6 +171,9 @@ class CtlSettings:
     meter_hold_s: float = 0.0
     pace_hold_s: float = 0.0
     class_span: int = 7
+    conserve: int = 1
+    demand_headroom: float = 0.5
+    claim_slack_s: float = 0.2
 
     @property
     def link_Bps(self) -> float:
@@ -233,6 +251,12 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
     if not 0 <= s.ecn_threshold_bytes <= ECN_MAX_THRESHOLD_BYTES:
         raise ValueError(f"setting ecn_threshold_bytes: must be in 0..{ECN_MAX_THRESHOLD_BYTES} "
                          f"(0 = no marking), got {s.ecn_threshold_bytes}")
+    if s.conserve not in (0, 1):
+        raise ValueError(f"setting conserve: must be 0 or 1, got {s.conserve}")
+    if not (math.isfinite(s.demand_headroom) and s.demand_headroom > 0):
+        raise ValueError(f"setting demand_headroom: must be > 0, got {s.demand_headroom}")
+    if not (math.isfinite(s.claim_slack_s) and s.claim_slack_s >= 0):
+        raise ValueError(f"setting claim_slack_s: must be >= 0 seconds, got {s.claim_slack_s}")
     if not (math.isfinite(s.claim_margin_frac) and s.claim_margin_frac >= 0):
         raise ValueError(f"setting claim_margin_frac: must be >= 0, got {s.claim_margin_frac}")
     return s, rest

@@ -1,0 +1,161 @@
+"""The rate modes' grants against what the senders use: demand caps and the claims' clock.
+
+:class:`GrantLedger` follows, per metered flow (coflow, src pos, dst pos), the rate its sender
+was told to pace at and the payload bytes its edge counted at each reading of the closed loop
+(``progress_s``). From the two it derives
+
+- the flow's **demand cap** (``conserve``): a flow that used less than ``1 / (1 +
+  demand_headroom)`` of what its rate allowed over a reading interval is capped at what it used
+  times ``1 + demand_headroom`` (at least ``min_Bps``), and the scheduler core backfills the
+  rest to the others (:func:`coflow.sched.conserve.conserve`); a capped flow that uses
+  ``DEMAND_PROBE`` of its cap has the cap doubled at each reading, and loses it once it reaches
+  the link's rate. A flow's first interval (its start) and its last segments are not judged.
+- the **grant it has held**: the integral of its rate since its first counted byte, which
+  the time claim check (:func:`overheld`) compares with what its declared bytes need.
+"""
+from __future__ import annotations
+
+import math
+
+from ..dataplane.constants import TCP_MSS_BYTES
+
+#: a capped flow that uses this much of its cap over an interval gets a doubled cap
+DEMAND_PROBE = 0.85
+#: a cap is lowered only below this fraction of itself
+CAP_HYSTERESIS = 0.8
+#: a flow within this many segments of its size is in its last segments (not judged)
+TAIL_SEGMENTS = 2
+
+
+class GrantLedger:
+    """Per metered flow: [rate in force, since, grant held (bytes), last reading (t, bytes),
+    bytes the rate allowed since that reading, cap or None, started]."""
+
+    def __init__(self, headroom: float, min_Bps: float, uncap_Bps: float):
+        self.headroom = float(headroom)
+        self.min_Bps = float(min_Bps)
+        self.uncap_Bps = float(uncap_Bps)   # a cap at least this is no cap (the link's rate)
+        self._st: dict = {}
+        self._of: dict = {}                 # cid -> its flows' keys
+        self.caps_version = 0               # bumped whenever a cap changes
+
+    # the rates -------------------------------------------------------------------------
+    def set_rates(self, rates: dict, now: float) -> None:
+        """``rates``: (cid, src, dst) -> payload bytes/s each sender paces at from ``now`` on
+        (a flow not listed has no rate)."""
+        for k, st in self._st.items():
+            self._accrue(st, now)
+            st[0] = float(rates.get(k, 0.0))
+        for k, r in rates.items():
+            if k not in self._st:
+                self._st[k] = [float(r), now, 0.0, None, 0.0, None, False]
+                self._of.setdefault(k[0], []).append(k)
+
+    @staticmethod
+    def _accrue(st: list, now: float) -> None:
+        dt = max(0.0, now - st[1])
+        allowed = st[0] * dt
+        st[4] += allowed
+        if st[6]:
+            st[2] += allowed
+        st[1] = now
+
+    # the readings ----------------------------------------------------------------------
+    def observe(self, key, now: float, sent: int, size: int | None) -> bool:
+        """The pair's payload bytes counted at ``now``; returns whether its cap changed."""
+        st = self._st.get(key)
+        if st is None:
+            return False
+        self._accrue(st, now)
+        last = st[3]
+        allowed, st[4] = st[4], 0.0
+        st[3] = (now, sent)
+        if sent > 0:
+            st[6] = True
+        if last is None or last[1] <= 0 or sent <= last[1] and allowed <= 0:
+            return False                       # its start: nothing to judge yet
+        if size is not None and sent >= size - TAIL_SEGMENTS * TCP_MSS_BYTES:
+            return self._set_cap(st, None)     # its last segments (or done): no cap
+        dt = now - last[0]
+        if dt <= 0 or allowed < 4 * TCP_MSS_BYTES:
+            return False                       # too little rate to judge a shortfall
+        used = max(0, sent - last[1])
+        cap = st[5]
+        if cap is not None and used >= DEMAND_PROBE * cap * dt:
+            return self._set_cap(st, cap * 2)  # it uses its cap: probe up
+        if used * (1.0 + self.headroom) < allowed:
+            want = max(used / dt * (1.0 + self.headroom), self.min_Bps)
+            if cap is None or want < CAP_HYSTERESIS * cap:    # (no re-rate for noise)
+                return self._set_cap(st, want)
+        return False
+
+    def _set_cap(self, st: list, cap) -> bool:
+        if cap is not None and cap >= self.uncap_Bps:
+            cap = None
+        if cap == st[5]:
+            return False
+        st[5] = cap
+        self.caps_version += 1
+        return True
+
+    def cap(self, key) -> float:
+        """The pair's demand cap, bytes/s (``inf``: none)."""
+        st = self._st.get(key)
+        return math.inf if st is None or st[5] is None else st[5]
+
+    def keys(self) -> list:
+        """The flows followed."""
+        return list(self._st)
+
+    def capped(self) -> int:
+        return sum(1 for st in self._st.values() if st[5] is not None)
+
+    def held(self, key, now: float | None = None) -> float:
+        """Payload bytes the pair's rates allowed since its first counted byte."""
+        st = self._st.get(key)
+        if st is None:
+            return 0.0
+        if now is not None:
+            self._accrue(st, now)
+        return st[2]
+
+    def held_pairs(self, cid, now: float | None = None) -> dict:
+        """(src, dst) -> bytes held, for the pairs of coflow ``cid``."""
+        out: dict = {}
+        for k in self._of.get(cid, ()):
+            out[(k[1], k[2])] = out.get((k[1], k[2]), 0.0) + self.held(k, now)
+        return out
+
+    def forget_except(self, live) -> None:
+        for c in [c for c in self._of if c not in live]:
+            for k in self._of.pop(c):
+                del self._st[k]
+
+    def cids(self) -> list:
+        """The coflows with flows followed."""
+        return list(self._of)
+
+
+def overheld(rec, held: dict, host_port: dict, margin_frac: float, margin_bytes: int,
+             slack_bytes: float):
+    """Whether coflow ``rec`` held its grants for longer than its claims need: the first host
+    pair whose grant held (``held``: (src pos, dst pos) -> bytes its rates allowed since its
+    first counted byte, :meth:`GrantLedger.held_pairs`) passes what its flows there declare
+    (all known) x (1 + ``margin_frac``) + ``margin_bytes`` + ``slack_bytes``, as ``(pair,
+    held, declared)``; None when every claim holds. The byte check (:func:`coflow.ctl.rates.
+    overrun`) compares the bytes *sent*; this one the time the grant was held, so a sender that
+    trickles its bytes under the margin runs out of claim all the same."""
+    if margin_bytes < 0 or not held:
+        return None
+    declared: dict = {}
+    for f in rec.flows:
+        k = (host_port[f.src], host_port[f.dst])
+        if f.size_bytes is None:
+            declared[k] = None
+        elif k not in declared or declared[k] is not None:
+            declared[k] = declared.get(k, 0) + int(f.size_bytes)
+    for pair, got in held.items():
+        d = declared.get(pair)
+        if d is not None and got > d * (1 + margin_frac) + margin_bytes + slack_bytes:
+            return pair, got, d
+    return None

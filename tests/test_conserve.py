@@ -1,0 +1,183 @@
+"""Work conservation on measured demand: the core's :func:`coflow.sched.conserve.conserve` (any
+scheduler's Allocation, clamped to the flows' demand caps, the rest backfilled) and the
+controller's :class:`coflow.ctl.demand.GrantLedger` (caps from readings, the claims' clock)."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from coflow.ctl.demand import DEMAND_PROBE, GrantLedger, overheld
+from coflow.sched import REGISTRY, make_scheduler
+from coflow.sched.conserve import conserve
+
+from helpers import view
+
+RATE_MODES = sorted(n for n, i in REGISTRY.items() if i.fabric is not None and i.fabric.enforce == "meters")
+TOL = 1e-6
+
+
+def test_rate_modes_are_found():
+    assert {"sebf", "hug"} <= set(RATE_MODES)
+
+
+def test_liar_capped_the_honest_coflow_behind_gets_the_rest():
+    """SEBF puts the coflow that declared 1 KB first with the whole receiver's link; once it is
+    seen sending at a tenth of that, the coflow behind it gets the other nine tenths."""
+    v = view(3, [[(0, 2, 1_000)], [(1, 2, 400_000)]], [1.0] * 3, [1.0] * 3)
+    alloc = make_scheduler("sebf").allocate(v)
+    assert alloc.rates.tolist() == pytest.approx([1.0, 0.0])
+    out = conserve(v, alloc, np.array([0.1, np.inf]))
+    assert out.tolist() == pytest.approx([0.1, 0.9])
+    assert alloc.rates.tolist() == pytest.approx([1.0, 0.0])   # the Allocation is not modified
+
+
+def test_no_order_max_min_backfill():
+    """HUG (no order): two coflows share port 0's uplink; one capped at a quarter of its share
+    -> the other takes the rest."""
+    v = view(3, [[(0, 1, 10.0)], [(0, 2, 10.0)]], [1.0] * 3, [1.0] * 3)
+    alloc = make_scheduler("hug").allocate(v)
+    assert alloc.order is None
+    assert alloc.rates.tolist() == pytest.approx([0.5, 0.5])
+    out = conserve(v, alloc, np.array([0.125, np.inf]))
+    assert out.tolist() == pytest.approx([0.125, 0.875])
+
+
+def test_no_caps_is_the_allocation_itself():
+    v = view(3, [[(0, 2, 1_000)], [(1, 2, 400_000)]], [1.0] * 3, [1.0] * 3)
+    alloc = make_scheduler("sebf").allocate(v)
+    assert conserve(v, alloc, None) is alloc.rates
+    assert conserve(v, alloc, np.full(2, np.inf)) is alloc.rates
+    with pytest.raises(ValueError, match="3 caps for 2 flows"):
+        conserve(v, alloc, np.ones(3))
+
+
+@st.composite
+def capped_instances(draw):
+    P = draw(st.integers(2, 5))
+    C = draw(st.integers(1, 5))
+    coflows = []
+    for _ in range(C):
+        n = draw(st.integers(1, 4))
+        pairs = draw(st.lists(st.tuples(st.integers(0, P - 1), st.integers(0, P - 1)), min_size=n,
+                              max_size=n, unique=True))
+        coflows.append([(s, d, draw(st.floats(0.05, 20.0))) for s, d in pairs])
+    nf = sum(len(c) for c in coflows)
+    caps = draw(st.lists(st.one_of(st.just(np.inf), st.floats(0.0, 1.5)), min_size=nf, max_size=nf))
+    up = draw(st.lists(st.sampled_from([1.0, 2.0, 0.5]), min_size=P, max_size=P))
+    down = draw(st.lists(st.sampled_from([1.0, 2.0, 0.5]), min_size=P, max_size=P))
+    return view(P, coflows, up, down), np.array(caps)
+
+
+@pytest.mark.parametrize("name", RATE_MODES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=capped_instances())
+def test_capacity_caps_and_work_conservation(name, inst):
+    v, cap = inst
+    alloc = make_scheduler(name).allocate(v)
+    out = conserve(v, alloc, cap)
+    P = v.ports
+    # capacity never exceeded
+    assert (np.bincount(v.src, out, P) <= v.cap_up * (1 + TOL) + TOL).all()
+    assert (np.bincount(v.dst, out, P) <= v.cap_down * (1 + TOL) + TOL).all()
+    # no flow above its cap; no flow below min(its rate, its cap)
+    assert (out <= cap + TOL).all()
+    assert (out >= np.minimum(alloc.rates, cap) - TOL).all()
+    if not np.isfinite(cap).any():
+        assert out is alloc.rates          # nothing capped: the scheduler's own allocation
+        return
+    # work conserving once something is capped: an uncapped flow the scheduler serves (in
+    # its order, or any without one) has a saturated link
+    rem_up = v.cap_up - np.bincount(v.src, out, P)
+    rem_down = v.cap_down - np.bincount(v.dst, out, P)
+    served = np.ones(v.nflows, bool) if alloc.order is None else np.isin(v.cf, alloc.order)
+    for f in np.flatnonzero(~np.isfinite(cap) & served):
+        assert min(rem_up[v.src[f]], rem_down[v.dst[f]]) <= 1e-6 * 2, (name, f, out, cap)
+
+
+# the ledger ---------------------------------------------------------------------------------
+K = ((1, 0), 0, 1)
+
+
+def ledger():
+    return GrantLedger(headroom=0.5, min_Bps=1_000.0, uncap_Bps=1_000_000.0)
+
+
+def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0, size=None):
+    """``reads`` readings ``dt`` apart, the flow sending ``per_read`` bytes each; returns the
+    caps after each."""
+    t, sent, caps = t0, sent0, []
+    led.set_rates({K: rate}, t)
+    for _ in range(reads):
+        t += dt
+        sent += per_read
+        led.observe(K, t, sent, size)
+        caps.append(led.cap(K))
+    return caps, t, sent
+
+
+def test_a_flow_using_its_rate_is_never_capped():
+    caps, _, _ = feed(ledger(), 500_000.0, 48_000, 10)     # 96 % of 50,000 B per read
+    assert all(c == np.inf for c in caps)
+
+
+def test_a_flow_at_a_tenth_is_capped_after_its_first_interval_then_probes_back():
+    led = ledger()
+    caps, t, sent = feed(led, 500_000.0, 5_000, 3)
+    assert caps[0] == np.inf                 # its start: not judged
+    assert caps[1] == pytest.approx(75_000.0)    # 50 KB/s used x 1.5
+    assert caps[2] == pytest.approx(75_000.0)
+    assert led.capped() == 1 and led.caps_version == 1
+    # the core gives it its cap; it now uses what the cap allows -> doubled per read
+    led.set_rates({K: 75_000.0}, t)
+    per = int(DEMAND_PROBE * 75_000.0 * 0.1) + 100
+    caps2, t, sent = feed(led, 75_000.0, per, 1, t0=t, sent0=sent)
+    assert caps2 == [pytest.approx(150_000.0)]
+    seen = []
+    for _ in range(5):                       # it keeps using 90 % of whatever it is allowed
+        cap = led.cap(K)
+        if cap == np.inf:
+            break
+        (c,), t, sent = feed(led, cap, int(0.9 * cap * 0.1), 1, t0=t, sent0=sent)
+        seen.append(c)
+    assert seen == [pytest.approx(300_000.0), pytest.approx(600_000.0), np.inf]
+
+
+def test_last_segments_and_tiny_rates_are_not_judged():
+    led = ledger()
+    caps, _, _ = feed(led, 500_000.0, 1_000, 3, size=3_500)   # within 2 segments of its size
+    assert all(c == np.inf for c in caps)
+    led = ledger()
+    caps, _, _ = feed(led, 10_000.0, 10, 5)   # a rate of 1 KB per read: too little to judge
+    assert all(c == np.inf for c in caps)
+
+
+def test_grant_held_counts_from_the_first_byte():
+    led = ledger()
+    led.set_rates({K: 100_000.0}, 0.0)
+    led.observe(K, 1.0, 0, None)             # a second granted, nothing sent: not held yet
+    assert led.held(K, 1.0) == 0.0
+    led.observe(K, 1.5, 100, None)
+    assert led.held(K, 2.5) == pytest.approx(100_000.0)
+    assert led.held_pairs((1, 0), 2.5) == {(0, 1): pytest.approx(100_000.0)}
+    led.forget_except(set())
+    assert led.cids() == [] and led.held(K) == 0.0
+
+
+class _F:
+    def __init__(self, src, dst, size_bytes):
+        self.src, self.dst, self.size_bytes = src, dst, size_bytes
+
+
+class _R:
+    def __init__(self, flows):
+        self.flows = flows
+
+
+def test_overheld_bound():
+    hp = {"a": 0, "b": 1}
+    rec = _R([_F("a", "b", 1_000)])
+    limit = 1_000 * 1.25 + 64 * 1024 + 250_000
+    assert overheld(rec, {(0, 1): limit - 1}, hp, 0.25, 64 * 1024, 250_000) is None
+    assert overheld(rec, {(0, 1): limit + 1}, hp, 0.25, 64 * 1024, 250_000) == ((0, 1), limit + 1, 1_000)
+    # an unknown size claims nothing; a negative margin turns the check off
+    assert overheld(_R([_F("a", "b", None)]), {(0, 1): 1e12}, hp, 0.25, 0, 0) is None
+    assert overheld(rec, {(0, 1): 1e12}, hp, 0.25, -1, 0) is None
