@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from coflow.ctl.demand import DEMAND_PROBE, GrantLedger, overheld
+from coflow.ctl.demand import CAP_LOWER, DEMAND_PROBE, GrantLedger, overheld
 from coflow.sched import REGISTRY, make_scheduler
 from coflow.sched.conserve import conserve
 
@@ -98,7 +98,7 @@ K = ((1, 0), 0, 1)
 
 
 def ledger():
-    return GrantLedger(headroom=0.5, min_Bps=1_000.0, uncap_Bps=1_000_000.0)
+    return GrantLedger(headroom=1.0, min_Bps=1_000.0, uncap_Bps=1_000_000.0)
 
 
 def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0, size=None):
@@ -117,20 +117,23 @@ def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0, size=None):
 def test_a_flow_using_its_rate_is_never_capped():
     caps, _, _ = feed(ledger(), 500_000.0, 48_000, 10)     # 96 % of 50,000 B per read
     assert all(c == np.inf for c in caps)
+    caps, _, _ = feed(ledger(), 500_000.0, 26_000, 10)     # 52 %: a paced TCP's shortfall
+    assert all(c == np.inf for c in caps)
 
 
 def test_a_flow_at_a_tenth_is_capped_after_its_first_interval_then_probes_back():
     led = ledger()
-    caps, t, sent = feed(led, 500_000.0, 5_000, 3)
+    caps, t, sent = feed(led, 500_000.0, 5_000, 4)
     assert caps[0] == np.inf                 # its start: not judged
-    assert caps[1] == pytest.approx(75_000.0)    # 50 KB/s used x 1.5
-    assert caps[2] == pytest.approx(75_000.0)
+    assert caps[1] == np.inf                 # one short reading: not yet
+    assert caps[2] == pytest.approx(100_000.0)    # 50 KB/s used x 2
+    assert caps[3] == pytest.approx(100_000.0)
     assert led.capped() == 1 and led.caps_version == 1
     # the core gives it its cap; it now uses what the cap allows -> doubled per read
-    led.set_rates({K: 75_000.0}, t)
-    per = int(DEMAND_PROBE * 75_000.0 * 0.1) + 100
-    caps2, t, sent = feed(led, 75_000.0, per, 1, t0=t, sent0=sent)
-    assert caps2 == [pytest.approx(150_000.0)]
+    led.set_rates({K: 100_000.0}, t)
+    per = int(DEMAND_PROBE * 100_000.0 * 0.1) + 100
+    caps2, t, sent = feed(led, 100_000.0, per, 1, t0=t, sent0=sent)
+    assert caps2 == [pytest.approx(200_000.0)]
     seen = []
     for _ in range(5):                       # it keeps using 90 % of whatever it is allowed
         cap = led.cap(K)
@@ -138,7 +141,28 @@ def test_a_flow_at_a_tenth_is_capped_after_its_first_interval_then_probes_back()
             break
         (c,), t, sent = feed(led, cap, int(0.9 * cap * 0.1), 1, t0=t, sent0=sent)
         seen.append(c)
-    assert seen == [pytest.approx(300_000.0), pytest.approx(600_000.0), np.inf]
+    assert seen == [pytest.approx(400_000.0), pytest.approx(800_000.0), np.inf]
+
+
+def test_a_policed_sender_does_not_talk_its_cap_down():
+    """A capped flow that reaches only part of its cap (its meter polices an unpaced TCP) keeps
+    its cap; only one far below it (a quarter) is lowered."""
+    led = ledger()
+    _, t, sent = feed(led, 500_000.0, 5_000, 3)
+    assert led.cap(K) == pytest.approx(100_000.0)
+    for frac in (0.6, 0.4, 0.3):
+        (c,), t, sent = feed(led, 100_000.0, int(frac * 100_000.0 * 0.1), 1, t0=t, sent0=sent)
+        assert c == pytest.approx(100_000.0), frac
+    caps, t, sent = feed(led, 100_000.0, int(0.5 * CAP_LOWER * 100_000.0 * 0.1), 2, t0=t, sent0=sent)
+    assert caps == [pytest.approx(100_000.0), pytest.approx(25_000.0)]
+
+
+def test_one_short_reading_between_full_ones_is_not_capped():
+    led = ledger()
+    t, sent = 0.0, 0
+    for per in (50_000, 20_000, 50_000, 20_000, 50_000, 20_000):
+        (c,), t, sent = feed(led, 500_000.0, per, 1, t0=t, sent0=sent)
+        assert c == np.inf
 
 
 def test_last_segments_and_tiny_rates_are_not_judged():
@@ -175,9 +199,12 @@ class _R:
 def test_overheld_bound():
     hp = {"a": 0, "b": 1}
     rec = _R([_F("a", "b", 1_000)])
-    limit = 1_000 * 1.25 + 64 * 1024 + 250_000
-    assert overheld(rec, {(0, 1): limit - 1}, hp, 0.25, 64 * 1024, 250_000) is None
-    assert overheld(rec, {(0, 1): limit + 1}, hp, 0.25, 64 * 1024, 250_000) == ((0, 1), limit + 1, 1_000)
+    limit = 2 * (1_000 * 1.25 + 64 * 1024) + 250_000
+    assert overheld(rec, {(0, 1): limit - 1}, hp, 0.25, 64 * 1024, 250_000, 2.0) is None
+    assert overheld(rec, {(0, 1): limit + 1}, hp, 0.25, 64 * 1024, 250_000, 2.0) == ((0, 1), limit + 1, 1_000)
+    # an honest paced sender at 3/4 of its rate: 1.5 MB declared, 2 MB of rate held
+    big = _R([_F("a", "b", 1_500_000)])
+    assert overheld(big, {(0, 1): 2_050_000}, hp, 0.25, 64 * 1024, 95_000, 2.0) is None
     # an unknown size claims nothing; a negative margin turns the check off
     assert overheld(_R([_F("a", "b", None)]), {(0, 1): 1e12}, hp, 0.25, 0, 0) is None
     assert overheld(rec, {(0, 1): 1e12}, hp, 0.25, -1, 0) is None

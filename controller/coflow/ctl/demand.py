@@ -5,11 +5,13 @@ was told to pace at and the payload bytes its edge counted at each reading of th
 (``progress_s``). From the two it derives
 
 - the flow's **demand cap** (``conserve``): a flow that used less than ``1 / (1 +
-  demand_headroom)`` of what its rate allowed over a reading interval is capped at what it used
-  times ``1 + demand_headroom`` (at least ``min_Bps``), and the scheduler core backfills the
+  demand_headroom)`` of what its rate allowed over ``SHORT_READINGS`` reading intervals in a
+  row is capped at what it used (the faster of them) times ``1 + demand_headroom`` (at least ``min_Bps``), and the scheduler core backfills the
   rest to the others (:func:`coflow.sched.conserve.conserve`); a capped flow that uses
   ``DEMAND_PROBE`` of its cap has the cap doubled at each reading, and loses it once it reaches
-  the link's rate. A flow's first interval (its start) and its last segments are not judged.
+  the link's rate; a cap is lowered again only when its flow uses less than ``CAP_LOWER`` of it
+  (a policed sender's shortfall is not a lack of demand). A flow's first interval (its start)
+  and its last segments are not judged.
 - the **grant it has held**: the integral of its rate since its first counted byte, which
   the time claim check (:func:`overheld`) compares with what its declared bytes need.
 """
@@ -20,16 +22,22 @@ import math
 from ..dataplane.constants import TCP_MSS_BYTES
 
 #: a capped flow that uses this much of its cap over an interval gets a doubled cap
-DEMAND_PROBE = 0.85
-#: a cap is lowered only below this fraction of itself
-CAP_HYSTERESIS = 0.8
+DEMAND_PROBE = 0.7
+#: a cap is lowered only when its flow uses less than this fraction of it: a sender that its
+#: meter polices (an unpaced TCP reaches a fraction of its policer's rate) must not talk its cap
+#: down reading after reading
+CAP_LOWER = 0.25
+#: a flow is capped (or its cap lowered) after this many short readings in a row: a burst
+#: sent at half its rate between two readings is not a flow that does not want its rate
+SHORT_READINGS = 2
 #: a flow within this many segments of its size is in its last segments (not judged)
 TAIL_SEGMENTS = 2
 
 
 class GrantLedger:
     """Per metered flow: [rate in force, since, grant held (bytes), last reading (t, bytes),
-    bytes the rate allowed since that reading, cap or None, started]."""
+    bytes the rate allowed since that reading, cap or None, started, short readings in a row,
+    the fastest of them (bytes/s)]."""
 
     def __init__(self, headroom: float, min_Bps: float, uncap_Bps: float):
         self.headroom = float(headroom)
@@ -48,7 +56,7 @@ class GrantLedger:
             st[0] = float(rates.get(k, 0.0))
         for k, r in rates.items():
             if k not in self._st:
-                self._st[k] = [float(r), now, 0.0, None, 0.0, None, False]
+                self._st[k] = [float(r), now, 0.0, None, 0.0, None, False, 0, 0.0]
                 self._of.setdefault(k[0], []).append(k)
 
     @staticmethod
@@ -83,10 +91,17 @@ class GrantLedger:
         cap = st[5]
         if cap is not None and used >= DEMAND_PROBE * cap * dt:
             return self._set_cap(st, cap * 2)  # it uses its cap: probe up
-        if used * (1.0 + self.headroom) < allowed:
-            want = max(used / dt * (1.0 + self.headroom), self.min_Bps)
-            if cap is None or want < CAP_HYSTERESIS * cap:    # (no re-rate for noise)
+        if used * (1.0 + self.headroom) < allowed and (cap is None or used < CAP_LOWER * cap * dt):
+            st[7] += 1
+            st[8] = max(st[8], used / dt)
+            if st[7] < SHORT_READINGS:
+                return False
+            want = max(st[8] * (1.0 + self.headroom), self.min_Bps)
+            st[7], st[8] = 0, 0.0
+            if cap is None or want < cap:
                 return self._set_cap(st, want)
+            return False
+        st[7], st[8] = 0, 0.0
         return False
 
     def _set_cap(self, st: list, cap) -> bool:
@@ -137,11 +152,12 @@ class GrantLedger:
 
 
 def overheld(rec, held: dict, host_port: dict, margin_frac: float, margin_bytes: int,
-             slack_bytes: float):
+             slack_bytes: float, factor: float = 1.0):
     """Whether coflow ``rec`` held its grants for longer than its claims need: the first host
     pair whose grant held (``held``: (src pos, dst pos) -> bytes its rates allowed since its
-    first counted byte, :meth:`GrantLedger.held_pairs`) passes what its flows there declare
-    (all known) x (1 + ``margin_frac``) + ``margin_bytes`` + ``slack_bytes``, as ``(pair,
+    first counted byte, :meth:`GrantLedger.held_pairs`) passes ``factor`` x (what its flows
+    there declare (all known) x (1 + ``margin_frac``) + ``margin_bytes``) + ``slack_bytes``
+    (``factor``: an honest paced TCP sender reaches about 3/4 of its rate), as ``(pair,
     held, declared)``; None when every claim holds. The byte check (:func:`coflow.ctl.rates.
     overrun`) compares the bytes *sent*; this one the time the grant was held, so a sender that
     trickles its bytes under the margin runs out of claim all the same."""
@@ -156,6 +172,6 @@ def overheld(rec, held: dict, host_port: dict, margin_frac: float, margin_bytes:
             declared[k] = declared.get(k, 0) + int(f.size_bytes)
     for pair, got in held.items():
         d = declared.get(pair)
-        if d is not None and got > d * (1 + margin_frac) + margin_bytes + slack_bytes:
+        if d is not None and got > factor * (d * (1 + margin_frac) + margin_bytes) + slack_bytes:
             return pair, got, d
     return None

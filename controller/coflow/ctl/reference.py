@@ -93,7 +93,8 @@ class FromScratch:
                 if overrun(rec, ctl.progress.sent(c), ctl.host_port, s.claim_margin_frac,
                            s.claim_margin_bytes) is not None or (led is not None and overheld(
                                rec, led.held_pairs(c, now), ctl.host_port, s.claim_margin_frac,
-                               s.claim_margin_bytes, s.claim_slack_s * s.link_payload_Bps)
+                               s.claim_margin_bytes, s.claim_slack_s * s.link_payload_Bps,
+                               s.claim_time_factor)
                            is not None):
                     self.distrusted.add(c)
         return [without_sizes(r) if (r.cid.external, r.cid.internal) in self.distrusted else r

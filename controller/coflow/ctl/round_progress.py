@@ -82,7 +82,9 @@ class ClosedLoop:
         """The rate modes' :class:`GrantLedger` (None: no rate mode, or no closed loop)."""
         if not self.policy.rate or self.ctl.progress_s <= 0:
             return None
-        return GrantLedger(self.ctl.demand_headroom, self.ctl.min_rate_frac * self.ctl.link_payload_Bps,
+        # (a cap never below 4 x the meters' floor: a capped flow keeps room to show demand)
+        return GrantLedger(self.ctl.demand_headroom,
+                           4 * self.ctl.min_rate_frac * self.ctl.link_payload_Bps,
                            self.ctl.rate_capacity_Bps)
 
     def _demand_cap(self):
@@ -177,7 +179,8 @@ class ClosedLoop:
             return None
         s = self.ctl
         return overheld(rec, self.ledger.held_pairs(c, now), self.host_port, s.claim_margin_frac,
-                        s.claim_margin_bytes, s.claim_slack_s * s.link_payload_Bps)
+                        s.claim_margin_bytes, s.claim_slack_s * s.link_payload_Bps,
+                        s.claim_time_factor)
 
     def _check_claims(self, now: float | None = None) -> None:
         """Declared sizes are claims: a coflow whose counted bytes on a host pair pass what

@@ -133,12 +133,14 @@ class CtlSettings:
       doubled at every reading. 0 = every flow keeps its rate whether it uses it or not.
     - ``demand_headroom``: with ``conserve``, how far below its rate a flow may run before it
       is capped, and how much above what it used its cap is.
-    - ``claim_slack_s``: the time claim check (rate modes): a coflow whose rates, from its
-      first counted byte, allowed more than its declared bytes x (1 + ``claim_margin_frac``) +
-      ``claim_margin_bytes`` + this many seconds at the link's payload rate, on a host pair,
-      is no longer trusted, as if its bytes had passed its claims
-      (:func:`coflow.ctl.demand.overheld`); it covers a few round trips and readings of a
-      sender starting or recovering. Off with the byte check (``claim_margin_bytes < 0``).
+    - ``claim_slack_s`` / ``claim_time_factor``: the time claim check (rate modes): a coflow
+      whose rates, from its first counted byte, allowed more than ``claim_time_factor`` x
+      (its declared bytes x (1 + ``claim_margin_frac``) + ``claim_margin_bytes``) + this many
+      seconds at the link's payload rate, on a host pair, is no longer trusted, as if its bytes
+      had passed its claims (:func:`coflow.ctl.demand.overheld`). The factor covers what an
+      honest TCP sender leaves of its rate (a paced one reaches about three quarters of it),
+      the slack a few round trips and readings of a sender starting or recovering. Off with
+      the byte check (``claim_margin_bytes < 0``).
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -172,8 +174,9 @@ class CtlSettings:
     pace_hold_s: float = 0.0
     class_span: int = 7
     conserve: int = 1
-    demand_headroom: float = 0.5
+    demand_headroom: float = 1.0
     claim_slack_s: float = 0.2
+    claim_time_factor: float = 2.0
 
     @property
     def link_Bps(self) -> float:
@@ -255,6 +258,8 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
         raise ValueError(f"setting conserve: must be 0 or 1, got {s.conserve}")
     if not (math.isfinite(s.demand_headroom) and s.demand_headroom > 0):
         raise ValueError(f"setting demand_headroom: must be > 0, got {s.demand_headroom}")
+    if not (math.isfinite(s.claim_time_factor) and s.claim_time_factor >= 1):
+        raise ValueError(f"setting claim_time_factor: must be >= 1, got {s.claim_time_factor}")
     if not (math.isfinite(s.claim_slack_s) and s.claim_slack_s >= 0):
         raise ValueError(f"setting claim_slack_s: must be >= 0 seconds, got {s.claim_slack_s}")
     if not (math.isfinite(s.claim_margin_frac) and s.claim_margin_frac >= 0):
