@@ -169,6 +169,9 @@ def test_last_segments_and_tiny_rates_are_not_judged():
     led = ledger()
     caps, _, _ = feed(led, 500_000.0, 1_000, 3, size=3_500)   # within 2 segments of its size
     assert all(c == np.inf for c in caps)
+    led = ledger()      # a flow far past its declared size is no flow in its tail: judged
+    caps, _, _ = feed(led, 500_000.0, 5_000, 3, size=1_000)
+    assert caps[-1] == pytest.approx(100_000.0)
     led = ledger()
     caps, _, _ = feed(led, 10_000.0, 10, 5)   # a rate of 1 KB per read: too little to judge
     assert all(c == np.inf for c in caps)
@@ -199,7 +202,7 @@ class _R:
 def test_overheld_bound():
     hp = {"a": 0, "b": 1}
     rec = _R([_F("a", "b", 1_000)])
-    limit = 2 * (1_000 * 1.25 + 64 * 1024) + 250_000
+    limit = 2 * 1_000 * 1.25 + 64 * 1024 + 250_000
     assert overheld(rec, {(0, 1): limit - 1}, hp, 0.25, 64 * 1024, 250_000, 2.0) is None
     assert overheld(rec, {(0, 1): limit + 1}, hp, 0.25, 64 * 1024, 250_000, 2.0) == ((0, 1), limit + 1, 1_000)
     # an honest paced sender at 3/4 of its rate: 1.5 MB declared, 2 MB of rate held
@@ -208,3 +211,24 @@ def test_overheld_bound():
     # an unknown size claims nothing; a negative margin turns the check off
     assert overheld(_R([_F("a", "b", None)]), {(0, 1): 1e12}, hp, 0.25, 0, 0) is None
     assert overheld(rec, {(0, 1): 1e12}, hp, 0.25, -1, 0) is None
+
+
+@pytest.mark.parametrize("key,value,msg", [
+    ("conserve", "2", "setting conserve: must be 0 or 1, got 2"),
+    ("demand_headroom", "0", "setting demand_headroom: must be > 0, got 0.0"),
+    ("demand_headroom", "nan", "setting demand_headroom: must be > 0, got nan"),
+    ("claim_time_factor", "0.5", "setting claim_time_factor: must be 0 (off) or >= 1, got 0.5"),
+    ("claim_slack_s", "-1", "setting claim_slack_s: must be >= 0 seconds, got -1.0"),
+    ("conserve", "yes", "setting conserve: cannot read 'yes' as int"),
+])
+def test_settings_refuse_bad_values(key, value, msg):
+    from coflow.ctl.settings import split_settings
+    with pytest.raises(ValueError) as e:
+        split_settings({key: value})
+    assert str(e.value) == msg
+
+
+def test_defaults_leave_both_rules_off():
+    from coflow.ctl.settings import split_settings
+    s, _ = split_settings({})
+    assert s.conserve == 0 and s.claim_time_factor == 0

@@ -36,7 +36,8 @@ HOSTS = [h.name for h in sorted(TOPO.hosts, key=lambda h: h.index)]
 #: few rounds)
 SETTINGS = {"link_mbps": "1", "audit_s": "0", "class_q1_bytes": "40000", "class_span": "2",
             "meter_hold_s": "0.15", "pace_hold_s": "0.1", "rate_capacity_frac": "0.9",
-            "claim_margin_frac": "0.25", "claim_margin_bytes": "4000", "promote_active": "0"}
+            "claim_margin_frac": "0.25", "claim_margin_bytes": "4000", "promote_active": "0",
+            "conserve": "1", "claim_time_factor": "2"}
 
 #: the modes each rule shows in (a rule a mode does not use cannot part its writes)
 SHOWS_IN = {"claims": "sebf", "time_claims": "sebf", "conserve": "sebf", "measured": "sebf", "class_memory": "sebf", "size_caps": "sebf",

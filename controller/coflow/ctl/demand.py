@@ -82,8 +82,10 @@ class GrantLedger:
             st[6] = True
         if last is None or last[1] <= 0 or sent <= last[1] and allowed <= 0:
             return False                       # its start: nothing to judge yet
-        if size is not None and sent >= size - TAIL_SEGMENTS * TCP_MSS_BYTES:
+        tail = TAIL_SEGMENTS * TCP_MSS_BYTES
+        if size is not None and size - tail <= sent <= 1.25 * size + tail:
             return self._set_cap(st, None)     # its last segments (or done): no cap
+        # (a flow far past its size is not in its tail: it is judged as any other)
         dt = now - last[0]
         if dt <= 0 or allowed < 4 * TCP_MSS_BYTES:
             return False                       # too little rate to judge a shortfall
@@ -155,8 +157,8 @@ def overheld(rec, held: dict, host_port: dict, margin_frac: float, margin_bytes:
              slack_bytes: float, factor: float = 1.0):
     """Whether coflow ``rec`` held its grants for longer than its claims need: the first host
     pair whose grant held (``held``: (src pos, dst pos) -> bytes its rates allowed since its
-    first counted byte, :meth:`GrantLedger.held_pairs`) passes ``factor`` x (what its flows
-    there declare (all known) x (1 + ``margin_frac``) + ``margin_bytes``) + ``slack_bytes``
+    first counted byte, :meth:`GrantLedger.held_pairs`) passes ``factor`` x what its flows
+    there declare (all known) x (1 + ``margin_frac``) + ``margin_bytes`` + ``slack_bytes``
     (``factor``: an honest paced TCP sender reaches about 3/4 of its rate), as ``(pair,
     held, declared)``; None when every claim holds. The byte check (:func:`coflow.ctl.rates.
     overrun`) compares the bytes *sent*; this one the time the grant was held, so a sender that
@@ -172,6 +174,6 @@ def overheld(rec, held: dict, host_port: dict, margin_frac: float, margin_bytes:
             declared[k] = declared.get(k, 0) + int(f.size_bytes)
     for pair, got in held.items():
         d = declared.get(pair)
-        if d is not None and got > factor * (d * (1 + margin_frac) + margin_bytes) + slack_bytes:
+        if d is not None and got > factor * d * (1 + margin_frac) + margin_bytes + slack_bytes:
             return pair, got, d
     return None

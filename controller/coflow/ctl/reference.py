@@ -84,7 +84,7 @@ class FromScratch:
     def _records(self, now: float) -> list:
         ctl, s = self.ctl, self.ctl.ctl
         recs = ctl._records
-        led = ctl.ledger if "time_claims" in self.rules else None
+        led = ctl.ledger if ("time_claims" in self.rules and s.claim_time_factor > 0) else None
         if "claims" in self.rules and s.claim_margin_bytes >= 0:
             for rec in recs:
                 c = (rec.cid.external, rec.cid.internal)

@@ -79,8 +79,10 @@ class ClosedLoop:
 
     # grants against use (coflow.ctl.demand) ------------------------------------------------
     def _grant_ledger(self):
-        """The rate modes' :class:`GrantLedger` (None: no rate mode, or no closed loop)."""
-        if not self.policy.rate or self.ctl.progress_s <= 0:
+        """The rate modes' :class:`GrantLedger` (None: no rate mode, no closed loop, or
+        neither ``conserve`` nor the time claim check on)."""
+        if not self.policy.rate or self.ctl.progress_s <= 0 or \
+                not (self.ctl.conserve or self.ctl.claim_time_factor > 0):
             return None
         # (a cap never below 4 x the meters' floor: a capped flow keeps room to show demand)
         return GrantLedger(self.ctl.demand_headroom,
@@ -175,9 +177,9 @@ class ClosedLoop:
 
     def _overheld(self, rec, c, now: float):
         """The time claim check of coflow ``c`` (:func:`overheld`); None without a ledger."""
-        if self.ledger is None:
-            return None
         s = self.ctl
+        if self.ledger is None or s.claim_time_factor <= 0:
+            return None
         return overheld(rec, self.ledger.held_pairs(c, now), self.host_port, s.claim_margin_frac,
                         s.claim_margin_bytes, s.claim_slack_s * s.link_payload_Bps,
                         s.claim_time_factor)

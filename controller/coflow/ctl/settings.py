@@ -130,7 +130,9 @@ class CtlSettings:
       ``1 / (1 + demand_headroom)`` of its rate over a reading of ``flow_bytes`` is capped at
       what it used times ``1 + demand_headroom``, the capacity freed is backfilled to the
       uncapped flows in the scheduler's order, and a capped flow that uses its cap has it
-      doubled at every reading. 0 = every flow keeps its rate whether it uses it or not.
+      doubled at every reading. 0 (the default) = every flow keeps its rate whether it uses it
+      or not. Off by default: on a live BMv2 switch an honest flow's last segment was seen
+      stalled in TCP's retransmission backoff while a capped liar shared its receiver.
     - ``demand_headroom``: with ``conserve``, how far below its rate a flow may run before it
       is capped, and how much above what it used its cap is.
     - ``claim_slack_s`` / ``claim_time_factor``: the time claim check (rate modes): a coflow
@@ -140,7 +142,10 @@ class CtlSettings:
       had passed its claims (:func:`coflow.ctl.demand.overheld`). The factor covers what an
       honest TCP sender leaves of its rate (a paced one reaches about three quarters of it),
       the slack a few round trips and readings of a sender starting or recovering. Off with
-      the byte check (``claim_margin_bytes < 0``).
+      the byte check (``claim_margin_bytes < 0``) and with ``claim_time_factor`` 0 (the
+      default: an honest coflow whose TCP stalls in a retransmission timeout runs past its
+      grant as a liar does, and loses its rank for good; 2 catches a 1 KB liar in about a
+      quarter of a second at 10 Mb/s).
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -173,10 +178,10 @@ class CtlSettings:
     meter_hold_s: float = 0.0
     pace_hold_s: float = 0.0
     class_span: int = 7
-    conserve: int = 1
+    conserve: int = 0
     demand_headroom: float = 1.0
     claim_slack_s: float = 0.2
-    claim_time_factor: float = 2.0
+    claim_time_factor: float = 0.0
 
     @property
     def link_Bps(self) -> float:
@@ -258,8 +263,8 @@ def split_settings(settings: Mapping[str, str] | None) -> tuple[CtlSettings, dic
         raise ValueError(f"setting conserve: must be 0 or 1, got {s.conserve}")
     if not (math.isfinite(s.demand_headroom) and s.demand_headroom > 0):
         raise ValueError(f"setting demand_headroom: must be > 0, got {s.demand_headroom}")
-    if not (math.isfinite(s.claim_time_factor) and s.claim_time_factor >= 1):
-        raise ValueError(f"setting claim_time_factor: must be >= 1, got {s.claim_time_factor}")
+    if not (math.isfinite(s.claim_time_factor) and (s.claim_time_factor >= 1 or s.claim_time_factor == 0)):
+        raise ValueError(f"setting claim_time_factor: must be 0 (off) or >= 1, got {s.claim_time_factor}")
     if not (math.isfinite(s.claim_slack_s) and s.claim_slack_s >= 0):
         raise ValueError(f"setting claim_slack_s: must be >= 0 seconds, got {s.claim_slack_s}")
     if not (math.isfinite(s.claim_margin_frac) and s.claim_margin_frac >= 0):
