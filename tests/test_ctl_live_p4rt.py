@@ -389,6 +389,11 @@ def test_shared_registry_backup_continues_the_primarys_coflows(switches, tmp_pat
         assert e.value.code == "FAILED_PRECONDITION"
         a.stop()
         assert wait_for(lambda: b.is_primary(), 5.0)
+        # (is_primary and wait_installed pass over a switch whose stream is down: after the
+        # old primary's exit an edge's stream may be re-arbitrating; wait until every edge is
+        # b's, so that the check below is about the slots, not about a switch that was away)
+        from coflow.ctl.switch import SwitchAgent
+        assert wait_for(lambda: all(b.agents[e].state == SwitchAgent.MASTER for e in ("l0", "l1")), 5.0)
         c3 = rb.register([("h3", "h0", None)]).cid
         assert c3.external == c2.external + 1          # ids continue, none reused
         assert b.wait_installed(c3, 3.0)
