@@ -87,6 +87,11 @@ class Metrics:
         self.demand_capped_flows = Gauge("coflow_ctl_demand_capped_flows", "Flows whose senders "
                                          "used less than their rates allowed, capped at what they "
                                          "used (the rest backfilled to the others)", registry=r)
+        self.digest_corrections = Counter("coflow_ctl_digest_resync_corrections", "Polled "
+                                          "coflow counts a report step or more past what the "
+                                          "edge's report digests had given (a digest lost, e.g. "
+                                          "by the learn filter): what the resync poll repaired",
+                                          ["switch"], registry=r)
         self.demand_cap_changes = Counter("coflow_ctl_demand_cap_changes", "Demand caps set, "
                                           "lowered, raised or lifted", registry=r)
 

@@ -159,3 +159,15 @@ def apply(state: dict, pm: PortMap, server: str) -> dict:
     ``server``'s P4Runtime names them."""
     return {sw: [map_entity(e, lambda p, sw=sw: pm.p4rt_port(sw, p, server)) for e in ents]
             for sw, ents in state.items()}
+
+
+def edge_pipes(topology, pm: PortMap | None = None) -> dict:
+    """edge switch -> the pipes (Tofino 1: SDK port >> 7) of its host ports. Every Register
+    and Counter has a copy per pipe: an edge whose host ports span pipes counts a coflow once
+    per pipe, each copy a share (docs/explanation/queue-mapping.md)."""
+    from .tm import pipe_of
+    pm = pm or PortMap()
+    out: dict = {}
+    for h in topology.hosts:
+        out.setdefault(h.switch, set()).add(pipe_of(pm.sdk_port(h.switch, h.port)))
+    return {e: frozenset(p) for e, p in out.items()}
