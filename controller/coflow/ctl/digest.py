@@ -38,10 +38,12 @@ on an edge whose host ports span pipes the controller's override carries every d
 Staleness: the learn filter of a Tofino drops a digest whose entry is already in its filter
 until the filter is cleared (``learn_timeout``), and no ``list_id`` is skipped for it, so no gap
 shows the loss. A slot's pushed count then lags until its next crossing, or until the edge's
-resync poll: at most ``digest_resync_s x edges`` seconds (one edge polled per round, each at
-most every ``digest_resync_s``), within one report step per domain otherwise. Polls that moved
-a count past what the digests gave are counted (:attr:`DigestRounds.corrections`, the
-Prometheus counter ``coflow_ctl_digest_resync_corrections_total``).
+resync poll: less than ``digest_resync_s`` + edges x the round interval (each edge's turn on the
+slow clock comes every edges rounds, and it is polled at the first turn ``digest_resync_s``
+after its last poll); within one report step per domain otherwise. Polls that moved a count a
+report step or more past what the digests gave are counted (:attr:`DigestRounds.corrections`, the
+Prometheus counter ``coflow_ctl_digest_resync_corrections_total``; a report step per pipe, as
+each pipe's share may lag by less than a step).
 """
 from __future__ import annotations
 
@@ -241,7 +243,8 @@ class DigestInbox:
     def polled(self, counts: dict) -> list:
         """A poll's counts (slot -> bytes, every pipe's share together): the floor of the
         slots' pushed sums from now on (the owner's bytes only grow). Returns [(slot, what the
-        digests had given, the polled bytes)] of the slots the digests had given a count."""
+        digests had given, the polled bytes, the pipes that pushed it)] of the slots the
+        digests had given a count."""
         out = []
         with self._lock:
             own = self.owner
@@ -250,8 +253,9 @@ class DigestInbox:
                 if o is None:
                     continue
                 cur, fl = self._pipes.get(slot), self._floor.get(slot)
-                if (cur is not None and cur[0] == o) or (fl is not None and fl[0] == o):
-                    out.append((slot, self._count(slot), int(nbytes)))
+                mine = cur is not None and cur[0] == o
+                if mine or (fl is not None and fl[0] == o):
+                    out.append((slot, self._count(slot), int(nbytes), len(cur[1]) if mine else 1))
                 self._floor[slot] = (o, int(nbytes))
         return out
 
@@ -309,11 +313,12 @@ class DigestRounds:
                 a.digests.owner = owner
 
     def corrected(self, seen: list) -> int:
-        """How many of a poll's counts (:meth:`DigestInbox.polled`) the poll moved a report
-        step or more past what the digests had given (a crossing whose digest was lost)."""
+        """How many of a poll's counts (:meth:`DigestInbox.polled`) the poll moved past what
+        the digests had given by a report step per pipe or more (a crossing whose digest was
+        lost: each pipe's pushed share may lag its count by less than a step)."""
         st = self.steps
-        n = sum(1 for slot, pushed, polled in seen if slot in st
-                and quantise(polled, st[slot]) > quantise(pushed, st[slot]))
+        n = sum(1 for slot, pushed, polled, pipes in seen if slot in st
+                and quantise(polled, st[slot]) - quantise(pushed, st[slot]) >= pipes * st[slot])
         self.corrections += n
         return n
 

@@ -88,8 +88,8 @@ class Metrics:
                                          "used less than their rates allowed, capped at what they "
                                          "used (the rest backfilled to the others)", registry=r)
         self.digest_corrections = Counter("coflow_ctl_digest_resync_corrections", "Polled "
-                                          "coflow counts a report step or more past what the "
-                                          "edge's report digests had given (a digest lost, e.g. "
+                                          "coflow counts a report step per pipe or more past the "
+                                          "count the edge's report digests gave (a digest lost, e.g. "
                                           "by the learn filter): what the resync poll repaired",
                                           ["switch"], registry=r)
         self.demand_cap_changes = Counter("coflow_ctl_demand_cap_changes", "Demand caps set, "
