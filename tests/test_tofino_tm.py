@@ -104,7 +104,7 @@ TF1_TM = {"tables": [
 ]}
 INFO = bfrt.BfrtInfo(TF1_TM)
 #: the queue tables (keyed by port group and queue within one pipe)
-QUEUE_TABLES = {INFO.table(t)[0] for t in (tm.T_QUEUE_SCHED_CFG, tm.T_QUEUE_BUFFER)}
+QUEUE_TABLES = {INFO.table(t)[0] for t in ("tf1.tm.queue.sched_cfg", "tf1.tm.queue.buffer")}
 
 #: bfruntime.proto: message -> {field: number}
 BFRT_DECLARED = {
@@ -577,12 +577,12 @@ def test_bf_switchd_push_sets_every_queues_buffer_as_stratum_does():
     finally:
         srv.stop(0)
     buf = {}
-    tid = INFO.table(tm.T_QUEUE_BUFFER)[0]
+    tid = INFO.table("tf1.tm.queue.buffer")[0]
     for w in fake.writes:
         for u in w.updates:
             e = u.entity.table_entry
             if e.table_id == tid:
-                k, d = bfrt.decode_entry(INFO, tm.T_QUEUE_BUFFER, e)
+                k, d = bfrt.decode_entry(INFO, "tf1.tm.queue.buffer", e)
                 buf[(w.target.pipe_id, k["pg_id"], k["pg_queue"])] = (e.data.action_id, d)
     assert len(buf) == 16 and plan.queue_cells == 608
     assert buf[(1, 4, 15)][0] == 1 and buf[(0, 4, 0)][0] == 1       # shared_pool
@@ -607,7 +607,7 @@ def test_fake_bf_runtime_refuses_unknown_tables_and_fields(mutate, msg):
         c = bfrt.BfrtClient(f"127.0.0.1:{port}", device_id=1, timeout=5)
         c.connect()
         plan = tm.with_port(tm.plan_for_mode("dclas"), buffer_bytes=8000)
-        w = [x for x in tm.bfrt_tm_writes(plan, {132: (4, list(range(8)))}) if x.table == tm.T_QUEUE_BUFFER]
+        w = [x for x in tm.bfrt_tm_writes(plan, {132: (4, list(range(8)))}) if x.table == "tf1.tm.queue.buffer"]
         req = bfrt.write_request(c.info, w[:1], 1, 1, "coflow_tna")
         mutate(req.updates[0].entity.table_entry)
         with pytest.raises(bfrt.BfrtError, match=msg):
