@@ -117,6 +117,16 @@ class CounterReads:
                 self.coord.observe(a.name, counts)
         return time.perf_counter() - t0
 
+    def _telemetry_slots(self) -> list:
+        """The slots in use, for the telemetry's per-slot counters: every assigned slot and
+        every registered coflow's hashed slot (where it counts before it has one)."""
+        with self._mu:
+            out = list(self.slots.slot.values())
+            records = list(self._records)
+        hs = self.target.hash_slot
+        out.extend(hs(r.cid) for r in records)
+        return out
+
     def _edge_pipes(self) -> dict:
         """Tofino: edge -> the pipes of its host ports; the edges whose host ports span pipes
         are the coordinator's split edges (every D-CLAS decision there by override). BMv2:
