@@ -27,7 +27,8 @@ and from the plan the configuration of the two servers the controller supports (
   ``bf_tm_q_app_pool_usage_set`` (``stratum/hal/lib/barefoot/bf_sde_wrapper.cc``).
 - **bf_switchd**: BF Runtime writes to the fixed ``tf1.tm`` tables, :func:`bfrt_tm_writes`
   (``tf1.tm.queue.sched_cfg`` per (pg_id, pg_queue), the queue of a port's qid from
-  ``tf1.tm.port.cfg``; ``tf1.tm.port.sched_shaping`` / ``sched_cfg`` for shaping), as
+  ``tf1.tm.port.cfg``; ``tf1.tm.queue.buffer`` for its buffer, as Stratum's queue mapping
+  sets it; ``tf1.tm.port.sched_shaping`` / ``sched_cfg`` for shaping), as
   open-p4studio ``pkgsrc/bf-drivers/src/bf_rt/bf_rt_tm/bf_rt_tm_tf1.json`` (at
   1f97778f9ad5c8165bfce552fffe27c69887756b) declares them. :func:`bf_tm_calls` lists the same
   settings as bf-drivers' C API calls (``traffic_mgr_sch_intf.h``).
