@@ -253,9 +253,9 @@ class DigestInbox:
                 if o is None:
                     continue
                 cur, fl = self._pipes.get(slot), self._floor.get(slot)
-                mine = cur is not None and cur[0] == o
-                if mine or (fl is not None and fl[0] == o):
-                    out.append((slot, self._count(slot), int(nbytes), len(cur[1]) if mine else 1))
+                pipes = len(cur[1]) if cur is not None and cur[0] == o else 0
+                if pipes or (fl is not None and fl[0] == o):
+                    out.append((slot, self._count(slot), int(nbytes), max(1, pipes)))
                 self._floor[slot] = (o, int(nbytes))
         return out
 
