@@ -240,3 +240,17 @@ def test_report_steps_count_every_pipe_as_a_domain():
     one = DigestRounds(FMT, p, ["e0", "e1"], 6, 16, 1.0, 32)
     four = DigestRounds(FMT, p, ["e0", "e1"], 6, 16, 1.0, 32, domains=4)
     assert np.all(np.array(four.steps_of.steps) * 2 == np.array(one.steps_of.steps))
+
+
+def test_the_controller_marks_split_edges_from_its_topology_and_port_map():
+    import types
+    from coflow.ctl.round_counters import CounterReads
+    topo = types.SimpleNamespace(hosts=[
+        types.SimpleNamespace(switch="e0", port=1), types.SimpleNamespace(switch="e0", port=2),
+        types.SimpleNamespace(switch="e1", port=1)])
+    pm = ports.PortMap({"e0": {1: 4, 2: 132}})
+    for target, split in (("tofino", {"e0"}), ("bmv2", set())):
+        ctl = types.SimpleNamespace(target=types.SimpleNamespace(name=target), topo=topo,
+                                    port_map=pm, coord=DclasCoordinator(DclasParams()))
+        CounterReads._edge_pipes(ctl)
+        assert ctl.coord.split_edges == split
