@@ -7,7 +7,9 @@ whose packets enter an edge through ports of two pipes is counted in each, a sha
   ``pipe_mgr_stat_mgr_ent_query`` (src/pipe_mgr/pipe_mgr_stat_tbl_mgr.c) adds every pipe of the
   table instance's pipe bitmap, for PI's ``_pi_counter_read`` (src/pi/pi_counter_imp.c) and for
   Stratum's ``BfSdeWrapper::ReadIndirectCounter`` (hal/lib/barefoot/bf_sde_wrapper.cc) alike;
-- a Register read over BF Runtime returns one value per pipe; Stratum's
+- a Register read over BF Runtime returns one value per pipe (bf-drivers
+  ``BfRtRegisterTable::tableEntryGet``, src/bf_rt/bf_rt_p4/bf_rt_p4_table_impl.cpp: one
+  ``pipe_stful_mem_spec_t`` per pipe from ``pipeStfulEntQuery``); Stratum's
   ``BfSdeWrapper::ReadRegisters`` keeps the first (``register_data[0]``: pipe 0's); bf_switchd's
   P4Runtime server has no registers (src/pi implements none);
 - a report digest comes from the pipe that counted the packet and, on TNA, says which

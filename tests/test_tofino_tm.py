@@ -345,7 +345,7 @@ class FakeBfrt:
       device has ``pipes`` pipes;
     - a table id it does not know is refused (src/bf_rt/proto/bf_rt_server_impl.cpp
       ``write_entry``: "Table not found for id"), and so is a data field id that is neither the
-      table's nor the written action's (``BfRtTMTableData::setValue``,
+      table's nor the written action's (``BfRtTMTableData::getDataField``, called by every ``setValue``,
       bf_rt_tm_table_data_impl.cpp: "Invalid field_id"; an action's fields need its
       ``action_id``)."""
 
