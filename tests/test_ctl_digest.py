@@ -71,7 +71,7 @@ def test_decode_ack_merge():
 
 def test_tofino_units():
     f = DigestFormat(5, (16, 32, 8, 32), unit_shift=6)
-    assert f.decode(data(7, (1, 0), 3, widths=f.widths)) == (7, (1, 0), 192)
+    assert f.decode(data(7, (1, 0), 3, widths=f.widths)) == (7, (1, 0), 192, 0)
 
 
 @pytest.mark.parametrize("bad, why", [

@@ -114,6 +114,39 @@ def test_a_missed_list_polls_that_edge(setup):
     assert ctl.coord.local_bytes(e1, sb) == 3000 & ~(ctl.digest.steps[sb] - 1)
 
 
+def test_a_digest_lost_without_a_gap_is_repaired_by_the_resync_poll_and_counted(setup):
+    """A crossing whose digest the switch drops without skipping a list id (Tofino's learn
+    filter): the count stays stale until the edge's resync poll, which repairs it and counts
+    a correction in the controller's metrics."""
+    ctl, emu, topo, (a, b) = setup
+    ctl.round()
+    e0 = ctl.edges[0]
+    sb = ctl.slots.slot[(b.external, b.internal)]
+    dev = next(s.device_id for s in topo.switches if s.name == e0)
+    cid = ctl.codec.counter_id[M.C_COFLOW_BYTES]
+
+    def lost():   # the crossing happens, its digest never leaves the switch
+        d = emu.emu.devices[dev]
+        rep, d._report = d._report, None
+        d.bump_counter(cid, sb, 5000, 1)
+        d._report = rep
+    emu.call(lost)
+    ctl.round()
+    assert ctl.coord.local_bytes(e0, sb) == 0          # stale: nothing pushed, no gap seen
+    assert ctl.agents[e0].digests.missed == 0
+
+    def corrections():
+        return ctl.metrics.registry.get_sample_value(
+            "coflow_ctl_digest_resync_corrections_total", {"switch": e0}) or 0
+    assert corrections() == 0
+    ctl.digest.resync_s = 1e-6                         # the slow clock's turn comes
+    for _ in ctl.edges:
+        ctl.round()
+    step = ctl.digest.steps[sb]
+    assert ctl.coord.local_bytes(e0, sb) == 5000 & ~(step - 1)
+    assert corrections() == 1
+
+
 def digest_entry_sequence(address, device_id):
     """DigestEntry writes as PI's digest_mgr answers them: INSERT of a configured digest
     ALREADY_EXISTS, MODIFY / DELETE of an unconfigured one NOT_FOUND, an unknown digest id

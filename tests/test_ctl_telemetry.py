@@ -214,3 +214,61 @@ def test_slot_takeovers_read_where_the_program_has_them(monkeypatch):
     assert M.C_TAKEOVERS not in old.counters_of("s0") and M.C_COLLISIONS in old.counters_of("s0")
     old.record("s0", reading())
     assert old.status()["s0"]["slot_takeovers"] == 0
+
+
+class SlotsClient(FakeClient):
+    """A Tofino-sized switch: the per-slot counters have ``size`` indices; a wildcard read
+    answers every one, as PI and Stratum do."""
+
+    def __init__(self, counts, size):
+        super().__init__(counts)
+        self.size = size
+        self.entries = 0
+
+    def read_raw_start(self, request, timeout=None):
+        from coflow.dataplane.pb import p4runtime_pb2 as pb
+        req = pb.ReadRequest.FromString(request)
+        self.requests.append(req)
+
+        def wait():
+            resp = pb.ReadResponse()
+            for ent in req.entities:
+                cid = ent.counter_entry.counter_id
+                name = {v: k for k, v in FakeCodec.counter_id.items()}[cid]
+                table = self.counts.get(name, {})
+                idx = ([ent.counter_entry.index.index] if ent.counter_entry.HasField("index")
+                       else range(self.size))
+                for i in idx:
+                    e = resp.entities.add()
+                    e.counter_entry.counter_id = cid
+                    e.counter_entry.index.index = i
+                    e.counter_entry.data.packet_count = table.get(i, 0)
+            self.entries += len(resp.entities)
+            return [resp.SerializeToString()]
+        return wait
+
+
+def test_slot_counters_read_the_slots_in_use_and_sweep_the_rest():
+    """Tofino's 65,536 slots: every poll reads the slots in use and a window of the rest; a
+    collision anywhere is counted within coflow_slots / sweep polls, and a restarted switch's
+    lower counts replace what was known."""
+    n = 1 << 16
+    in_use = [5, 50_000]
+    t = Telemetry(FakeCodec(), {"s0": (1,)}, collision_switches=("s0",), coflow_slots=n,
+                  in_use=lambda: in_use, sweep=4096)
+    c = SlotsClient({M.C_COLLISIONS: {50_000: 3, 40_000: 2}}, n)
+    agents = {"s0": FakeAgent("s0", c)}
+    t.poll(agents)
+    coll = [r for r in c.requests if r.entities[0].counter_entry.counter_id == 12]
+    assert len(coll[0].entities) == 4096 + 1           # the window 0..4095 and slot 50,000
+    assert t.status()["s0"]["slot_collisions"] == 3    # the slot in use at once
+    for _ in range(n // 4096 - 1):
+        t.poll(agents)
+    assert t.status()["s0"]["slot_collisions"] == 5    # the sweep reached slot 40,000
+    assert c.entries < 17 * (4096 + 2) + 16 * 8 + 16 * 64   # never a wildcard of 65,536
+    c.counts = {M.C_COLLISIONS: {50_000: 1}}            # restarted: counting from 0 again
+    t.poll(agents)
+    assert t.status()["s0"]["slot_collisions"] == 1
+    small = Telemetry(FakeCodec(), {"s0": (1,)}, collision_switches=("s0",), coflow_slots=1024,
+                      in_use=lambda: in_use)
+    assert small.counters_of("s0")[M.C_COLLISIONS] is None   # BMv2's 1,024: all, as before

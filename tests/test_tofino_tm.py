@@ -85,8 +85,26 @@ TF1_TM = {"tables": [
                              "type": {"type": "string", "choices": ["UPPER", "LOWER", "MIN_ERROR"]}}},
               {"singleton": {"id": 3, "name": "max_rate", "repeated": False, "type": {"type": "uint32"}}},
               {"singleton": {"id": 4, "name": "max_burst_size", "repeated": False, "type": {"type": "uint32"}}}]},
+    {"name": "tf1.tm.queue.buffer", "id": 4278517796,
+     "key": [{"id": 1, "name": "pg_id", "mandatory": True, "match_type": "Exact", "type": {"type": "uint8"}},
+             {"id": 2, "name": "pg_queue", "mandatory": True, "match_type": "Exact", "type": {"type": "uint8"}}],
+     "data": [{"singleton": {"id": 1, "name": "guaranteed_cells", "repeated": False, "type": {"type": "uint32"}}},
+              {"singleton": {"id": 2, "name": "hysteresis_cells", "repeated": False, "type": {"type": "uint32"}}},
+              {"singleton": {"id": 3, "name": "tail_drop_enable", "repeated": False, "type": {"type": "bool"}}}],
+     "action_specs": [
+         {"id": 1, "name": "shared_pool", "data": [
+             {"singleton": {"id": 4, "name": "pool_id", "repeated": False, "type": {
+                 "type": "string", "choices": ["EG_APP_POOL_0", "EG_APP_POOL_1", "EG_APP_POOL_2",
+                                               "EG_APP_POOL_3"]}}},
+             {"singleton": {"id": 5, "name": "pool_max_cells", "repeated": False, "type": {"type": "uint32"}}},
+             {"singleton": {"id": 6, "name": "dynamic_baf", "repeated": False, "type": {
+                 "type": "string", "choices": ["1.5%", "3%", "6%", "11%", "20%", "33%", "50%", "66%",
+                                               "80%", "DISABLE"]}}}]},
+         {"id": 2, "name": "buffer_only", "data": []}]},
 ]}
 INFO = bfrt.BfrtInfo(TF1_TM)
+#: the queue tables (keyed by port group and queue within one pipe)
+QUEUE_TABLES = {INFO.table(t)[0] for t in ("tf1.tm.queue.sched_cfg", "tf1.tm.queue.buffer")}
 
 #: bfruntime.proto: message -> {field: number}
 BFRT_DECLARED = {
@@ -324,7 +342,12 @@ class FakeBfrt:
       "PIPE_ALL is not allowed", BF_INVALID_ARG), and a queue's ``pg_id`` is a port group of
       that one pipe; the port tables (keyed by dev_port) take all pipes;
     - a pipe that does not exist is refused the same way (``bfTMPipeIsValid``): this fake's
-      device has ``pipes`` pipes."""
+      device has ``pipes`` pipes;
+    - a table id it does not know is refused (src/bf_rt/proto/bf_rt_server_impl.cpp
+      ``write_entry``: "Table not found for id"), and so is a data field id that is neither the
+      table's nor the written action's (``BfRtTMTableData::getDataField``, called by every ``setValue``,
+      bf_rt_tm_table_data_impl.cpp: "Invalid field_id"; an action's fields need its
+      ``action_id``)."""
 
     def __init__(self, port_cfg: dict, pipes: int = 4):
         self.port_cfg = port_cfg
@@ -363,13 +386,30 @@ class FakeBfrt:
                 out.data.fields.add(field_id=5).int_arr_val.val.extend(qs)
             yield r
 
+        tables = {t["id"]: t for t in TF1_TM["tables"]}
+
+        def fields_of(t: dict, action_id: int) -> set:
+            ids = {d["singleton"]["id"] for d in t.get("data", [])}
+            for a in t.get("action_specs", []):
+                if a["id"] == action_id:
+                    ids |= {d["singleton"]["id"] for d in a["data"]}
+            return ids
+
         def write(req, ctx):
             pipe = req.target.pipe_id
             for u in req.updates:
-                tid = u.entity.table_entry.table_id
-                if tid == INFO.table(tm.T_QUEUE_SCHED_CFG)[0] and (pipe == bfrt.PIPE_ALL or pipe >= self.pipes):
+                e = u.entity.table_entry
+                tid = e.table_id
+                if tid not in tables:
+                    ctx.abort(grpc.StatusCode.NOT_FOUND, f"Table not found for id {tid}")
+                if tid in QUEUE_TABLES and (pipe == bfrt.PIPE_ALL or pipe >= self.pipes):
                     ctx.abort(grpc.StatusCode.INVALID_ARGUMENT,
-                              f"{tm.T_QUEUE_SCHED_CFG}: invalid pipe_id {pipe:#x} (PIPE_ALL is not allowed)")
+                              f"{tables[tid]['name']}: invalid pipe_id {pipe:#x} (PIPE_ALL is not allowed)")
+                bad = [f.field_id for f in e.data.fields
+                       if f.field_id not in fields_of(tables[tid], e.data.action_id)]
+                if bad:
+                    ctx.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                              f"{tables[tid]['name']}: Invalid field_id={bad[0]}")
             self.writes.append(req)
             return sc["WriteResponse"]()
         h = grpc
@@ -521,3 +561,57 @@ def test_parse_refuses_malformed_declarations_in_one_line(text, msg):
     with pytest.raises(ValueError) as e:
         parse(text, "t")
     assert str(e.value) == f"t: {msg}"
+
+
+def test_bf_switchd_push_sets_every_queues_buffer_as_stratum_does():
+    """The plan's buffer (``port_buffer_bytes`` in cells, pool 0, BAF 33 %) reaches bf_switchd
+    through tf1.tm.queue.buffer's shared_pool action, per pipe, as the chassis config gives it
+    to Stratum."""
+    fake = FakeBfrt({4: (4, list(range(8))), 132: (4, list(range(8, 16)))})
+    srv, port = _server(fake.handlers)
+    plan = tm.with_port(tm.plan_for_mode("dclas"), buffer_bytes=32 * 1518)
+    try:
+        pm = ports.PortMap({"leaf1": {1: 132, 3: 4}})
+        TmPusher("bf_switchd", plan, {"leaf1": [1, 3]}, pm, bfrt_port=port).apply(
+            types.SimpleNamespace(name="leaf1", address="127.0.0.1:9559", device_id=1))
+    finally:
+        srv.stop(0)
+    buf = {}
+    tid = INFO.table("tf1.tm.queue.buffer")[0]
+    for w in fake.writes:
+        for u in w.updates:
+            e = u.entity.table_entry
+            if e.table_id == tid:
+                k, d = bfrt.decode_entry(INFO, "tf1.tm.queue.buffer", e)
+                buf[(w.target.pipe_id, k["pg_id"], k["pg_queue"])] = (e.data.action_id, d)
+    assert len(buf) == 16 and plan.queue_cells == 608
+    assert buf[(1, 4, 15)][0] == 1 and buf[(0, 4, 0)][0] == 1       # shared_pool
+    assert buf[(1, 4, 15)][1] == {"guaranteed_cells": 0, "hysteresis_cells": 0}  # table fields
+    stratum = tm.stratum_vendor_config(plan, {1: [1]})
+    qm = stratum.vendor_config.tofino_config.node_id_to_qos_config[1].queue_configs[0].queue_mapping[0]
+    e = next(u.entity.table_entry for w in fake.writes for u in w.updates if u.entity.table_entry.table_id == tid)
+    by_id = {f.field_id: f for f in e.data.fields}
+    assert int.from_bytes(by_id[5].stream, "big") == qm.base_use_limit == 608
+    assert by_id[4].str_val == "EG_APP_POOL_0" and by_id[6].str_val == "33%"
+
+
+@pytest.mark.parametrize("mutate,msg", [
+    (lambda e: setattr(e, "table_id", 4278517799), "Table not found for id 4278517799"),
+    (lambda e: e.data.fields.add(field_id=9, bool_val=True), "Invalid field_id=9"),
+    (lambda e: setattr(e.data, "action_id", 0), "Invalid field_id=4"),   # action fields, no action
+])
+def test_fake_bf_runtime_refuses_unknown_tables_and_fields(mutate, msg):
+    fake = FakeBfrt({132: (4, list(range(8)))})
+    srv, port = _server(fake.handlers)
+    try:
+        c = bfrt.BfrtClient(f"127.0.0.1:{port}", device_id=1, timeout=5)
+        c.connect()
+        plan = tm.with_port(tm.plan_for_mode("dclas"), buffer_bytes=8000)
+        w = [x for x in tm.bfrt_tm_writes(plan, {132: (4, list(range(8)))}) if x.table == "tf1.tm.queue.buffer"]
+        req = bfrt.write_request(c.info, w[:1], 1, 1, "coflow_tna")
+        mutate(req.updates[0].entity.table_entry)
+        with pytest.raises(bfrt.BfrtError, match=msg):
+            c._unary("Write", req, bfrt.schema()["WriteResponse"])
+        c.close()
+    finally:
+        srv.stop(0)

@@ -97,6 +97,23 @@ class DclasCoordinator:
         self._inc: _Incremental | None = None  # round_incremental's state (None: rebuild)
         self._seen: dict = {}   # switch -> its readings observed since the last round
         self._offs: np.ndarray | None = None   # the last full round's offsets (None: none)
+        #: edges whose host ports span pipes (Tofino): each pipe counts its own share, so the
+        #: data plane's local decision is unknown there and the override carries every demotion
+        self.split_edges: frozenset = frozenset()
+        self._split_memo: tuple = ((), None)
+
+    def set_split_edges(self, edges) -> None:
+        """The edges whose host ports span pipes (:attr:`split_edges`)."""
+        self.split_edges = frozenset(edges)
+        self._inc = None
+
+    def _split(self, edges) -> np.ndarray | None:
+        """Bool per edge row: a split edge (None: none)."""
+        key = tuple(edges)
+        if self._split_memo[0] != key:
+            sp = np.array([e in self.split_edges for e in key], dtype=bool)
+            self._split_memo = (key, sp if sp.any() else None)
+        return self._split_memo[1]
 
     # inputs ------------------------------------------------------------------------------
     def observe(self, switch: str, counts: dict) -> None:
@@ -258,6 +275,9 @@ class DclasCoordinator:
             else:
                 lq = np.array([[self.p.queue_of(int(x)) for x in row] for row in local[:, demoted]],
                               dtype=np.int64).reshape(len(edges), demoted.size)
+            sp = self._split(edges)
+            if sp is not None:   # a pipe's own share decides there: the override always
+                lq[sp] = 1
             need = lq != q[demoted][None, :]
             where = self._where(cids, edges, local, self._offs, senders)
             if where is not None:
@@ -279,13 +299,17 @@ class DclasCoordinator:
         return np.array([[self.p.queue_of(int(x)) for x in row] for row in local],
                         dtype=np.int64).reshape(local.shape)
 
-    def _want_prio(self, q: np.ndarray, local: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
+    def _want_prio(self, q: np.ndarray, local: np.ndarray, where: np.ndarray | None = None,
+                   split: np.ndarray | None = None) -> np.ndarray:
         """Override priority per (edge, coflow) of ``local`` (-1: none; queue 8 is priority 0):
         a demoted coflow (global queue > 1) whose local queue differs from its global one, on
-        an edge where it sends (``where``; None: every edge)."""
+        an edge where it sends (``where``; None: every edge); on a ``split`` row (an edge whose
+        host ports span pipes) every demoted coflow."""
         if local.size == 0:
             return np.full(local.shape, -1, dtype=np.int64)
         lq = self._local_queues(local)
+        if split is not None:
+            lq[split] = 1
         hw = np.array([hw_priority(int(x)) if x > 1 else -1 for x in q.tolist()], dtype=np.int64)
         need = (q[None, :] > 1) & (lq != q[None, :])
         if where is not None:
@@ -360,8 +384,9 @@ class DclasCoordinator:
         q = dclas_queues(v, self.p) if cids else np.zeros(0, dtype=np.int64)
         q = np.asarray(q, dtype=np.int64)
         queues = {c: int(x) for c, x in zip(cids, q.tolist())}
+        sp = self._split(edges)
         if rows is None:   # everything from scratch
-            st.prio = self._want_prio(q, st.local, st.where())
+            st.prio = self._want_prio(q, st.local, st.where(), sp)
             st.q = q
             st.ovr = {}
             for i, e in enumerate(edges):
@@ -374,7 +399,7 @@ class DclasCoordinator:
             moved[scols] = True
         cols = np.flatnonzero(moved)
         if cols.size:
-            new = self._want_prio(q[cols], st.local[:, cols], st.where(None, cols))
+            new = self._want_prio(q[cols], st.local[:, cols], st.where(None, cols), sp)
             ii, jj = np.nonzero(new != st.prio[:, cols])
             for i, j in zip(ii.tolist(), jj.tolist()):
                 cells.setdefault(i, {})[int(cols[j])] = int(new[i, j])
@@ -383,7 +408,8 @@ class DclasCoordinator:
             ri = np.asarray(rows, dtype=np.int64)
             dem = np.flatnonzero(q > 1)
             if dem.size:
-                new = self._want_prio(q[dem], st.local[np.ix_(ri, dem)], st.where(ri, dem))
+                new = self._want_prio(q[dem], st.local[np.ix_(ri, dem)], st.where(ri, dem),
+                                      None if sp is None else sp[ri])
                 ii, jj = np.nonzero(new != st.prio[np.ix_(ri, dem)])
                 for i, j in zip(ii.tolist(), jj.tolist()):
                     cells.setdefault(rows[i], {})[int(dem[j])] = int(new[i, j])

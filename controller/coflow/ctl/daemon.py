@@ -143,6 +143,7 @@ class Controller(Primary, CounterReads, ClosedLoop, Reporting):
         # model (guarded by _mu)
         self._mu = threading.RLock()
         self.slots = TR.SlotTable(self.target.assigned_slots)
+        self.telemetry.in_use = self._telemetry_slots   # per-slot counters: the slots in use
         self._gone: dict = {}   # unregistered coflow -> when (monotonic): its slot lingers
         self.coord = DclasCoordinator(self.dclas_params)
         self.sched_memory: dict = {}

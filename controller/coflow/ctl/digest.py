@@ -23,6 +23,27 @@ again, nothing before it was reported), on a gap in a digest's ``list_id`` (PI n
 lists of each digest 1, 2, 3, ... and never skips one: proto/frontend/src/digest_mgr.cpp), and
 after a malformed digest (dropped with one error line; what it carried is unknown). Besides,
 each edge is polled every ``digest_resync_s`` (a slow clock, one edge per round).
+
+Pipes (Tofino): every Register and Counter has one copy per pipe, so a coflow whose packets
+enter an edge through ports of two pipes is counted twice, a share in each, and each pipe's
+report digests carry that pipe's count (the TNA digest's ``pipe`` member; BMv2 has one pipe and
+no such member). An inbox keeps the highest count per (slot, pipe) and reports a slot's sum over
+its pipes (max within a pipe, sum across pipes: every (edge, pipe) is a counting domain, as
+several edges are); a poll of the edge's ``coflow_bytes`` counter reads the sum over the pipes
+(the servers add the pipes' copies of a counter), so a polled count is a floor under the
+pushed sums (:meth:`DigestInbox.polled`). The data plane of a pipe decides from its own share:
+on an edge whose host ports span pipes the controller's override carries every decision
+(:attr:`coflow.ctl.coord.DclasCoordinator.split_edges`).
+
+Staleness: the learn filter of a Tofino drops a digest whose entry is already in its filter
+until the filter is cleared (``learn_timeout``), and no ``list_id`` is skipped for it, so no gap
+shows the loss. A slot's pushed count then lags until its next crossing, or until the edge's
+resync poll: less than ``digest_resync_s`` + edges x the round interval (each edge's turn on the
+slow clock comes every edges rounds, and it is polled at the first turn ``digest_resync_s``
+after its last poll); within one report step per domain otherwise. Polls that moved a count a
+report step or more past what the digests gave are counted (:attr:`DigestRounds.corrections`, the
+Prometheus counter ``coflow_ctl_digest_resync_corrections_total``; a report step per pipe, as
+each pipe's share may lag by less than a step).
 """
 from __future__ import annotations
 
@@ -39,6 +60,7 @@ log = logging.getLogger(__name__)
 DIGEST_NAME = "report_digest_t"
 MEMBERS = ("slot", "external_id", "internal_id")   # then "bytes" (v1model) or "units" (TNA)
 COUNT_MEMBERS = {"bytes": 0, "units": None}        # name -> unit shift (None: the target's)
+PIPE_MEMBER = "pipe"                               # TNA: the ingress pipe, last (v1model: none)
 
 
 class DigestError(ValueError):
@@ -62,17 +84,19 @@ class DigestFormat:
             if st is None:
                 raise DigestError(f"P4Info: digest {DIGEST_NAME}'s struct is not in type_info")
             names = [m.name for m in st.members]
-            if tuple(names[:3]) != MEMBERS or len(names) != 4 or names[3] not in COUNT_MEMBERS:
+            if tuple(names[:3]) != MEMBERS or len(names) not in (4, 5) \
+                    or names[3] not in COUNT_MEMBERS or names[4:] not in ([], [PIPE_MEMBER]):
                 raise DigestError(f"P4Info: digest {DIGEST_NAME} has members {names}, "
-                                  f"expected {list(MEMBERS)} + bytes|units")
+                                  f"expected {list(MEMBERS)} + bytes|units [+ pipe]")
             widths = tuple(m.type_spec.bitstring.bit.bitwidth for m in st.members)
             shift = COUNT_MEMBERS[names[3]]
             return cls(d.preamble.id, widths, unit_shift if shift is None else shift)
         return None
 
     def decode(self, data) -> tuple:
-        """One P4Data of a DigestList -> (slot, (external, internal), bytes); DigestError when
-        it is not a struct of the declared members and widths."""
+        """One P4Data of a DigestList -> (slot, (external, internal), bytes, pipe); pipe 0
+        without a pipe member; DigestError when it is not a struct of the declared members and
+        widths."""
         if data.WhichOneof("data") != "struct":
             raise DigestError(f"digest data is a {data.WhichOneof('data')}, not a struct")
         mem = data.struct.members
@@ -87,7 +111,8 @@ class DigestFormat:
             if not b or len(b) > (w + 7) // 8 or v >> w:
                 raise DigestError(f"digest member {i} ({b.hex() or 'empty'}) is not a {w}-bit value")
             vals.append(v)
-        return vals[0], (vals[1], vals[2]), vals[3] << self.unit_shift
+        return vals[0], (vals[1], vals[2]), vals[3] << self.unit_shift, \
+            (vals[4] if len(vals) > 4 else 0)
 
 
 def quantise(nbytes: int, step: int) -> int:
@@ -129,14 +154,17 @@ def report_entity(slot: int, mask: int) -> M.TableEntry:
 
 class DigestInbox:
     """One switch's report digests, from its stream's thread to the round: decoded, acked,
-    merged per slot (the highest count), with the reasons to poll the switch instead."""
+    merged per slot (the highest count of each pipe, summed over the pipes; a poll's count a
+    floor under the sum), with the reasons to poll the switch instead."""
 
     def __init__(self, name: str, fmt: DigestFormat):
         self.name = name
         self.fmt = fmt
         self.owner: dict = {}           # slot -> (external, internal): set by the controller
         self._lock = threading.Lock()
-        self._got: dict = {}            # slot -> highest bytes since the last take
+        self._got: set = set()          # slots pushed since the last take
+        self._pipes: dict = {}          # slot -> (owner, {pipe: highest bytes})
+        self._floor: dict = {}          # slot -> (owner, bytes of the last poll: every pipe)
         self._last_list: int | None = None
         self._resync = "connected"      # why the next take asks for a poll ("" none)
         self.enabled = True
@@ -145,7 +173,9 @@ class DigestInbox:
     def connected(self) -> None:
         """A new connection (the digest configured again): poll before trusting pushes."""
         with self._lock:
-            self._got = {}
+            self._got = set()
+            self._pipes = {}
+            self._floor = {}
             self._last_list = None
             self._resync = "connected"
             self.enabled = True
@@ -174,7 +204,7 @@ class DigestInbox:
         bad = 0
         for data in msg.data:
             try:
-                slot, cid, nbytes = self.fmt.decode(data)
+                slot, cid, nbytes, pipe = self.fmt.decode(data)
             except DigestError as exc:
                 log.error("%s: digest list %d: %s: dropped", self.name, msg.list_id, exc)
                 bad += 1
@@ -187,7 +217,7 @@ class DigestInbox:
             if own != cid:   # the slot's previous coflow, before it was re-assigned: stale
                 self.stale += 1
                 continue
-            got.append((slot, nbytes))
+            got.append((slot, own, pipe, nbytes))
         with self._lock:
             self.lists += 1
             self.entries += len(got)
@@ -201,15 +231,47 @@ class DigestInbox:
             self._last_list = msg.list_id
             if bad:
                 self._resync = self._resync or "malformed"
-            g = self._got
-            for slot, nbytes in got:
-                if nbytes > g.get(slot, -1):
-                    g[slot] = nbytes
+            pipes = self._pipes
+            for slot, own, pipe, nbytes in got:
+                cur = pipes.get(slot)
+                if cur is None or cur[0] != own:   # the slot's first count for this owner
+                    cur = pipes[slot] = (own, {})
+                if nbytes > cur[1].get(pipe, -1):
+                    cur[1][pipe] = nbytes
+                    self._got.add(slot)
+
+    def polled(self, counts: dict) -> list:
+        """A poll's counts (slot -> bytes, every pipe's share together): the floor of the
+        slots' pushed sums from now on (the owner's bytes only grow). Returns [(slot, what the
+        digests had given, the polled bytes, the pipes that pushed it)] of the slots the
+        digests had given a count."""
+        out = []
+        with self._lock:
+            own = self.owner
+            for slot, nbytes in counts.items():
+                o = own.get(slot)
+                if o is None:
+                    continue
+                cur, fl = self._pipes.get(slot), self._floor.get(slot)
+                pipes = len(cur[1]) if cur is not None and cur[0] == o else 0
+                if pipes or (fl is not None and fl[0] == o):
+                    out.append((slot, self._count(slot), int(nbytes), max(1, pipes)))
+                self._floor[slot] = (o, int(nbytes))
+        return out
+
+    def _count(self, slot: int) -> int:
+        own = self.owner.get(slot)
+        cur = self._pipes.get(slot)
+        total = sum(cur[1].values()) if cur is not None and cur[0] == own else 0
+        fl = self._floor.get(slot)
+        return max(total, fl[1]) if fl is not None and fl[0] == own else total
 
     def take(self) -> tuple[dict, str]:
-        """(slot -> bytes pushed since the last take, why to poll this switch now or "")."""
+        """(slot -> bytes (summed over the pipes) of the slots pushed since the last take, why
+        to poll this switch now or "")."""
         with self._lock:
-            got, self._got = self._got, {}
+            slots, self._got = self._got, set()
+            got = {s: self._count(s) for s in slots}
             why, self._resync = self._resync, ""
             if not self.enabled:
                 why = "disabled"
@@ -222,9 +284,10 @@ class DigestRounds:
     every count the coordinator sees (pushed or polled alike)."""
 
     def __init__(self, fmt: DigestFormat, params: DclasParams, edges: list, unit_shift: int,
-                 report_slots: int, resync_s: float, width: int):
+                 report_slots: int, resync_s: float, width: int, domains: int = 0):
+        """``domains``: the counting domains, (edge, pipe) pairs (0: one per edge)."""
         self.fmt = fmt
-        self.steps_of = ReportSteps(params, len(edges), unit_shift)
+        self.steps_of = ReportSteps(params, domains or len(edges), unit_shift)
         self.edges = list(edges)
         self.report_slots = report_slots
         self.resync_s = resync_s
@@ -237,6 +300,7 @@ class DigestRounds:
         self._rr = 0
         self.polls: dict = {}           # why -> edges polled for it
         self.observed = 0               # pushed counts handed to the coordinator
+        self.corrections = 0            # polled counts a report step or more past the digests'
 
     def inbox(self, name: str) -> DigestInbox:
         return DigestInbox(name, self.fmt)
@@ -247,6 +311,16 @@ class DigestRounds:
         for a in agents:
             if a.digests is not None:
                 a.digests.owner = owner
+
+    def corrected(self, seen: list) -> int:
+        """How many of a poll's counts (:meth:`DigestInbox.polled`) the poll moved past what
+        the digests had given by a report step per pipe or more (a crossing whose digest was
+        lost: each pipe's pushed share may lag its count by less than a step)."""
+        st = self.steps
+        n = sum(1 for slot, pushed, polled, pipes in seen if slot in st
+                and quantise(polled, st[slot]) - quantise(pushed, st[slot]) >= pipes * st[slot])
+        self.corrections += n
+        return n
 
     def quantise(self, counts: dict) -> dict:
         st = self.steps

@@ -87,6 +87,11 @@ class Metrics:
         self.demand_capped_flows = Gauge("coflow_ctl_demand_capped_flows", "Flows whose senders "
                                          "used less than their rates allowed, capped at what they "
                                          "used (the rest backfilled to the others)", registry=r)
+        self.digest_corrections = Counter("coflow_ctl_digest_resync_corrections", "Polled "
+                                          "coflow counts a report step per pipe or more past the "
+                                          "count the edge's report digests gave (a digest lost, e.g. "
+                                          "by the learn filter): what the resync poll repaired",
+                                          ["switch"], registry=r)
         self.demand_cap_changes = Counter("coflow_ctl_demand_cap_changes", "Demand caps set, "
                                           "lowered, raised or lifted", registry=r)
 
@@ -148,10 +153,22 @@ class Telemetry:
     Prometheus treats as a counter reset)."""
 
     COUNTERS = (M.C_DROP_REASONS, M.C_COLLISIONS, M.C_TAKEOVERS, M.C_RED_DROPS, M.C_QUEUE_DROP)
+    #: the per-slot counters: read at the slots in use, the rest swept a window per poll
+    SLOT_COUNTERS = (M.C_COLLISIONS, M.C_TAKEOVERS)
+    #: slot indices past those in use read per poll (a target with no more slots reads them all)
+    SWEEP = 4096
 
     def __init__(self, codec, switch_ports: dict, meter_switches=(), collision_switches=None,
-                 interval_s: float = 2.0, on_error=None, coflow_slots: int = COFLOW_SLOTS):
+                 interval_s: float = 2.0, on_error=None, coflow_slots: int = COFLOW_SLOTS,
+                 in_use=None, sweep: int = SWEEP):
+        """``in_use``: fn() -> the slots in use (the coflows' assigned and hashed slots), read
+        at every poll; every other slot is read once every coflow_slots / ``sweep`` polls (a
+        window of ``sweep`` a poll), its last value kept. None: every slot every poll."""
         self.codec = codec
+        self.in_use = in_use
+        self.sweep = max(1, int(sweep))
+        self._window = 0                    # the sweep's next first index
+        self._known: dict = {}              # (switch, counter) -> {index: last value read}
         # the target's slot count (the index past it, where there is one, counts non-collisions)
         self.coflow_slots = coflow_slots
         self.ports = {n: tuple(p) for n, p in switch_ports.items()}
@@ -175,17 +192,30 @@ class Telemetry:
                M.C_QUEUE_DROP: tuple(p * NUM_PRIOS + q for p in self.ports.get(name, ())
                                      for q in range(NUM_PRIOS))}
         if self.collision_switches is None or name in self.collision_switches:
-            out[M.C_COLLISIONS] = None
+            idx = self._slot_indices()
+            out[M.C_COLLISIONS] = idx
             if M.C_TAKEOVERS in self.codec.counter_id:   # a program without it: not read
-                out[M.C_TAKEOVERS] = None
+                out[M.C_TAKEOVERS] = idx
         if name in self.meter_switches:
             out[M.C_RED_DROPS] = None
         return out
 
+    def _slot_indices(self) -> tuple | None:
+        """The per-slot counters' indices this poll: the slots in use and the sweep's window
+        (None: every index, a wildcard read)."""
+        n = self.coflow_slots
+        if self.in_use is None or n <= self.sweep:
+            return None
+        lo = self._window
+        win = range(lo, min(lo + self.sweep, n))
+        return tuple(sorted(set(win).union(i for i in self.in_use() if 0 <= i < n)))
+
     def _request(self, name: str, device_id: int, counter: str, indices) -> bytes:
-        key = (name, counter, device_id)
+        key = (name, counter, device_id, indices)
         req = self._requests.get(key)
         if req is None:
+            if len(self._requests) > 256:   # windows and slot sets move: keep the cache small
+                self._requests.clear()
             req = self._requests[key] = self.codec.counter_read_request(
                 device_id, counter, indices).SerializeToString()
         return req
@@ -221,10 +251,22 @@ class Telemetry:
             except Exception:  # noqa: BLE001
                 self._error(name)
                 continue
+            for counter in self.SLOT_COUNTERS:   # a partial read: merged into what is known
+                if counter in got and self._slot_indices_partial():
+                    known = self._known.setdefault((name, counter), {})
+                    if any(v < known.get(i, 0) for i, v in got[counter].items()):
+                        known.clear()            # the switch counts from 0 again (restarted)
+                    known.update(got[counter])
+                    got[counter] = known
             self.record(name, got)
             done += 1
+        if self._slot_indices_partial():
+            self._window = (self._window + self.sweep) % self.coflow_slots
         self.polls += 1
         return done
+
+    def _slot_indices_partial(self) -> bool:
+        return self.in_use is not None and self.coflow_slots > self.sweep
 
     def _error(self, name: str) -> None:
         if self.on_error is not None:
@@ -260,6 +302,8 @@ class Telemetry:
     def forget(self, name: str) -> None:
         with self._lock:
             self._snap.pop(name, None)
+        for key in [k for k in self._known if k[0] == name]:
+            del self._known[key]
 
     # views -------------------------------------------------------------------------------
     def status(self) -> dict:

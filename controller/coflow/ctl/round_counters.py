@@ -109,20 +109,47 @@ class CounterReads:
                 for resp in got:
                     wire.parse_counter_bytes_fast(resp, counts)
                 if self.use_digest:   # rounded as the pushed counts are
+                    if a.digests is not None:
+                        n = self.digest.corrected(a.digests.polled(counts))
+                        if n:
+                            self.metrics.digest_corrections.labels(a.name).inc(n)
                     counts = self.digest.quantise(counts)
                 self.coord.observe(a.name, counts)
         return time.perf_counter() - t0
 
+    def _telemetry_slots(self) -> list:
+        """The slots in use, for the telemetry's per-slot counters: every assigned slot and
+        every registered coflow's hashed slot (where it counts before it has one)."""
+        with self._mu:
+            out = list(self.slots.slot.values())
+            records = list(self._records)
+        hs = self.target.hash_slot
+        out.extend(hs(r.cid) for r in records)
+        return out
+
+    def _edge_pipes(self) -> dict:
+        """Tofino: edge -> the pipes of its host ports; the edges whose host ports span pipes
+        are the coordinator's split edges (every D-CLAS decision there by override). BMv2:
+        one pipe, {}."""
+        if self.target.name != "tofino":
+            return {}
+        from ..tofino.ports import edge_pipes
+        pipes = edge_pipes(self.topo, self.port_map)
+        self.coord.set_split_edges(e for e, p in pipes.items() if len(p) > 1)
+        return pipes
+
     def _digest_rounds(self):
         """The digest side of D-CLAS (coflow.ctl.digest) when the P4 program has the report
-        digest, with an inbox on every edge; None otherwise."""
+        digest, with an inbox on every edge; None otherwise. Sets the split edges first."""
         from .digest import DigestFormat, DigestRounds
+        pipes = self._edge_pipes()
         fmt = DigestFormat.from_p4info(self.codec.h.p4info, self.target.bytes_unit_shift)
         if fmt is None or M.T_REPORT not in self.codec.table_id:
             return None
         width = self.codec.aparams[M.A_SET_STEP]["mask"][1]
         d = DigestRounds(fmt, self.dclas_params, self.edges, self.target.bytes_unit_shift,
-                         self.target.metered_slots, self.ctl.digest_resync_s, width)
+                         self.target.metered_slots, self.ctl.digest_resync_s, width,
+                         domains=sum(len(pipes.get(e, (0,))) for e in self.edges))
         for e in self.edges:
             self.agents[e].digests = d.inbox(e)
         return d

@@ -84,6 +84,12 @@ class CtlSettings:
       round). 0 = poll every round (exact counts).
     - ``digest_resync_s``: with ``digest``, every this often one edge's ``coflow_bytes`` is polled
       all the same (one edge per round), so that a digest the controller missed is made good.
+      A digest that the switch drops without a gap in ``list_id`` (Tofino's learn filter drops
+      a digest whose entry it holds until ``learn_timeout`` clears it) is repaired only so:
+      the edge's count stays stale for less than ``digest_resync_s`` + edges x the round
+      interval (each edge's turn comes every edges rounds, and it is polled at the first turn
+      ``digest_resync_s`` after its last poll). Polls that moved a count a report step or more
+      past the digests' count are counted (``coflow_ctl_digest_resync_corrections_total``).
     - ``tofino_shape_mbps``: Tofino: the traffic-manager plan shapes every port to this rate
       (0 = the port's own speed).
     - ``claim_margin_frac`` / ``claim_margin_bytes``: declared sizes are claims (rate modes):

@@ -96,14 +96,12 @@ class BfrtInfo:
 
     def __init__(self, doc: dict):
         self.tables: dict = {}
+        self.actions: dict = {}     # table -> {action: (id, its data fields as ``data``)}
         for t in doc.get("tables", []):
             keys = {k["name"]: (k["id"], k["type"], bool(k.get("mandatory"))) for k in t.get("key", [])}
-            data = {}
-            for d in t.get("data", []):
-                s = d.get("singleton")
-                if s:
-                    data[s["name"]] = (s["id"], s["type"], bool(s.get("repeated")))
-            self.tables[t["name"]] = (t["id"], keys, data)
+            self.tables[t["name"]] = (t["id"], keys, _singletons(t.get("data", [])))
+            self.actions[t["name"]] = {a["name"]: (a["id"], _singletons(a.get("data", [])))
+                                       for a in t.get("action_specs", [])}
 
     @classmethod
     def from_json(cls, blob) -> "BfrtInfo":
@@ -115,13 +113,35 @@ class BfrtInfo:
     def merged(self, other: "BfrtInfo") -> "BfrtInfo":
         out = BfrtInfo({})
         out.tables = {**self.tables, **other.tables}
+        out.actions = {**self.actions, **other.actions}
         return out
+
+    def data_fields(self, table: str, action: str | None) -> tuple[int, dict]:
+        """(action id or 0, the data fields a write of ``action`` may set: the table's own
+        and the action's)."""
+        _, _, data = self.table(table)
+        if action is None:
+            return 0, data
+        acts = self.actions.get(table, {})
+        if action not in acts:
+            raise ValueError(f"{table}: no action {action!r} (actions: {sorted(acts)})")
+        aid, adata = acts[action]
+        return aid, {**data, **adata}
 
     def table(self, name: str):
         try:
             return self.tables[name]
         except KeyError:
             raise ValueError(f"BF-RT info has no table {name}") from None
+
+
+def _singletons(fields) -> dict:
+    out = {}
+    for d in fields:
+        s = d.get("singleton")
+        if s:
+            out[s["name"]] = (s["id"], s["type"], bool(s.get("repeated")))
+    return out
 
 
 def _check_value(where: str, typ: dict, v, repeated: bool = False):
@@ -148,7 +168,8 @@ def _check_value(where: str, typ: dict, v, repeated: bool = False):
 def check_write(info: BfrtInfo, w: TmWrite) -> None:
     """The write names the table's key fields exactly, and data fields it has, with values of
     their types (ranges, string choices). ValueError otherwise."""
-    _, keys, data = info.table(w.table)
+    _, keys, _ = info.table(w.table)
+    _, data = info.data_fields(w.table, getattr(w, "action", None))
     names = [k for k, _ in w.key]
     if sorted(names) != sorted(keys) or len(set(names)) != len(names):
         raise ValueError(f"{w.table}: key fields {sorted(names)}, the table's are {sorted(keys)}")
@@ -199,11 +220,14 @@ def write_request(info: BfrtInfo, writes, device_id: int, client_id: int, p4_nam
     req.target.pipe_id = PIPE_ALL if pipe is None else pipe
     for w in writes:
         check_write(info, w)
-        tid, keys, data = info.table(w.table)
+        tid, keys, _ = info.table(w.table)
+        aid, data = info.data_fields(w.table, getattr(w, "action", None))
         u = req.updates.add(type="MODIFY")
         e = u.entity.table_entry
         e.table_id = tid
         _table_key(e, keys, w.key)
+        if aid:
+            e.data.action_id = aid
         for k, v in w.data:
             fid, typ, _ = data[k]
             _data_field(e.data, fid, typ, v)

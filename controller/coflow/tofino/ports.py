@@ -6,8 +6,10 @@ The TNA program's port type is translated for P4Runtime (``@p4runtime_translatio
 server maps to the SDK device port the pipeline sees (``ig_intr_md.ingress_port``).
 
 - **Stratum** (``--experimental_enable_p4runtime_translation``) maps a singleton port id of its
-  chassis config to the SDK port (stratum/stratum ``hal/lib/barefoot/bf_chassis_manager.cc``,
-  ``node_id_to_port_id_to_sdk_port_id``): the controller writes the topology's port number,
+  chassis config to the SDK port (stratum/stratum
+  ``stratum/hal/lib/barefoot/bfrt_p4runtime_translator.cc``: ``TranslateTnaPortId`` for the
+  ``tna/PortId_t`` URI, its map built by ``PushChassisConfig`` from the singleton ports'
+  slot/port/channel, ``GetPortIdFromPortKey``): the controller writes the topology's port number,
   which must be the singleton port's ``id`` in the chassis config; its QoS section names the
   port the same way (``QueueConfig.port``, :mod:`coflow.tofino.tm`).
 - **bf_switchd**'s P4Runtime server translates nothing (PI's ``device_mgr.cpp`` reads no
@@ -159,3 +161,15 @@ def apply(state: dict, pm: PortMap, server: str) -> dict:
     ``server``'s P4Runtime names them."""
     return {sw: [map_entity(e, lambda p, sw=sw: pm.p4rt_port(sw, p, server)) for e in ents]
             for sw, ents in state.items()}
+
+
+def edge_pipes(topology, pm: PortMap | None = None) -> dict:
+    """edge switch -> the pipes (Tofino 1: SDK port >> 7) of its host ports. Every Register
+    and Counter has a copy per pipe: an edge whose host ports span pipes counts a coflow once
+    per pipe, each copy a share (docs/explanation/queue-mapping.md)."""
+    from .tm import pipe_of
+    pm = pm or PortMap()
+    out: dict = {}
+    for h in topology.hosts:
+        out.setdefault(h.switch, set()).add(pipe_of(pm.sdk_port(h.switch, h.port)))
+    return {e: frozenset(p) for e, p in out.items()}

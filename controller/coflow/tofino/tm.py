@@ -27,7 +27,8 @@ and from the plan the configuration of the two servers the controller supports (
   ``bf_tm_q_app_pool_usage_set`` (``stratum/hal/lib/barefoot/bf_sde_wrapper.cc``).
 - **bf_switchd**: BF Runtime writes to the fixed ``tf1.tm`` tables, :func:`bfrt_tm_writes`
   (``tf1.tm.queue.sched_cfg`` per (pg_id, pg_queue), the queue of a port's qid from
-  ``tf1.tm.port.cfg``; ``tf1.tm.port.sched_shaping`` / ``sched_cfg`` for shaping), as
+  ``tf1.tm.port.cfg``; ``tf1.tm.queue.buffer`` for its buffer, as Stratum's queue mapping
+  sets it; ``tf1.tm.port.sched_shaping`` / ``sched_cfg`` for shaping), as
   open-p4studio ``pkgsrc/bf-drivers/src/bf_rt/bf_rt_tm/bf_rt_tm_tf1.json`` (at
   1f97778f9ad5c8165bfce552fffe27c69887756b) declares them. :func:`bf_tm_calls` lists the same
   settings as bf-drivers' C API calls (``traffic_mgr_sch_intf.h``).
@@ -251,6 +252,7 @@ PUSH_HEADER = "# coflow: chassis config with the controller's QoS section\n"
 TM_COMMIT = "1f97778f9ad5c8165bfce552fffe27c69887756b"
 T_PORT_CFG = "tf1.tm.port.cfg"
 T_QUEUE_SCHED_CFG = "tf1.tm.queue.sched_cfg"
+T_QUEUE_BUFFER = "tf1.tm.queue.buffer"
 T_PORT_SCHED_SHAPING = "tf1.tm.port.sched_shaping"
 T_PORT_SCHED_CFG = "tf1.tm.port.sched_cfg"
 
@@ -276,6 +278,7 @@ class TmWrite:
     key: tuple                # ((field, value), ...)
     data: tuple               # ((field, value), ...)
     pipe: int | None = None
+    action: str | None = None   # a table with action specs (tf1.tm.queue.buffer's shared_pool)
 
 
 def bfrt_tm_writes(plan: PortQueuePlan, port_cfg: dict) -> list:
@@ -284,7 +287,12 @@ def bfrt_tm_writes(plan: PortQueuePlan, port_cfg: dict) -> list:
     port-group queue ``egress_qid_queues[i]``; ``pg_id`` within the port's pipe, so each queue
     write goes to that pipe, :func:`pipe_of`). Strict: min and max priority = the queue's
     priority, DWRR weight 1023; weighted: priority 0, Aalo's weights; no min rate; scheduling
-    enabled; the port shaped (kbit/s, bytes) when the plan says so."""
+    enabled; the port shaped (kbit/s, bytes) when the plan says so. With ``queue_cells`` each
+    queue's buffer as Stratum sets it (:func:`stratum_vendor_config`): ``tf1.tm.queue.buffer``'s
+    action ``shared_pool`` in egress pool 0, ``pool_max_cells`` = the base use limit, dynamic
+    BAF 33 %, no guaranteed cells, no hysteresis (the same settings bf-drivers'
+    ``bf_tm_q_app_pool_usage_set`` takes from Stratum). Without, the SDK's defaults stay
+    (``pool_max_cells`` 0 would take a queue out of the shared pool)."""
     out = []
     for dev_port in sorted(port_cfg):
         pg_id, qmap = port_cfg[dev_port]
@@ -298,6 +306,13 @@ def bfrt_tm_writes(plan: PortQueuePlan, port_cfg: dict) -> list:
                                 ("dwrr_weight", q.dwrr_weight), ("min_rate_enable", False),
                                 ("max_rate_enable", False), ("scheduling_enable", True)),
                                pipe=pipe_of(dev_port)))
+            if plan.queue_cells:
+                out.append(TmWrite(T_QUEUE_BUFFER, (("pg_id", int(pg_id)), ("pg_queue", int(qmap[q.qid]))),
+                                   (("guaranteed_cells", 0), ("hysteresis_cells", 0),
+                                    ("pool_id", f"EG_APP_POOL_{QUEUE_POOL}"),
+                                    ("pool_max_cells", plan.queue_cells),
+                                    ("dynamic_baf", f"{QUEUE_BAF_PERCENT}%")),
+                                   pipe=pipe_of(dev_port), action="shared_pool"))
         if plan.shape_bps:
             out.append(TmWrite(T_PORT_SCHED_SHAPING, (("dev_port", int(dev_port)),),
                                (("unit", "BPS"), ("provisioning", "UPPER"),

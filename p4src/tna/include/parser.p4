@@ -41,6 +41,7 @@ parser CoflowIngressParser(packet_in pkt,
     state start {
         pkt.extract(ig_intr_md);
         meta.ig_port = (tna_port_t)ig_intr_md.ingress_port;
+        meta.report_pipe = (bit<8>)ig_intr_md.ingress_port[8:7];   /* the report digest's pipe */
         meta.bridged.setValid();
         meta.bridged.prio = PRIO_LOWEST;
         meta.drop_reason = DropReason_t.NONE;
@@ -241,7 +242,8 @@ control CoflowIngressDeparser(packet_out pkt,
         }
         if (ig_dprsr_md.digest_type == TNA_REPORT_DIGEST_TYPE) {
             report_digest.pack({meta.slot, hdr.coflow_opt.external_id,
-                                hdr.coflow_opt.internal_id, meta.report_after});
+                                hdr.coflow_opt.internal_id, meta.report_after,
+                                meta.report_pipe});
         }
         pkt.emit(meta.bridged);
         pkt.emit(hdr);
