@@ -14,7 +14,7 @@ import time
 from . import model as M
 
 from .demand import GrantLedger, overheld
-from .rates import (overrun, without_sizes)
+from .rates import (declared_pairs, overrun, without_sizes)
 from .switch import SwitchAgent
 
 
@@ -114,12 +114,7 @@ class ClosedLoop:
         memo = self.__dict__.setdefault("_sizes_memo", {})
         got = memo.get(c)
         if got is None or got[0] is not rec:
-            sizes: dict = {}
-            for f in rec.flows:
-                k = (self.host_port[f.src], self.host_port[f.dst])
-                prev = sizes.get(k, 0)
-                sizes[k] = None if f.size_bytes is None or prev is None else prev + int(f.size_bytes)
-            got = memo[c] = (rec, sizes)
+            got = memo[c] = (rec, declared_pairs(rec, self.host_port))
         return got[1]
 
     def _by_cid(self) -> dict:
