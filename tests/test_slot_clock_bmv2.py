@@ -77,7 +77,7 @@ def run(harness, steps: list[dict]) -> list[dict]:
     _, _, d = harness
     size = struct.calcsize(FMT)
     answers: dict[int, dict] = {}
-    for attempt in range(4):
+    for _ in range(4):
         todo = [i for i in range(len(steps)) if i not in answers]
         if not todo:
             break
