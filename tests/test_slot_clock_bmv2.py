@@ -32,8 +32,8 @@ from scapy.all import Ether, Raw, raw, rdpcap, wrpcap  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARNESS = os.path.join(REPO, "p4src", "test", "slot_clock_harness.p4")
 ETHERTYPE = 0x88B5
-FMT = "!IIIIIIIIB"          # clock_test_h: seq, step, last, wraps, ts, now, seen, span, idle
-KEYS = ("seq", "step", "last", "wraps", "ts", "now", "seen", "span", "idle")
+FMT = "!IIIIIIIIB"          # clock_test_h: seq, step, last, wraps, ts, now, span, expire, idle
+KEYS = ("seq", "step", "last", "wraps", "ts", "now", "span", "expire", "idle")
 STEP = C.TNA_CLOCK_WRAP_STEP
 SPAN = C.SLOT_IDLE_EPOCHS
 NS = 1 << C.TNA_EPOCH_SHIFT          # one clock unit in ns
@@ -72,7 +72,7 @@ def _replay(harness, name: str, frames: list) -> list:
 
 
 def run(harness, steps: list[dict]) -> list[dict]:
-    """Each of ``steps`` (step, last, wraps, ts, seen, span) through the harness; its answer as a
+    """Each of ``steps`` (step, last, wraps, ts, span, expire) through the harness; its answer as a
     dict of clock_test_h, in the order of ``steps``. A frame lost in the replay is sent again."""
     _, _, d = harness
     size = struct.calcsize(FMT)
@@ -84,8 +84,8 @@ def run(harness, steps: list[dict]) -> list[dict]:
         frames = []
         for i in todo:
             s = steps[i]
-            pl = struct.pack(FMT, i, s["step"], s["last"], s["wraps"], s["ts"], 0, s["seen"],
-                             s["span"], 0)
+            pl = struct.pack(FMT, i, s["step"], s["last"], s["wraps"], s["ts"], 0, s["span"],
+                             s["expire"], 0)
             frames.append(Ether(dst="02:00:00:00:00:01", src="02:00:00:00:00:02",
                                 type=ETHERTYPE) / Raw(pl))
         run.n = getattr(run, "n", 0) + 1
@@ -96,18 +96,19 @@ def run(harness, steps: list[dict]) -> list[dict]:
     return [answers[i] for i in range(len(steps))]
 
 
-def chain(harness, ts_seen: list[tuple[int, int]], last: int, wraps: int) -> list[dict]:
-    """The clock register through packets (ts, seen): each packet carries the state the oracle
-    gives after the one before; every answer must hold the oracle's next state (so the compiled
-    steps chain as the register would)."""
+def chain(harness, ts_expire: list[tuple[int, int]], last: int, wraps: int) -> list[dict]:
+    """The clock register through packets (ts, a slot's expiry): each packet carries the state
+    the oracle gives after the one before; every answer must hold the oracle's next state (so the
+    compiled steps chain as the register would) and the expiry the packet would store."""
     steps = []
-    for ts, seen in ts_seen:
-        steps.append({"step": STEP, "last": last, "wraps": wraps, "ts": ts, "seen": seen,
+    for ts, expire in ts_expire:
+        steps.append({"step": STEP, "last": last, "wraps": wraps, "ts": ts, "expire": expire,
                       "span": SPAN})
         last, wraps = R.tick(last, wraps, ts, STEP)
     got = run(harness, steps)
     for s, g in zip(steps, got):
         assert (g["last"], g["wraps"]) == R.tick(s["last"], s["wraps"], s["ts"], STEP), g
+        assert g["expire"] == R.expire(g["now"], SPAN), g
     return got
 
 
@@ -123,14 +124,14 @@ def test_compiled_macros_equal_the_oracle(harness):
         wraps = rnd.choice([0, STEP, MASK + 1 - STEP, rnd.randrange(1 << 14) * STEP])
         new_last, new_wraps = R.tick(last, wraps, ts, STEP)
         now = (new_wraps + ts) & MASK
-        seen = rnd.choice([now, (now - SPAN) & MASK, (now - SPAN + 1) & MASK, 0,
-                           (now + 1) & MASK, (now - (1 << 31) + SPAN) & MASK,
-                           (now - (1 << 31) + SPAN - 1) & MASK, rnd.randrange(1 << 32)])
-        steps.append({"step": STEP, "last": last, "wraps": wraps, "ts": ts, "seen": seen,
+        expire = rnd.choice([now, (now + 1) & MASK, (now - 1) & MASK, 0, (now + SPAN) & MASK,
+                             (now + (1 << 31)) & MASK, (now + (1 << 31) - 1) & MASK,
+                             (now + (1 << 31) + 1) & MASK, rnd.randrange(1 << 32)])
+        steps.append({"step": STEP, "last": last, "wraps": wraps, "ts": ts, "expire": expire,
                       "span": SPAN})
-        want.append((new_last, new_wraps, now, int(R.idle(now, seen, SPAN))))
+        want.append((new_last, new_wraps, now, int(R.idle(now, expire)), R.expire(now, SPAN)))
     got = run(harness, steps)
-    assert [(g["last"], g["wraps"], g["now"], g["idle"]) for g in got] == want
+    assert [(g["last"], g["wraps"], g["now"], g["idle"], g["expire"]) for g in got] == want
 
 
 def _clock_ts(t_ns: int) -> int:
@@ -149,8 +150,9 @@ def test_unordered_timestamps_keep_the_clock(harness):
     true_now = [(t >> C.TNA_EPOCH_SHIFT) & MASK for t in times]
     old_seen = true_now[times.index(wrap - 15 * NS + 5)]
     seen = [(n - 1) & MASK if t < wrap else old_seen for t, n in zip(times, true_now)]
+    expire = [R.expire(x, SPAN) for x in seen]
     # the register as a pipe that saw a packet a unit earlier left it (count 0, no wrap yet)
-    got = chain(harness, [(_clock_ts(t), s) for t, s in zip(times, seen)],
+    got = chain(harness, [(_clock_ts(t), e) for t, e in zip(times, expire)],
                 _clock_ts(wrap - 41 * NS), 0)
     assert [g["now"] for g in got] == true_now
     want_idle = [int(t >= wrap and n - old_seen >= SPAN) for t, n in zip(times, true_now)]
@@ -160,7 +162,7 @@ def test_unordered_timestamps_keep_the_clock(harness):
 
 def test_a_first_packet_late_in_the_timestamps_range_is_not_below_zero(harness):
     """The count starts at one wrap: a first packet whose timestamp is past half its range is
-    read as the period before (count 0), and a never-used slot (seen 0) is idle."""
+    read as the period before (count 0), and a never-used slot (expiry 0) is idle."""
     got = chain(harness, [(STEP - 5, 0), (STEP - 4, 0), (3, 0)], 0, STEP)
     assert [g["now"] for g in got] == [STEP - 5, STEP - 4, STEP + 3]
     assert [g["idle"] for g in got] == [1, 1, 1]
@@ -170,7 +172,7 @@ def test_the_clocks_own_wrap_leaves_no_slot_busy(harness):
     """The 32-bit clock wraps (after 146 years, or when the wrap count went wrong): a slot seen
     just before that is idle once its age reaches the span, and busy until then."""
     near = MASK + 1 - 3                       # the clock 3 units before 2^32
-    pkts = [((near + k) % STEP, near) for k in range(12)]
+    pkts = [((near + k) % STEP, R.expire(near, SPAN)) for k in range(12)]
     got = chain(harness, pkts, near % STEP, near - near % STEP)
     assert [g["now"] for g in got] == [(near + k) & MASK for k in range(12)]
     assert [g["idle"] for g in got] == [int(k >= SPAN) for k in range(12)]
