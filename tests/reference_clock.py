@@ -7,15 +7,17 @@ from __future__ import annotations
 MASK = 0xFFFFFFFF
 
 
-def tick(last: int, wraps: int, ts: int, step: int) -> tuple[int, int]:
+def tick(last: int, wraps: int, ts: int, step: int) -> tuple[int, int, int]:
     """SLOT_CLOCK_TICK: the register pair {last, wraps} after a packet with timestamp bits ``ts``
-    (exact compares: no operand reaches 2^31)."""
+    (exact compares: no operand reaches 2^31), and the count the packet gets (the one before).
+    Returns (last, wraps, count)."""
     half = step >> 1
+    count = wraps
     if last >= ts + half:
-        wraps = (wraps + step) & MASK
-    elif ts > last + half:
-        wraps = (wraps - step) & MASK
-    return ts, wraps
+        return ts, (wraps + step) & MASK, count
+    if ts <= last + half:
+        return ts, wraps, count
+    return last, wraps, count
 
 
 def expire(now: int, span: int) -> int:

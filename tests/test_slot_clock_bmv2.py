@@ -104,10 +104,11 @@ def chain(harness, ts_expire: list[tuple[int, int]], last: int, wraps: int) -> l
     for ts, expire in ts_expire:
         steps.append({"step": STEP, "last": last, "wraps": wraps, "ts": ts, "expire": expire,
                       "span": SPAN})
-        last, wraps = R.tick(last, wraps, ts, STEP)
+        last, wraps, _ = R.tick(last, wraps, ts, STEP)
     got = run(harness, steps)
     for s, g in zip(steps, got):
-        assert (g["last"], g["wraps"]) == R.tick(s["last"], s["wraps"], s["ts"], STEP), g
+        new_last, new_wraps, count = R.tick(s["last"], s["wraps"], s["ts"], STEP)
+        assert (g["last"], g["wraps"], g["now"]) == (new_last, new_wraps, (count + s["ts"]) & MASK), g
         assert g["expire"] == R.expire(g["now"], SPAN), g
     return got
 
@@ -122,8 +123,8 @@ def test_compiled_macros_equal_the_oracle(harness):
         last = rnd.choice(edges + [rnd.randrange(STEP)])
         ts = rnd.choice(edges + [rnd.randrange(STEP)])
         wraps = rnd.choice([0, STEP, MASK + 1 - STEP, rnd.randrange(1 << 14) * STEP])
-        new_last, new_wraps = R.tick(last, wraps, ts, STEP)
-        now = (new_wraps + ts) & MASK
+        new_last, new_wraps, count = R.tick(last, wraps, ts, STEP)
+        now = (count + ts) & MASK
         expire = rnd.choice([now, (now + 1) & MASK, (now - 1) & MASK, 0, (now + SPAN) & MASK,
                              (now + (1 << 31)) & MASK, (now + (1 << 31) - 1) & MASK,
                              (now + (1 << 31) + 1) & MASK, rnd.randrange(1 << 32)])
@@ -140,39 +141,55 @@ def _clock_ts(t_ns: int) -> int:
 
 def test_unordered_timestamps_keep_the_clock(harness):
     """A pipe's packets arrive a few ns out of order at every clock-unit boundary, before and
-    across the timestamp's wrap (late packets from before it after the first one past it):
-    every packet's clock is its own timestamp's, unwrapped; a slot seen a unit ago is busy, and one idle since before the wrap is idle after it.
-    Fails on the clock that counted any step back as a wrap."""
+    across the timestamp's wrap (a late packet from before it after the first one past it):
+    every packet's clock is its own timestamp's, unwrapped, but for the first packet past the
+    wrap (one step, 78 h, behind) and the late one after it (one step ahead); a slot seen a
+    unit ago is busy, and one idle since before the wrap is idle after it (but to the packet
+    whose clock is behind). Fails on the clock that counted any step back as a wrap."""
     wrap = 1 << 48
     times = []
     for base in range(wrap - 40 * NS, wrap + 20 * NS, NS):
         times += [base + 5, base - 3]          # the second, stamped 8 ns earlier, comes later
     true_now = [(t >> C.TNA_EPOCH_SHIFT) & MASK for t in times]
+    first, late = times.index(wrap + 5), times.index(wrap - 3)
+    assert late == first + 1
+    want_now = list(true_now)
+    want_now[first] = (true_now[first] - STEP) & MASK
+    want_now[late] = (true_now[late] + STEP) & MASK
     old_seen = true_now[times.index(wrap - 15 * NS + 5)]
     seen = [(n - 1) & MASK if t < wrap else old_seen for t, n in zip(times, true_now)]
     expire = [R.expire(x, SPAN) for x in seen]
     # the register as a pipe that saw a packet a unit earlier left it (count 0, no wrap yet)
     got = chain(harness, [(_clock_ts(t), e) for t, e in zip(times, expire)],
                 _clock_ts(wrap - 41 * NS), 0)
-    assert [g["now"] for g in got] == true_now
+    assert [g["now"] for g in got] == want_now
     want_idle = [int(t >= wrap and n - old_seen >= SPAN) for t, n in zip(times, true_now)]
+    want_idle[first] = 0                       # its clock is behind: the slot looks busy
+    want_idle[late] = 1                        # its clock is ahead: the slot looks idle
     assert [g["idle"] for g in got] == want_idle
-    assert 1 in want_idle and 0 in want_idle[len(want_idle) // 2:]
+    assert sum(want_idle) > 30 and 0 in want_idle[len(want_idle) // 2:]
 
 
-def test_a_first_packet_late_in_the_timestamps_range_is_not_below_zero(harness):
-    """The count starts at one wrap: a first packet whose timestamp is past half its range is
-    read as the period before (count 0), and a never-used slot (expiry 0) is idle."""
-    got = chain(harness, [(STEP - 5, 0), (STEP - 4, 0), (3, 0)], 0, STEP)
-    assert [g["now"] for g in got] == [STEP - 5, STEP - 4, STEP + 3]
-    assert [g["idle"] for g in got] == [1, 1, 1]
+def test_a_first_packet_anywhere_in_the_range_is_in_the_same_period(harness):
+    """The register starts with last in the middle of the timestamp's range and a count of 0
+    (config.p4's initial value, checked by tests/test_tofino_regressions.py): a first packet
+    late in the range, or at 0, keeps the count, and a never-used slot (expiry 0) is idle."""
+    start = (STEP // 2 - 1, 0)
+    got = chain(harness, [(STEP - 5, 0), (STEP - 4, 0), (3, 0), (4, 0)], *start)
+    assert [g["now"] for g in got] == [STEP - 5, STEP - 4, 3, STEP + 4]
+    assert [g["idle"] for g in got] == [1, 1, 1, 1]
+    got = chain(harness, [(0, 0), (1, 0)], *start)
+    assert [g["now"] for g in got] == [0, 1] and [g["wraps"] for g in got] == [0, 0]
 
 
 def test_the_clocks_own_wrap_leaves_no_slot_busy(harness):
     """The 32-bit clock wraps (after 146 years, or when the wrap count went wrong): a slot seen
     just before that is idle once its age reaches the span, and busy until then."""
-    near = MASK + 1 - 3                       # the clock 3 units before 2^32
-    pkts = [((near + k) % STEP, R.expire(near, SPAN)) for k in range(12)]
-    got = chain(harness, pkts, near % STEP, near - near % STEP)
-    assert [g["now"] for g in got] == [(near + k) & MASK for k in range(12)]
-    assert [g["idle"] for g in got] == [int(k >= SPAN) for k in range(12)]
+    near = MASK + 1 - 3 - STEP                # 3 units before a timestamp wrap, a step below 2^32
+    pkts = [((near + k) % STEP, R.expire((near + STEP) & MASK, SPAN)) for k in range(13)]
+    # one step later (the count 2^32 - step): the clock crosses 2^32 at k = 3
+    got = chain(harness, pkts, near % STEP, (MASK + 1 - STEP) & MASK)
+    now = [((near + STEP + k) & MASK) for k in range(13)]
+    now[3] = (now[3] - STEP) & MASK           # the first packet past a timestamp wrap
+    assert [g["now"] for g in got] == now
+    assert [g["idle"] for g in got] == [int(k >= SPAN) for k in range(13)]

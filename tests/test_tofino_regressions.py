@@ -387,17 +387,18 @@ class _ProgramClock:
         self.shift = C.TNA_EPOCH_SHIFT
         self.step = C.TNA_CLOCK_WRAP_STEP
         tick = re.search(r"SLOT_CLOCK_TICK\(s\.last_ts,\s*s\.wraps,\s*meta\.ts_clock,\s*"
-                         r"TNA_CLOCK_WRAP_STEP\)\s*wraps\s*=\s*s\.wraps;", config)
+                         r"TNA_CLOCK_WRAP_STEP,\s*wraps\)\s*\}", config)
         self.fixed = bool(tick)
         if self.fixed:
-            assert re.search(r"Register<clock_state_t,\s*bit<1>>\(1,\s*\{0,\s*TNA_CLOCK_WRAP_STEP\}\)",
-                             config), "the clock's count starts elsewhere"
+            assert re.search(r"Register<clock_state_t,\s*bit<1>>\(1,\s*"
+                             r"\{\(TNA_CLOCK_WRAP_STEP\s*>>\s*1\)\s*-\s*1,\s*0\}\)",
+                             config), "the clock's register starts elsewhere"
             assert re.search(r"meta\.epoch\s*=\s*meta\.clock_wraps\s*\+\s*meta\.ts_clock", config)
             assert len(re.findall(r"s\.expire\s*=\s*SLOT_CLOCK_EXPIRE\(meta\.epoch,\s*"
                                   r"\(bit<32>\)SLOT_IDLE_EPOCHS\)", counter)) == 3
             assert "SLOT_CLOCK_IDLE(meta.epoch, s.expire)" in counter
             self.span = C.SLOT_IDLE_EPOCHS
-            self.state = [0, self.step]
+            self.state = [(self.step >> 1) - 1, 0]
         else:
             assert "clock_tick" in config and re.search(r"meta\.ts_clock\s*<\s*s\.last_ts", config)
             self.span = C.SLOT_IDLE_EPOCHS << getattr(C, "TNA_IDLE_SHIFT", 0)
@@ -407,8 +408,9 @@ class _ProgramClock:
         ts = (t_ns % (1 << 48)) >> self.shift
         last, wraps = self.state
         if self.fixed:
-            self.state = list(self.R.tick(last, wraps, ts, self.step))
-            return (self.state[1] + ts) & 0xFFFFFFFF
+            last, wraps, count = self.R.tick(last, wraps, ts, self.step)
+            self.state = [last, wraps]
+            return (count + ts) & 0xFFFFFFFF
         last, new_wraps, out = self.R.old_tick(last, wraps, ts, self.step)
         self.state = [last, new_wraps]
         return (out + ts) & 0xFFFFFFFF

@@ -8,19 +8,24 @@
  * The clock is 32 bits: a timestamp's low bits (`ts`, fewer than 31 bits) plus a count of that
  * timestamp's wraps kept in a register {last, wraps}, `step` = one wrap in clock units.
  *
- * SLOT_CLOCK_TICK(last, wraps, ts, step): the register's update for a packet whose timestamp
- * bits are `ts`. Timestamps reach the register out of order (Tofino stamps each port's packets
+ * SLOT_CLOCK_TICK(last, wraps, ts, step, count): the register's update for a packet whose
+ * timestamp bits are `ts`; `count` gets the wrap count before the update, and the packet's clock
+ * is count + ts. Timestamps reach the register out of order (Tofino stamps each port's packets
  * on arrival and the ports' packets merge later), so a small step back is not a wrap: `ts` is
  * read as the timestamp nearest `last` modulo `step` (serial-number arithmetic, RFC 1982):
- *  - a drop of at least half the timestamp's range is a wrap: wraps + step;
- *  - a rise of more than half its range is a late packet from before the last wrap: wraps - step
- *    (and the next packet's drop adds the step back);
- *  - anything else is the same period, whichever way it went.
- * `last` becomes `ts` in every case; the packet's clock is then wraps + ts (the register's new
- * values). Written so that no P4 subtraction wraps (ts and last are below 2^31 - step / 2): the
- * P4 value of each compare is the exact one bf-p4c's stateful ALU computes ("geq.u"/"grt.u",
- * which compare the exact sum last - ts - step/2 without wrapping; p4c
- * backends/tofino/bf-p4c/mau/stateful_alu.cpp, CreateSaluInstruction::preorder(Relation)).
+ *  - a drop of at least half the timestamp's range is a wrap: wraps + step, last = ts;
+ *  - a rise of more than half its range is a late packet from before the last wrap: nothing
+ *    changes (`last` stays past the wrap);
+ *  - anything else is the same period, whichever way it went: last = ts.
+ * The count returned is the one before the update (the stored word, read before the ALUs
+ * write it, as bf-p4c reads `mem_hi`; an ALU result that no instruction drove reads 0, so the
+ * updated count is not used): the first packet past a wrap gets a clock one step behind its
+ * own, and a late packet one step ahead; every other packet gets its own. The register starts
+ * at {step / 2 - 1, 0}, so that a first packet anywhere in the range is in the same period.
+ * Written so that no P4 subtraction wraps (ts and last are below 2^31 - step / 2): the P4 value
+ * of each compare is the exact one bf-p4c's stateful ALU computes ("geq.u"/"leq.u", which
+ * compare the exact sum without wrapping; p4c backends/tofino/bf-p4c/mau/stateful_alu.cpp,
+ * CreateSaluInstruction::preorder(Relation)).
  *
  * SLOT_CLOCK_EXPIRE(now, span) and SLOT_CLOCK_IDLE(now, expire): a slot keeps, instead of
  * the clock when its owner was last seen, the clock at which it turns idle (expire = seen + span,
@@ -36,13 +41,14 @@
 #ifndef __SLOT_CLOCK__
 #define __SLOT_CLOCK__
 
-#define SLOT_CLOCK_TICK(last, wraps, ts, step)                      \
+#define SLOT_CLOCK_TICK(last, wraps, ts, step, count)               \
+    count = wraps;                                                  \
     if ((last) >= (ts) + ((step) >> 1)) {                           \
         wraps = wraps + (step);                                     \
-    } else if ((ts) > (last) + ((step) >> 1)) {                     \
-        wraps = wraps - (step);                                     \
-    }                                                               \
-    last = ts;
+        last = ts;                                                  \
+    } else if ((ts) <= (last) + ((step) >> 1)) {                    \
+        last = ts;                                                  \
+    }
 
 #define SLOT_CLOCK_EXPIRE(now, span) ((now) + (span))
 

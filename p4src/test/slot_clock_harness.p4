@@ -5,7 +5,8 @@
  *
  * A frame of EtherType 0x88b5 (IEEE local experimental) carries clock_test_h: the clock
  * register's state {last, wraps}, the packet's timestamp bits `ts` and the wrap `step` go in;
- * the harness applies SLOT_CLOCK_TICK to them, returns the new state with now = wraps + ts,
+ * the harness applies SLOT_CLOCK_TICK to them, returns the new state with now = the count
+ * before the update + ts,
  * sets `idle` to SLOT_CLOCK_IDLE(now, expire) for the slot expiry `expire` it got, and returns
  * SLOT_CLOCK_EXPIRE(now, span) in `expire`. Any other frame is dropped. Each packet
  * stands alone (BMv2 drops some frames of a fast pcap replay; a lost one is sent again):
@@ -64,8 +65,9 @@ control HIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadata
             mark_to_drop(sm);
             return;
         }
-        SLOT_CLOCK_TICK(hdr.clk.last, hdr.clk.wraps, hdr.clk.ts, hdr.clk.step)
-        hdr.clk.now = hdr.clk.wraps + hdr.clk.ts;
+        bit<32> count;
+        SLOT_CLOCK_TICK(hdr.clk.last, hdr.clk.wraps, hdr.clk.ts, hdr.clk.step, count)
+        hdr.clk.now = count + hdr.clk.ts;
         hdr.clk.idle = SLOT_CLOCK_IDLE(hdr.clk.now, hdr.clk.expire) ? 8w1 : 8w0;
         hdr.clk.expire = SLOT_CLOCK_EXPIRE(hdr.clk.now, hdr.clk.span);
         sm.egress_spec = sm.ingress_port;

@@ -10,14 +10,15 @@
  * tests/test_slot_clock_bmv2.py). Tofino stamps a packet when its port receives it and the
  * ports' packets merge afterwards, so the timestamps a pipe's packets bring are not in order:
  * only a drop of at least half the timestamp's range (39 h) is a wrap, a rise of more than half
- * is a late packet from before the last wrap (one wrap back for it, and the next packet's drop
- * restores it), and a small step either way changes no count. The packet's clock is the
- * register's new count plus its own timestamp bits: every packet, also one at a wrap, gets the
- * clock of its own timestamp. The count starts at one wrap (TNA_CLOCK_WRAP_STEP), so that a
- * first packet late in the timestamp's range, read as the period before, does not take the
- * clock below 0. The slot owners compare ages in serial-number arithmetic (coflow_counter.p4),
- * so a count that went wrong, or the clock's own wrap after 146 years, delays takeovers by at
- * most the error; it never keeps a slot busy for good.
+ * is a late packet from before the last wrap (it changes nothing), and a small step either way
+ * changes no count. The packet's clock is the count before its own update plus its timestamp
+ * bits: the first packet past a wrap gets a clock 78 h behind, and a late packet from before
+ * it one 78 h ahead (a few packets per pipe every 78 h); every other packet its own. The
+ * register starts with last_ts in the middle of the range, so a first packet anywhere in it
+ * is in the same period. The slot owners compare ages in serial-number arithmetic
+ * (coflow_counter.p4), so a clock that is wrong for a packet, or the clock's own wrap after
+ * 146 years, delays or hastens a takeover by at most its error; it never keeps a slot busy for
+ * good.
  */
 #ifndef __CONFIG_TNA__
 #define __CONFIG_TNA__
@@ -54,14 +55,14 @@ control PipelineConfig(inout headers_t hdr,
         size = 1;
     }
 
-    Register<clock_state_t, bit<1>>(1, {0, TNA_CLOCK_WRAP_STEP}) slot_clock_reg;
+    Register<clock_state_t, bit<1>>(1, {(TNA_CLOCK_WRAP_STEP >> 1) - 1, 0}) slot_clock_reg;
 
-    /* two compares (what one stateful ALU has), the count's two updates and the timestamp's
-     * one; the output is the new count (the low ALU's result) */
+    /* two compares (what one stateful ALU has), the count's one update, the timestamp's two
+     * (same value, two predicates); the output is the stored count (mem_hi, read before the
+     * update) */
     RegisterAction<clock_state_t, bit<1>, bit<32>>(slot_clock_reg) clock_tick = {
         void apply(inout clock_state_t s, out bit<32> wraps) {
-            SLOT_CLOCK_TICK(s.last_ts, s.wraps, meta.ts_clock, TNA_CLOCK_WRAP_STEP)
-            wraps = s.wraps;
+            SLOT_CLOCK_TICK(s.last_ts, s.wraps, meta.ts_clock, TNA_CLOCK_WRAP_STEP, wraps)
         }
     };
 
