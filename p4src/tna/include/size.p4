@@ -40,7 +40,7 @@
  * timestamp (which wraps every 2^48 ns = 78 h) plus a count of those wraps, kept by a one-entry
  * register: the clock wraps every 2^62 ns (146 years), and ages compare in serial-number
  * arithmetic, exact up to 2^31 units (73 years). The idle age is SLOT_IDLE_EPOCHS units: a slot
- * idle for 7 to 8.6 s is taken over. */
+ * idle for 7.5 to 8.6 s is taken over. */
 #define TNA_EPOCH_SHIFT 30                                  /* clock unit: 2^30 ns */
 #define TNA_CLOCK_TS_BITS 18                                /* timestamp bits in the clock */
 #define TNA_CLOCK_WRAP_STEP (1 << TNA_CLOCK_TS_BITS)        /* one timestamp wrap in clock units */
