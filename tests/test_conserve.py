@@ -78,19 +78,49 @@ def test_capacity_caps_and_work_conservation(name, inst):
     # capacity never exceeded
     assert (np.bincount(v.src, out, P) <= v.cap_up * (1 + TOL) + TOL).all()
     assert (np.bincount(v.dst, out, P) <= v.cap_down * (1 + TOL) + TOL).all()
-    # no flow above its cap; no flow below min(its rate, its cap)
-    assert (out <= cap + TOL).all()
+    # no flow below min(its rate, its cap): the head of an order keeps what it had
     assert (out >= np.minimum(alloc.rates, cap) - TOL).all()
     if not np.isfinite(cap).any():
         assert out is alloc.rates          # nothing capped: the scheduler's own allocation
+        assert conserve(v, alloc, cap, spare=False) is alloc.rates
         return
-    # work conserving once something is capped: an uncapped flow the scheduler serves (in
-    # its order, or any without one) has a saturated link
     rem_up = v.cap_up - np.bincount(v.src, out, P)
     rem_down = v.cap_down - np.bincount(v.dst, out, P)
     served = np.ones(v.nflows, bool) if alloc.order is None else np.isin(v.cf, alloc.order)
-    for f in np.flatnonzero(~np.isfinite(cap) & served):
+    # work conserving: every flow the scheduler serves (in its order, or any without one) has a
+    # saturated link; the coflows the order leaves out get nothing more
+    for f in np.flatnonzero(served):
         assert min(rem_up[v.src[f]], rem_down[v.dst[f]]) <= 1e-6 * 2, (name, f, out, cap)
+    assert (out[~served] == alloc.rates[~served]).all()
+    # the caps alone (no spare): no flow above its cap, every served flow below its cap has a
+    # saturated link, and the spare goes only to flows at their caps
+    hard = conserve(v, alloc, cap, spare=False)
+    assert (hard <= cap + TOL).all()
+    assert (hard >= np.minimum(alloc.rates, cap) - TOL).all()
+    h_up = v.cap_up - np.bincount(v.src, hard, P)
+    h_down = v.cap_down - np.bincount(v.dst, hard, P)
+    for f in np.flatnonzero(served & (hard < cap - TOL)):
+        assert min(h_up[v.src[f]], h_down[v.dst[f]]) <= 1e-6 * 2, (name, f, hard, cap)
+    below = hard < cap - TOL
+    assert out[below] == pytest.approx(hard[below], abs=TOL)
+    assert (out >= hard - TOL).all()
+
+
+def test_every_flow_capped_the_spare_goes_back_in_order():
+    """SEBF: both coflows capped below the link (the first at a tenth, the second at a fifth):
+    the second takes its cap, the rest goes back to the first in the order, none idles."""
+    v = view(3, [[(0, 2, 1_000)], [(1, 2, 400_000)]], [1.0] * 3, [1.0] * 3)
+    alloc = make_scheduler("sebf").allocate(v)
+    assert conserve(v, alloc, np.array([0.1, 0.2]), spare=False).tolist() == pytest.approx([0.1, 0.2])
+    assert conserve(v, alloc, np.array([0.1, 0.2])).tolist() == pytest.approx([0.8, 0.2])
+
+
+def test_a_capped_flow_behind_gets_up_to_its_cap():
+    """SEBF: the first coflow capped at a tenth, the second capped at half the link: the
+    second gets its half (a capped flow behind is backfilled up to its cap, not left at 0)."""
+    v = view(3, [[(0, 2, 1_000)], [(1, 2, 400_000)]], [1.0] * 3, [1.0] * 3)
+    alloc = make_scheduler("sebf").allocate(v)
+    assert conserve(v, alloc, np.array([0.1, 0.5]), spare=False).tolist() == pytest.approx([0.1, 0.5])
 
 
 # the ledger ---------------------------------------------------------------------------------

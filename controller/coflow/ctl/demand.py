@@ -65,7 +65,9 @@ class GrantLedger:
         allowed = st[0] * dt
         st[4] += allowed
         if st[6]:
-            st[2] += allowed
+            # the grant held: its rate up to its cap (what the core gives a capped flow above its
+            # cap is capacity no flow below its cap could use: no other coflow waits for it)
+            st[2] += allowed if st[5] is None else min(st[0], st[5]) * dt
         st[1] = now
 
     # the readings ----------------------------------------------------------------------
