@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from coflow.ctl.demand import CAP_LOWER, DEMAND_PROBE, GrantLedger, overheld
+from coflow.ctl.demand import CAP_LOWER, DEMAND_PROBE, DEMAND_WINDOW, GrantLedger, overheld
 from coflow.sched import REGISTRY, make_scheduler
 from coflow.sched.conserve import conserve
 
@@ -131,7 +131,7 @@ def ledger():
     return GrantLedger(headroom=1.0, min_Bps=1_000.0, uncap_Bps=1_000_000.0)
 
 
-def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0, size=None):
+def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0):
     """``reads`` readings ``dt`` apart, the flow sending ``per_read`` bytes each; returns the
     caps after each."""
     t, sent, caps = t0, sent0, []
@@ -139,7 +139,7 @@ def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0, size=None):
     for _ in range(reads):
         t += dt
         sent += per_read
-        led.observe(K, t, sent, size)
+        led.observe(K, t, sent)
         caps.append(led.cap(K))
     return caps, t, sent
 
@@ -183,8 +183,20 @@ def test_a_policed_sender_does_not_talk_its_cap_down():
     for frac in (0.6, 0.4, 0.3):
         (c,), t, sent = feed(led, 100_000.0, int(frac * 100_000.0 * 0.1), 1, t0=t, sent0=sent)
         assert c == pytest.approx(100_000.0), frac
-    caps, t, sent = feed(led, 100_000.0, int(0.5 * CAP_LOWER * 100_000.0 * 0.1), 2, t0=t, sent0=sent)
-    assert caps == [pytest.approx(100_000.0), pytest.approx(25_000.0)]
+    # far below it: lowered once the readings it ran faster at have left the window
+    caps, t, sent = feed(led, 100_000.0, int(0.5 * CAP_LOWER * 100_000.0 * 0.1), DEMAND_WINDOW + 1,
+                         t0=t, sent0=sent)
+    assert caps[0] == pytest.approx(100_000.0)
+    assert caps[-1] == pytest.approx(25_000.0)
+
+
+def test_a_flow_stalled_after_running_keeps_the_cap_of_its_pace():
+    """A flow that ran at 90 % of its rate, then stalls for two readings (TCP recovering from a
+    loss), is capped at the rate it ran at (x 1 + headroom), not at its stall's trickle."""
+    led = ledger()
+    _, t, sent = feed(led, 500_000.0, 45_000, 3)
+    caps, t, sent = feed(led, 500_000.0, 1_000, 2, t0=t, sent0=sent)
+    assert caps[-1] == pytest.approx(900_000.0)
 
 
 def test_one_short_reading_between_full_ones_is_not_capped():
@@ -195,13 +207,17 @@ def test_one_short_reading_between_full_ones_is_not_capped():
         assert c == np.inf
 
 
-def test_last_segments_and_tiny_rates_are_not_judged():
+def test_a_flow_finishing_keeps_a_cap_of_its_pace_and_tiny_rates_are_not_judged():
+    """A flow's end (its last bytes, then nothing) is judged as any shortfall: capped at twice
+    what it ran at, no lower; a flow that declared a segment and trickles is capped near its
+    trickle; a rate too small to show a shortfall (a few segments per reading) is not judged."""
     led = ledger()
-    caps, _, _ = feed(led, 500_000.0, 1_000, 3, size=3_500)   # within 2 segments of its size
-    assert all(c == np.inf for c in caps)
-    led = ledger()      # a flow far past its declared size is no flow in its tail: judged
-    caps, _, _ = feed(led, 500_000.0, 5_000, 3, size=1_000)
-    assert caps[-1] == pytest.approx(100_000.0)
+    _, t, sent = feed(led, 500_000.0, 45_000, 3)
+    caps, _, _ = feed(led, 500_000.0, 0, 2, t0=t, sent0=sent)
+    assert caps[-1] == pytest.approx(900_000.0)
+    led = ledger()      # 1,500 B a read, whatever it declared
+    caps, _, _ = feed(led, 500_000.0, 1_500, 3)
+    assert caps[1] == np.inf and caps[2] == pytest.approx(30_000.0)
     led = ledger()
     caps, _, _ = feed(led, 10_000.0, 10, 5)   # a rate of 1 KB per read: too little to judge
     assert all(c == np.inf for c in caps)
@@ -210,9 +226,9 @@ def test_last_segments_and_tiny_rates_are_not_judged():
 def test_grant_held_counts_from_the_first_byte():
     led = ledger()
     led.set_rates({K: 100_000.0}, 0.0)
-    led.observe(K, 1.0, 0, None)             # a second granted, nothing sent: not held yet
+    led.observe(K, 1.0, 0)             # a second granted, nothing sent: not held yet
     assert led.held(K, 1.0) == 0.0
-    led.observe(K, 1.5, 100, None)
+    led.observe(K, 1.5, 100)
     assert led.held(K, 2.5) == pytest.approx(100_000.0)
     assert led.held_pairs((1, 0), 2.5) == {(0, 1): pytest.approx(100_000.0)}
     led.forget_except(set())
@@ -258,7 +274,11 @@ def test_settings_refuse_bad_values(key, value, msg):
     assert str(e.value) == msg
 
 
-def test_defaults_leave_both_rules_off():
+def test_defaults_turn_both_rules_on():
+    """Work conservation and the time claim check are on by default (the rate modes' closed
+    loop runs them); 0 turns either off."""
     from coflow.ctl.settings import split_settings
     s, _ = split_settings({})
+    assert s.conserve == 1 and s.claim_time_factor >= 1 and s.claim_slack_s > 0
+    s, _ = split_settings({"conserve": "0", "claim_time_factor": "0"})
     assert s.conserve == 0 and s.claim_time_factor == 0
