@@ -253,18 +253,37 @@ def test_rounding_error_is_bounded():
     assert 8 * rs.step(3) <= (th[2] - th[1]) / 8
 
 
-def test_p4info_digest_of_another_shape_is_one_error():
+_HEAD = (("slot", 16), ("external_id", 32), ("internal_id", 8))
+
+
+def _p4info(members):
     from coflow.dataplane.pb import p4info_pb2
     p = p4info_pb2.P4Info()
-    assert DigestFormat.from_p4info(p) is None          # no digest: poll only
     d = p.digests.add()
     d.preamble.id, d.preamble.name = 9, "report_digest_t"
     d.type_spec.struct.name = "report_digest_t"
     st = p.type_info.structs["report_digest_t"]
-    for name, w in (("slot", 32), ("external_id", 32), ("bytes", 64)):
+    for name, w in members:
         m = st.members.add()
         m.name = name
         m.type_spec.bitstring.bit.bitwidth = w
+    return p
+
+
+@pytest.mark.parametrize("members", [
+    (("slot", 32), ("external_id", 32), ("bytes", 64)),            # too few
+    _HEAD + (("units", 32), ("port", 9)),                           # a fifth member, not the pipe
+    _HEAD + (("pipe", 8), ("units", 32)),                           # the pipe before the count
+    _HEAD + (("units", 32), ("pipe", 8), ("pipe", 8)),              # six
+])
+def test_p4info_digest_of_another_shape_is_one_error(members):
+    from coflow.dataplane.pb import p4info_pb2
+    assert DigestFormat.from_p4info(p4info_pb2.P4Info()) is None    # no digest: poll only
     with pytest.raises(DigestError, match="members") as e:
-        DigestFormat.from_p4info(p)
+        DigestFormat.from_p4info(_p4info(members))
     assert "\n" not in str(e.value)
+
+
+def test_p4info_digest_with_the_pipe_member():
+    f = DigestFormat.from_p4info(_p4info(_HEAD + (("units", 32), ("pipe", 8))), unit_shift=6)
+    assert f.widths == (16, 32, 8, 32, 8) and f.unit_shift == 6

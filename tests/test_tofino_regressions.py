@@ -14,9 +14,10 @@ when bf-p4c is missing (the mechanism of tests/test_tofino_compile.py, whose bui
 2. Traffic manager: ``coflow ctl run --target tofino`` builds a TM pusher (strict priority for
    the mode) for the server; Stratum without a chassis config is an error
    (tests/test_tofino_tm.py tests the messages and the pushes).
-3. Slot ages across the 48-bit timestamp's wrap, with the stateful ALU's exact compare
-   (bf-p4c mau/stateful_alu.cpp: ``geq.u``, no wrap): the program's clock keeps an idle slot
-   idle after the wrap.
+3. Slot ages across the 48-bit timestamp's wrap and across timestamps that reach the pipe out
+   of order, with the program's clock and age test as the stateful ALU evaluates them
+   (tests/reference_clock.py): an idle slot stays idle after the wrap, an active owner keeps
+   its slot and an abandoned slot turns idle.
 4. Ports: translated (``tna/PortId_t``, 32 bits) in Stratum's build, the SDK port's 9 bits in
    bf_switchd's (whose P4Runtime server translates nothing), in the source and in each compiled
    P4Info, each refused for the other server; the controller names them per server.
@@ -370,39 +371,59 @@ def test_ctl_run_tofino_builds_a_tm_pusher_for_the_server(tmp_path):
 
 # --- 3. slot ages across the timestamp's wrap ---------------------------------------------
 
-def _program_clock():
-    """The slot clock as the program computes it, read from config.p4: ``now(t_ns)`` for a pipe
-    that sees a packet at least every 78 h."""
-    text = _src("include/control/config.p4")
-    # the P4 sizes, through their Python mirror (tests/test_constants.py keeps them equal)
-    shift = C.TNA_EPOCH_SHIFT
-    sizes = {"TNA_IDLE_SHIFT": C.TNA_IDLE_SHIFT}
-    if "clock_tick" in text and re.search(r"meta\.epoch\s*=\s*meta\.clock_wraps\s*\+\s*meta\.ts_clock", text):
-        step = C.TNA_CLOCK_WRAP_STEP
-        state = {"last": 0, "wraps": 0}
+class _ProgramClock:
+    """The slot clock and the hashed slots' age test as the program computes them, read from
+    config.p4 and coflow_counter.p4 (the fixed program: the macros of p4src/include/slot_clock.p4,
+    whose compiled P4 value tests/test_slot_clock_bmv2.py checks against the same oracle; the
+    program before the fix: a wrap at any step back, the count before the update, an exact age
+    compare). ``now(t_ns)`` for a pipe's packet stamped at t_ns, in arrival order;
+    ``stored(now)`` what a packet of the owner writes into the slot; ``idle(now, stored)``."""
 
-        def now(t_ns: int) -> int:
-            ts = (t_ns % (1 << 48)) >> shift
-            wraps = state["wraps"]                 # the count before this packet
-            if ts < state["last"]:
-                state["wraps"] += step
-            state["last"] = ts
-            return (wraps + ts) & 0xFFFFFFFF
-        return now, sizes["TNA_IDLE_SHIFT"], True
-    m = re.search(r"meta\.epoch\s*=\s*ig_intr_md\.ingress_mac_tstamp\[47:(\w+)\]", text)
-    assert m, "config.p4 sets meta.epoch some other way"
-    return (lambda t_ns: ((t_ns % (1 << 48)) >> shift) & 0xFFFFFFFF), sizes["TNA_IDLE_SHIFT"], False
+    def __init__(self):
+        import reference_clock as R
+        self.R = R
+        config = _src("include/control/config.p4")
+        counter = _src("include/control/coflow_counter.p4")
+        self.shift = C.TNA_EPOCH_SHIFT
+        self.step = C.TNA_CLOCK_WRAP_STEP
+        tick = re.search(r"SLOT_CLOCK_TICK\(s\.last_ts,\s*s\.wraps,\s*meta\.ts_clock,\s*"
+                         r"TNA_CLOCK_WRAP_STEP,\s*wraps\)\s*\}", config)
+        self.fixed = bool(tick)
+        if self.fixed:
+            assert re.search(r"Register<clock_state_t,\s*bit<1>>\(1,\s*"
+                             r"\{\(TNA_CLOCK_WRAP_STEP\s*>>\s*1\)\s*-\s*1,\s*0\}\)",
+                             config), "the clock's register starts elsewhere"
+            assert re.search(r"meta\.epoch\s*=\s*meta\.clock_wraps\s*\+\s*meta\.ts_clock", config)
+            assert len(re.findall(r"s\.expire\s*=\s*SLOT_CLOCK_EXPIRE\(meta\.epoch,\s*"
+                                  r"\(bit<32>\)SLOT_IDLE_EPOCHS\)", counter)) == 3
+            assert "SLOT_CLOCK_IDLE(meta.epoch, s.expire)" in counter
+            self.span = C.SLOT_IDLE_EPOCHS
+            self.state = [(self.step >> 1) - 1, 0]
+        else:
+            assert "clock_tick" in config and re.search(r"meta\.ts_clock\s*<\s*s\.last_ts", config)
+            self.span = C.SLOT_IDLE_EPOCHS << getattr(C, "TNA_IDLE_SHIFT", 0)
+            self.state = [0, 0]
 
+    def now(self, t_ns: int) -> int:
+        ts = (t_ns % (1 << 48)) >> self.shift
+        last, wraps = self.state
+        if self.fixed:
+            last, wraps, count = self.R.tick(last, wraps, ts, self.step)
+            self.state = [last, wraps]
+            return (count + ts) & 0xFFFFFFFF
+        last, new_wraps, out = self.R.old_tick(last, wraps, ts, self.step)
+        self.state = [last, new_wraps]
+        return (out + ts) & 0xFFFFFFFF
 
-def _busy(now: int, seen: int, idle: int) -> bool:
-    """owner_probe's age test as the stateful ALU evaluates it: one compare of
-    now + (-seen) + (-idle) >= 0 on zero-extended operands, no wrap (stateful_alu.cpp, geq.u)."""
-    return not (now - seen - idle >= 0)
+    def stored(self, now: int) -> int:
+        return self.R.expire(now, self.span) if self.fixed else now
+
+    def idle(self, now: int, stored: int) -> bool:
+        return self.R.idle(now, stored) if self.fixed else self.R.old_idle(now, stored, self.span)
 
 
 def test_idle_slots_stay_idle_across_the_timestamp_wrap():
-    now, idle_shift, _ = _program_clock()
-    idle = C.SLOT_IDLE_EPOCHS << idle_shift
+    clock = _ProgramClock()
     s = 10 ** 9
     wrap = 1 << 48
     # a pipe with traffic every 10 minutes (every 5 s around the wrap); a slot last used 30 s
@@ -411,18 +432,54 @@ def test_idle_slots_stay_idle_across_the_timestamp_wrap():
         + list(range(wrap + 60 * s, wrap + 3600 * s, 600 * s))
     seen = None
     for t in times:
-        c = now(t)
+        c = clock.now(t)
         if seen is None and t >= wrap - 30 * s:
-            seen = c
+            seen = clock.stored(c)
     later = []
     for dt in (3700, 4000, 7000, 6 * 3600):      # packets arrive in time order
-        later.append(_busy(now(wrap + dt * s), seen, idle))
-    assert later == [False] * 4, "a slot idle since before the wrap looks busy after it"
-    # a never-used slot (seen 0) is free once the clock passed the idle age, before and after
-    assert not _busy(now(wrap + 7 * 3600 * s), 0, idle)
+        later.append(clock.idle(clock.now(wrap + dt * s), seen))
+    assert later == [True] * 4, "a slot idle since before the wrap looks busy after it"
+    # a never-used slot (0) is free once the clock passed the idle age, before and after
+    assert clock.idle(clock.now(wrap + 7 * 3600 * s), 0)
     # and a busy slot stays busy: last seen 1 s ago
-    c = now(wrap + 8 * 3600 * s)
-    assert _busy(now(wrap + 8 * 3600 * s + s), c, idle)
+    c = clock.now(wrap + 8 * 3600 * s)
+    assert not clock.idle(clock.now(wrap + 8 * 3600 * s + s), clock.stored(c))
+
+
+def test_unordered_timestamps_neither_free_nor_jam_slots():
+    """Tofino stamps packets per port, and they reach the pipe's registers out of order: here,
+    at every boundary of the clock's unit for 10 minutes, a packet stamped 500 ns past it arrives
+    before one stamped 500 ns before it. An owner sending every second keeps its slot all along;
+    once it stops, its slot turns idle after the idle age and stays idle. Fails on the clock that
+    counted every step back as a 78-hour wrap: the owner's slot looked idle to the next probe,
+    and once the count wrapped the clock fell below every stored clock and slots stayed busy."""
+    clock = _ProgramClock()
+    s = 10 ** 9
+    unit = 1 << clock.shift
+    t0 = 3600 * s // unit * unit
+    stored = clock.stored(clock.now(t0))
+    lost = 0
+    second = 0
+    for b in range(t0 + unit, t0 + 600 * s, unit):
+        now = clock.now(b + 500)
+        clock.now(b - 500)
+        if (b - t0) // s != second:                   # the owner's packet, once a second
+            second = (b - t0) // s
+            lost += clock.idle(now, stored)
+            stored = clock.stored(now)
+        else:                                         # another coflow's probe would take it
+            lost += clock.idle(now, stored)
+    assert lost == 0, f"an active owner's slot looked idle {lost} times"
+    end = t0 + 600 * s
+    ages = []
+    for a in range(1, 40):                            # probes after the owner stopped
+        t = end + a * s
+        now = clock.now(t + 500)
+        clock.now(t - 500)
+        ages.append(clock.idle(now, stored))
+    assert True in ages, "the slot stays busy after its owner stopped"
+    first = ages.index(True)
+    assert 6 <= first + 1 <= 10 and all(ages[first:]), ages
 
 
 # --- 4. ports ------------------------------------------------------------------------------

@@ -347,7 +347,14 @@ class FakeBfrt:
       ``write_entry``: "Table not found for id"), and so is a data field id that is neither the
       table's nor the written action's (``BfRtTMTableData::getDataField``, called by every ``setValue``,
       bf_rt_tm_table_data_impl.cpp: "Invalid field_id"; an action's fields need its
-      ``action_id``)."""
+      ``action_id``);
+    - a value of another kind than the field's type is refused (``set_data_field`` in
+      bf_rt_server_impl.cpp calls the setter of the value's kind, whose ``getDataField`` checks
+      the type: a uint is a ``stream``, a bool a ``bool_val``, a string a ``str_val``), an
+      integer wider than the field's width too (``BfRtTMTableData::setIntValue``:
+      ``fieldTypeCompatibilityCheck``, ``boundsCheck``), and a string that is not one of the
+      field's choices (e.g. ``BfRtTMQueueBufferTable::tableSetEntry``,
+      bf_rt_tm_table_impl_queue.cpp: ``str_to_qbaf.at`` -> BF_INVALID_ARG)."""
 
     def __init__(self, port_cfg: dict, pipes: int = 4):
         self.port_cfg = port_cfg
@@ -395,6 +402,29 @@ class FakeBfrt:
                     ids |= {d["singleton"]["id"] for d in a["data"]}
             return ids
 
+        def spec_of(t: dict, action_id: int, fid: int) -> dict:
+            for d in t.get("data", []) + next((a["data"] for a in t.get("action_specs", [])
+                                                if a["id"] == action_id), []):
+                if d["singleton"]["id"] == fid:
+                    return d["singleton"]["type"]
+            return {}
+
+        def value_error(typ: dict, f) -> str:
+            kind, want = f.WhichOneof("value"), typ.get("type", "")
+            if want.startswith("uint"):
+                if kind != "stream":
+                    return f"Incompatible type {kind} for field_id={f.field_id}"
+                if int.from_bytes(f.stream, "big") >> int(want[4:]) or len(f.stream) > int(want[4:]) // 8:
+                    return f"Bounds check failed for field_id={f.field_id}"
+            elif want == "bool" and kind != "bool_val":
+                return f"Incompatible type {kind} for field_id={f.field_id}"
+            elif want == "string":
+                if kind != "str_val":
+                    return f"Incompatible type {kind} for field_id={f.field_id}"
+                if "choices" in typ and f.str_val not in typ["choices"]:
+                    return f"field_id={f.field_id}: value is out of range"
+            return ""
+
         def write(req, ctx):
             pipe = req.target.pipe_id
             for u in req.updates:
@@ -410,6 +440,10 @@ class FakeBfrt:
                 if bad:
                     ctx.abort(grpc.StatusCode.INVALID_ARGUMENT,
                               f"{tables[tid]['name']}: Invalid field_id={bad[0]}")
+                for f in e.data.fields:
+                    why = value_error(spec_of(tables[tid], e.data.action_id, f.field_id), f)
+                    if why:
+                        ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{tables[tid]['name']}: {why}")
             self.writes.append(req)
             return sc["WriteResponse"]()
         h = grpc
@@ -595,10 +629,20 @@ def test_bf_switchd_push_sets_every_queues_buffer_as_stratum_does():
     assert by_id[4].str_val == "EG_APP_POOL_0" and by_id[6].str_val == "33%"
 
 
+def _field(e, fid: int):
+    return next(f for f in e.data.fields if f.field_id == fid)
+
+
 @pytest.mark.parametrize("mutate,msg", [
     (lambda e: setattr(e, "table_id", 4278517799), "Table not found for id 4278517799"),
     (lambda e: e.data.fields.add(field_id=9, bool_val=True), "Invalid field_id=9"),
     (lambda e: setattr(e.data, "action_id", 0), "Invalid field_id=4"),   # action fields, no action
+    (lambda e: _field(e, 5).ClearField("stream") or setattr(_field(e, 5), "str_val", "608"),
+     "Incompatible type str_val for field_id=5"),                         # pool_max_cells: uint32
+    (lambda e: setattr(_field(e, 5), "stream", (1 << 32).to_bytes(5, "big")),
+     "Bounds check failed for field_id=5"),
+    (lambda e: setattr(_field(e, 6), "str_val", "34%"), "field_id=6: value is out of range"),
+    (lambda e: setattr(_field(e, 1), "bool_val", True), "Incompatible type bool_val for field_id=1"),
 ])
 def test_fake_bf_runtime_refuses_unknown_tables_and_fields(mutate, msg):
     fake = FakeBfrt({132: (4, list(range(8)))})

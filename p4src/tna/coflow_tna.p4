@@ -23,6 +23,7 @@
 #include "../include/size.p4"
 #include "include/size.p4"
 #include "../include/header.p4"
+#include "../include/slot_clock.p4"
 #include "include/metadata.p4"
 #include "include/parser.p4"
 #include "include/control/sanity.p4"

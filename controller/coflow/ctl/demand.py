@@ -13,14 +13,15 @@ was told to pace at and the payload bytes its edge counted at each reading of th
   the link's rate; a cap is lowered again only when its flow uses less than ``CAP_LOWER`` of it
   (a policed sender's shortfall is not a lack of demand). A flow's first interval (its start)
   is not judged.
-- the **grant it has held**: the integral of its rate since its first counted byte, which
-  the time claim check (:func:`overheld`) compares with what its declared bytes need.
+- the **grant it has held**: the integral of its rate (a capped flow's up to its cap) since
+  its first counted byte, which the time claim check (:func:`overheld`) compares with what its declared bytes need.
 """
 from __future__ import annotations
 
 import math
 
 from ..dataplane.constants import TCP_MSS_BYTES
+from .rates import overrun
 
 #: a capped flow that uses this much of its cap over an interval gets a doubled cap
 DEMAND_PROBE = 0.7
@@ -171,17 +172,4 @@ def overheld(rec, held: dict, host_port: dict, margin_frac: float, margin_bytes:
     held, declared)``; None when every claim holds. The byte check (:func:`coflow.ctl.rates.
     overrun`) compares the bytes *sent*; this one the time the grant was held, so a sender that
     trickles its bytes under the margin runs out of claim all the same."""
-    if margin_bytes < 0 or not held:
-        return None
-    declared: dict = {}
-    for f in rec.flows:
-        k = (host_port[f.src], host_port[f.dst])
-        if f.size_bytes is None:
-            declared[k] = None
-        elif k not in declared or declared[k] is not None:
-            declared[k] = declared.get(k, 0) + int(f.size_bytes)
-    for pair, got in held.items():
-        d = declared.get(pair)
-        if d is not None and got > factor * d * (1 + margin_frac) + margin_bytes + slack_bytes:
-            return pair, got, d
-    return None
+    return overrun(rec, held, host_port, margin_frac, margin_bytes, factor, slack_bytes)

@@ -7,14 +7,15 @@ entry per assigned slot): one digest ``{slot, external_id, internal_id, bytes}``
 between two digests of a slot the counter stays inside one step: the controller knows every
 edge's count *rounded down to the step* without reading it, and the D-CLAS round in digest mode
 (setting ``digest=1``) runs on those rounded counts, from pushes or from a poll alike
-(:func:`quantise`). The two give the same counts (hence the same demotions): a poll reads a
-count c and rounds it to floor(c / step) * step; the last digest carried the count just after
-the last boundary crossed, which rounds to the same multiple. Steps only grow (a coflow's queue
+(:func:`quantise`). On one pipe the two give the same counts (hence the same demotions): a
+poll reads a count c and rounds it to floor(c / step) * step; the last digest carried the count
+just after the last boundary crossed, which rounds to the same multiple. (An edge whose ports
+span pipes is several counting domains, each pushing its own share: "Pipes" below.) Steps only grow (a coflow's queue
 only rises; :class:`ReportSteps`), and a coarser power of two's multiples are multiples of the
 finer one, so a digest sent under the old step rounds right under the new one.
 
-The error of the rounding: each edge's count is at most one step below its true count, so a
-coflow's global size at most ``edges`` steps below. :class:`ReportSteps` sizes the step so
+The error of the rounding: each domain's count (an edge's, or an edge pipe's) is at most one
+step below its true count, so a coflow's global size at most ``domains`` steps below. :class:`ReportSteps` sizes the step so
 that this is at most 1/``precision`` of the coflow's current D-CLAS band.
 
 What is pushed is lost if the stream breaks or the server drops a list; the controller then

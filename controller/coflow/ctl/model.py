@@ -273,6 +273,30 @@ def _phase_key(t):
     return t[0], t[1]
 
 
+def batches(ops: list) -> list[list]:
+    """``ops`` (one :func:`diff`) split into the Writes that must follow one another: a
+    P4Runtime server may apply a batch's updates in any order (P4Runtime specification,
+    "Batching and Ordering of Updates": dependent updates go in separate Writes, each sent when
+    the one before succeeded). ``report_step`` entries written (inserted or modified) come in a
+    Write before the rest, and ``report_step`` entries deleted in a Write after it: a
+    ``coflow_slot`` entry must not point a coflow at a slot whose ``report_step`` entry is
+    missing, or the data plane's shadow count of that slot (TNA report.p4) misses the restart
+    when the coflow claims it and every report of the coflow is off by the slot's old count.
+    Inside each Write the order of :func:`diff` is kept. Without ``report_step`` writes beside
+    others: one Write."""
+    first = [op for op in ops if op.type != "DELETE" and _is_report(op)]
+    last = [op for op in ops if op.type == "DELETE" and _is_report(op)]
+    if not first and not last:
+        return [ops] if ops else []
+    middle = [op for op in ops if not _is_report(op)]
+    return [b for b in (first, middle, last) if b]
+
+
+def _is_report(op) -> bool:
+    k = op.entity.key
+    return k[0] == "table" and k[1] == T_REPORT
+
+
 def apply_ops(state: SwitchState, ops: Iterable[Op]) -> SwitchState:
     """The state a switch holds after ``ops`` succeeded (the controller's cache)."""
     return apply_ops_inplace(state.copy(), ops)

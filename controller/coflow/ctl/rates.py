@@ -310,14 +310,9 @@ def _short_of(measured: int, size) -> int:
     return min(measured, max(0, int(size) - MEASURED_SHORT_BYTES))
 
 
-def overrun(rec, pair_bytes: dict, host_port: dict, margin_frac: float, margin_bytes: int):
-    """Whether coflow ``rec``'s measured bytes break its claims: the first host pair (src pos,
-    dst pos) whose payload bytes (``pair_bytes``, :meth:`FlowProgress.sent`) exceed the sizes
-    its flows on that pair declare (all of them known) by more than ``margin_frac`` x declared
-    + ``margin_bytes``, as ``(pair, measured, declared)``; None when every claim holds. A pair
-    with a flow of unknown size claims nothing."""
-    if margin_bytes < 0 or not pair_bytes:
-        return None
+def declared_pairs(rec, host_port: dict) -> dict:
+    """(src pos, dst pos) -> the bytes coflow ``rec``'s flows on that host pair declare; None
+    where one of them gave no size (the pair claims nothing)."""
     declared: dict = {}
     for f in rec.flows:
         k = (host_port[f.src], host_port[f.dst])
@@ -325,9 +320,24 @@ def overrun(rec, pair_bytes: dict, host_port: dict, margin_frac: float, margin_b
             declared[k] = None
         elif k not in declared or declared[k] is not None:
             declared[k] = declared.get(k, 0) + int(f.size_bytes)
+    return declared
+
+
+def overrun(rec, pair_bytes: dict, host_port: dict, margin_frac: float, margin_bytes: int,
+            factor: float = 1.0, slack_bytes: float = 0.0):
+    """Whether coflow ``rec``'s measured bytes break its claims: the first host pair (src pos,
+    dst pos) whose payload bytes (``pair_bytes``, :meth:`FlowProgress.sent`) exceed the sizes
+    its flows on that pair declare (all of them known, :func:`declared_pairs`) x ``factor`` by
+    more than ``margin_frac`` x that + ``margin_bytes`` + ``slack_bytes``, as ``(pair,
+    measured, declared)``; None when every claim holds. A pair with a flow of unknown size
+    claims nothing. (``factor`` and ``slack_bytes``: the time claim check,
+    :func:`coflow.ctl.demand.overheld`.)"""
+    if margin_bytes < 0 or not pair_bytes:
+        return None
+    declared = declared_pairs(rec, host_port)
     for pair, got in pair_bytes.items():
         d = declared.get(pair)
-        if d is not None and got > d * (1 + margin_frac) + margin_bytes:
+        if d is not None and got > factor * d * (1 + margin_frac) + margin_bytes + slack_bytes:
             return pair, got, d
     return None
 

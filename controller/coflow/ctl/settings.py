@@ -70,7 +70,8 @@ class CtlSettings:
       ``link_mbps`` on BMv2, :func:`ecn_entities`); 0 = no marking.
     - ``slot_idle_epochs``: a hashed counter slot whose owner sent nothing for this many data-
       plane epochs (about a second each, ``EPOCH_SECONDS`` on BMv2) is taken over by the next
-      coflow hashing to it (``pipeline_config``; the P4 default is ``SLOT_IDLE_EPOCHS``).
+      coflow hashing to it (``pipeline_config``; the P4 default is ``SLOT_IDLE_EPOCHS``). The
+      Tofino program ignores it: its span is the constant ``SLOT_IDLE_EPOCHS`` epochs of 2^30 ns.
     - ``round_aio``: 1 = the rounds' counter reads and writes go out on one asyncio loop
       (grpc.aio, :mod:`coflow.ctl.aio`); 0 = as grpc futures from the loop thread.
     - ``push``: 1 = the edges are asked to push the counters the rounds read (D-CLAS's

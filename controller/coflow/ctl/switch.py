@@ -294,8 +294,10 @@ class SwitchAgent:
         Returns (updates written, error or None)."""
         return sync_many([(self, desired, changed)])[self.name]
 
-    def _prepare(self, desired: M.SwitchState, changed) -> tuple[list, bytes | None]:
-        """(ops, serialised WriteRequest or None); the caller holds ``self.lock``."""
+    def _prepare(self, desired: M.SwitchState, changed) -> list:
+        """[(ops, serialised WriteRequest)], the Writes to send one after the other
+        (:func:`coflow.ctl.model.batches`; empty: nothing to write); the caller holds
+        ``self.lock``."""
         if self.actual is None:
             self.actual = self.read_state()
             self._in_sync = False
@@ -303,11 +305,12 @@ class SwitchAgent:
             ops = M.diff(desired, self.actual)
         else:
             ops = M.diff_keys(desired, self.actual, changed)
-        if not ops:
-            return ops, None
-        req = self.client.write_request()
-        self.codec.add_updates(req, ops)
-        return ops, req.SerializeToString()
+        out = []
+        for batch in M.batches(ops):
+            req = self.client.write_request()
+            self.codec.add_updates(req, batch)
+            out.append((batch, req.SerializeToString()))
+        return out
 
     def _commit(self, ops: list) -> None:
         M.apply_ops_inplace(self.actual, ops)
@@ -453,13 +456,16 @@ class SwitchAgent:
 
 def sync_many(items, io=None) -> dict:
     """Sync several switches at once: ``items`` = [(agent, desired, changed)]. Each agent's
-    diff and WriteRequest are prepared in this thread (holding its lock, as the keeper does
-    for a reconnect), then every Write is in flight together and the answers are collected;
-    a switch's cache is updated only when its Write succeeded, and its lock (hence its next
-    Write) is held until then. ``io``: a :class:`coflow.ctl.aio.RoundIO` sends the Writes on
-    its asyncio loop; None: grpc futures. Returns name -> (updates written, error or None)."""
+    diff and WriteRequests are prepared in this thread (holding its lock, as the keeper does
+    for a reconnect), then every switch's first Write is in flight together and the answers are
+    collected; a switch whose diff needs more than one Write (:func:`coflow.ctl.model.batches`)
+    sends the next one when the one before succeeded, and none after a failure. A switch's
+    cache is updated with each Write that succeeded, and its lock (hence its next sync) is held
+    until its last answer. ``io``: a :class:`coflow.ctl.aio.RoundIO` sends the Writes on its
+    asyncio loop; None: grpc futures. Returns name -> (updates written, error or None)."""
     out: dict = {}
-    pending = []  # (agent, ops, wait or request) with the agent's lock held
+    pending = []  # [agent, Writes left, updates written, wait or None] with the agent's lock held
+    following: list = []  # the same, for the next Write
     try:
         for a, desired, changed in items:
             if a.state != a.MASTER:  # don't wait for the keeper's lock while it reconnects
@@ -471,35 +477,47 @@ def sync_many(items, io=None) -> dict:
                 if a.state != a.MASTER or a.client is None:
                     out[a.name] = (0, "not primary")
                     continue
-                ops, req = a._prepare(desired, changed)
-                if req is None:
-                    a._commit(ops)
+                writes = a._prepare(desired, changed)
+                if not writes:
+                    a._commit([])
                     out[a.name] = (0, None)
                     continue
-                pending.append((a, ops, req if io is not None else a.client.write_raw_start(req)))
+                wait = None if io is not None else a.client.write_raw_start(writes[0][1])
+                pending.append([a, writes, 0, wait])
                 held = False
             except P4RuntimeError as exc:
                 out[a.name] = (0, a._failed(exc))
             finally:
                 if held:
                     a.lock.release()
-        if io is not None and pending:
-            errs = io.run("write", [(a.name, a.address, a.io_key(), req) for a, _, req in pending])
-            pending = [(a, ops, _raiser(e)) for (a, ops, _), e in zip(pending, errs)]
         while pending:
-            a, ops, wait = pending[0]
-            try:
-                wait()
-                a._commit(ops)
-                out[a.name] = (len(ops), None)
-            except P4RuntimeError as exc:
-                out[a.name] = (0, a._failed(exc))
-            finally:
+            if io is not None:
+                errs = io.run("write", [(p[0].name, p[0].address, p[0].io_key(), p[1][0][1])
+                                        for p in pending])
+                for p, e in zip(pending, errs):
+                    p[3] = _raiser(e)
+            while pending:
+                a, writes = pending[0][0], pending[0][1]
+                try:
+                    pending[0][3]()
+                    a._commit(writes[0][0])
+                    pending[0][2] += len(writes[0][0])
+                    if len(writes) > 1:      # the next Write; the lock stays held
+                        del writes[0]
+                        pending[0][3] = (None if io is not None
+                                         else a.client.write_raw_start(writes[0][1]))
+                        following.append(pending.pop(0))
+                        continue
+                    out[a.name] = (pending[0][2], None)
+                except P4RuntimeError as exc:
+                    out[a.name] = (0, a._failed(exc))
                 pending.pop(0)
                 a.lock.release()
+            pending, following = following, []
     finally:
-        for a, _, _ in pending:  # an unexpected error: leave no lock held, and read back
-            a.actual = None      # before the next diff (the Write may have been applied)
+        for p in pending + following:  # an unexpected error: leave no lock held, and read
+            a = p[0]                   # back before the next diff (a Write may have been applied)
+            a.actual = None
             a._in_sync = False
             a.lock.release()
     return out

@@ -89,11 +89,10 @@ IPV4_MIN_HEADER_BYTES = 20
 TNA_DROP_CTL = 1                                  # ig_dprsr_md.drop_ctl bit 0: drop
 IPV4_OPT_MIN_LEN = 2                              # an option's type + length bytes
 IPV4_OPT_WORDS = 10                               # TNA parser: options as 32-bit words (40 B)
-TNA_EPOCH_SHIFT = 24                              # slot age clock unit: 2^24 ns (16.8 ms)
-TNA_CLOCK_TS_BITS = 24                            # MAC timestamp[47:24]: the clock's low bits
+TNA_EPOCH_SHIFT = 30                              # slot age clock unit: 2^30 ns (1.074 s)
+TNA_CLOCK_TS_BITS = 18                            # MAC timestamp[47:30]: the clock's low bits
 TNA_CLOCK_WRAP_STEP = 1 << TNA_CLOCK_TS_BITS      # a timestamp wrap (2^48 ns) in clock units
-TNA_IDLE_SHIFT = 6                                # a 2^30-ns epoch in clock units: the idle age
-#                                                   is SLOT_IDLE_EPOCHS << 6 units = 8.6 s
+#                                                   the idle age is SLOT_IDLE_EPOCHS units (8.6 s)
 TNA_MAX_COUNTED_IP_LEN = 1500                     # byte registers count min(total_len, this)
 TNA_COUNTED_FCS_BYTES = 4                         # Tofino counters and meters count the FCS
 TNA_CELL_BYTES = 80                               # Tofino 1 queue depth unit (ECN threshold)

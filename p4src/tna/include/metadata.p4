@@ -38,10 +38,11 @@ enum slot_outcome_t {
     COLLIDE     /* another coflow's busy hashed slot: shared, nothing changes */
 }
 
-/* A slot's owner and the clock of its owner's last packet: one stateful ALU word pair */
+/* A slot's owner and the clock at which it turns idle (its owner's last packet's clock + the
+ * idle span, SLOT_CLOCK_EXPIRE): one stateful ALU word pair */
 struct slot_state_t {
     tna_tag_t owner;
-    bit<32>   seen;
+    bit<32>   expire;
 }
 
 /* The slot age clock's wrap count (coflow_counter.p4, SlotClock): the timestamp bits of the

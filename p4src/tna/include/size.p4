@@ -35,14 +35,15 @@
 #define ETH_HEADER_BYTES 14                                 /* frame bytes = total_len + 14 */
 
 #define TNA_UNITS_MAX 0xffffffff                         /* a saturated byte register */
-/* Slot age clock (issue 28, coflow_counter.p4): 32 bits of 2^24 ns (16.8 ms), the top 24 bits
- * of the 48-bit ingress MAC timestamp (which wraps every 2^48 ns = 78 h) below an 8-bit count
- * of those wraps, kept by a one-entry register: it wraps every 2^56 ns = 2.28 years. The idle
- * age is SLOT_IDLE_EPOCHS epochs of 2^30 ns (1.074 s; v1model's are 1.049 s): 8.6 s. */
-#define TNA_EPOCH_SHIFT 24                                  /* clock unit: 2^24 ns */
-#define TNA_CLOCK_TS_BITS 24                                /* timestamp bits in the clock */
+/* Slot age clock (coflow_counter.p4, config.p4, p4src/include/slot_clock.p4): 32 bits of
+ * 2^30 ns (1.074 s; v1model's epochs are 1.049 s), the top 18 bits of the 48-bit ingress MAC
+ * timestamp (which wraps every 2^48 ns = 78 h) plus a count of those wraps, kept by a one-entry
+ * register: the clock wraps every 2^62 ns (146 years), and ages compare in serial-number
+ * arithmetic, exact up to 2^31 units (73 years). The idle age is SLOT_IDLE_EPOCHS units: a slot
+ * idle for 7.5 to 8.6 s is taken over. */
+#define TNA_EPOCH_SHIFT 30                                  /* clock unit: 2^30 ns */
+#define TNA_CLOCK_TS_BITS 18                                /* timestamp bits in the clock */
 #define TNA_CLOCK_WRAP_STEP (1 << TNA_CLOCK_TS_BITS)        /* one timestamp wrap in clock units */
-#define TNA_IDLE_SHIFT 6                                    /* a 2^30-ns epoch in clock units */
 /* A packet's count in the byte registers is its IPv4 total length, at most this (the MTU):
  * ingress has no frame length to check total_len against (README, "What a host can gain by
  * lying"), so a frame claiming more than the MTU is counted as an MTU-sized one. */

@@ -10,11 +10,12 @@
  * computes the same slot.
  *
  * Each slot is a register pair and a register (stateful ALU words):
- *  - coflow_owner_reg {owner, seen}: the owner tag {1, CRC-32C(ext, int)[30:0]}
+ *  - coflow_owner_reg {owner, expire}: the owner tag {1, CRC-32C(ext, int)[30:0]}
  *    (0 = free: 31 bits of a second, independent hash; two coflows in one slot
  *    whose tags are equal, 1 in 2^31, go unnoticed and share the slot's bytes) and
- *    the clock when its owner last sent (meta.epoch: 2^24-ns units that do not
- *    wrap for 2.28 years, config.p4; the age test is exact, see there);
+ *    the clock at which the slot turns idle: its owner's last packet's clock
+ *    (meta.epoch: 2^30-ns units, config.p4) + SLOT_IDLE_EPOCHS, compared with the
+ *    clock in serial-number arithmetic (p4src/include/slot_clock.p4);
  *  - coflow_bytes_reg: bytes in 2^TNA_BYTES_UNIT_SHIFT-byte units, each packet's
  *    frame length (IPv4 total length, at most TNA_MAX_COUNTED_IP_LEN, + 14) rounded
  *    to the nearest unit (at most half a unit off per packet), saturating at
@@ -70,13 +71,15 @@ control CoflowCounter(inout headers_t hdr,
                 outcome = slot_outcome_t.TAKE;
             }
             s.owner = meta.tag;
-            s.seen = meta.epoch;
+            s.expire = SLOT_CLOCK_EXPIRE(meta.epoch, (bit<32>)SLOT_IDLE_EPOCHS);
         }
     };
 
     /* hashed slot: the owner's packet refreshes it; a free or idle slot (last seen at least
-     * SLOT_IDLE_EPOCHS << TNA_IDLE_SHIFT clock units ago; a free slot was "seen" at 0) is
-     * taken; anything else collides and changes nothing. The span is a constant: a stateful
+     * SLOT_IDLE_EPOCHS clock units ago in serial-number arithmetic, SLOT_CLOCK_IDLE in
+     * p4src/include/slot_clock.p4; a free slot expires at 0, so it is idle while the clock is
+     * at most 2^31 units, 73 years) is taken; anything else collides and changes
+     * nothing. The span is a constant: a stateful
      * ALU takes two PHV inputs (the tag and the clock), so the controller's slot_idle_epochs
      * does not reach it. Two conditions, what one stateful ALU has. out: which case, an
      * enum, which bf-p4c returns as the ALU's predicate (the only way one stateful ALU
@@ -84,11 +87,11 @@ control CoflowCounter(inout headers_t hdr,
     RegisterAction<slot_state_t, tna_slot_t, slot_outcome_t>(coflow_owner_reg) owner_probe = {
         void apply(inout slot_state_t s, out slot_outcome_t outcome) {
             if (s.owner == meta.tag) {
-                s.seen = meta.epoch;
+                s.expire = SLOT_CLOCK_EXPIRE(meta.epoch, (bit<32>)SLOT_IDLE_EPOCHS);
                 outcome = slot_outcome_t.SAME;
-            } else if (meta.epoch - s.seen >= ((bit<32>)SLOT_IDLE_EPOCHS) << TNA_IDLE_SHIFT) {
+            } else if (SLOT_CLOCK_IDLE(meta.epoch, s.expire)) {
                 s.owner = meta.tag;
-                s.seen = meta.epoch;
+                s.expire = SLOT_CLOCK_EXPIRE(meta.epoch, (bit<32>)SLOT_IDLE_EPOCHS);
                 outcome = slot_outcome_t.TAKE;
             } else {
                 outcome = slot_outcome_t.COLLIDE;

@@ -4,21 +4,21 @@
  * registers' units (2^TNA_BYTES_UNIT_SHIFT bytes, 32 bits); the controller
  * converts (coflow.tofino.target).
  *
- * The slot age clock (issue 28) is here too: 32 bits of 2^24 ns that do not wrap for 2.28
- * years. The 48-bit MAC timestamp wraps every 78 h, and the owner register compares ages
- * exactly, not modulo 2^32: bf-p4c (p4lang/p4c backends/tofino/bf-p4c/mau/stateful_alu.cpp,
- * CreateSaluInstruction::preorder(Relation)) turns `now - seen >= C` on bit<32> into one
- * "geq.u" compare of the sum now + (-seen) + (-C), which the stateful ALU evaluates without
- * wrapping; the wrapping kind it has ("uus", chosen for int<W> differences at the ALU's width)
- * tests the sign of the 32-bit sum, which splits ages at 2^31 units, not at C: a never-used
- * slot (seen = 0) would look busy for half of every clock period. One stateful ALU has two
- * comparators (owner = tag, and the age), so neither exact nor sign tests can express "age
- * modulo 2^32 >= C" (two intervals); a clock that does not wrap makes the exact test right.
- * So the clock counts the timestamp's wraps: a one-entry register keeps the last packet's
- * timestamp bits and adds TNA_CLOCK_WRAP_STEP when they go down (at most one wrap between two
- * packets of a pipe less than 78 h apart). The count it returns is the one before this packet
- * (an output read before the update): the one packet that sees a wrap gets a clock 78 h
- * behind, once per 78 h per pipe.
+ * The slot age clock is here too: 32 bits of 2^30 ns (size.p4). The 48-bit MAC timestamp
+ * wraps every 78 h, so a one-entry register {last_ts, wraps} counts its wraps
+ * (SLOT_CLOCK_TICK, p4src/include/slot_clock.p4, tested on BMv2 by
+ * tests/test_slot_clock_bmv2.py). Tofino stamps a packet when its port receives it and the
+ * ports' packets merge afterwards, so the timestamps a pipe's packets bring are not in order:
+ * only a drop of at least half the timestamp's range (39 h) is a wrap, a rise of more than half
+ * is a late packet from before the last wrap (it changes nothing), and a small step either way
+ * changes no count. The packet's clock is the count before its own update plus its timestamp
+ * bits: the first packet past a wrap gets a clock 78 h behind, and a late packet from before
+ * it one 78 h ahead (a few packets per pipe every 78 h); every other packet its own. The
+ * register starts with last_ts in the middle of the range, so a first packet anywhere in it
+ * is in the same period. The slot owners compare ages in serial-number arithmetic
+ * (coflow_counter.p4), so a clock that is wrong for a packet, or the clock's own wrap after
+ * 146 years, delays or hastens a takeover by at most its error; it never keeps a slot busy for
+ * good.
  */
 #ifndef __CONFIG_TNA__
 #define __CONFIG_TNA__
@@ -46,7 +46,7 @@ control PipelineConfig(inout headers_t hdr,
         meta.fifo_base = fifo_base;
         meta.managed = managed;
         /* slot_idle_epochs: in the P4Info as on v1model; the TNA idle age is the constant
-         * SLOT_IDLE_EPOCHS << TNA_IDLE_SHIFT (coflow_counter.p4) */
+         * SLOT_IDLE_EPOCHS (coflow_counter.p4) */
     }
 
     table pipeline_config {
@@ -55,22 +55,21 @@ control PipelineConfig(inout headers_t hdr,
         size = 1;
     }
 
-    Register<clock_state_t, bit<1>>(1, {0, 0}) slot_clock_reg;
+    Register<clock_state_t, bit<1>>(1, {(TNA_CLOCK_WRAP_STEP >> 1) - 1, 0}) slot_clock_reg;
 
+    /* two compares (what one stateful ALU has), the count's one update, the timestamp's two
+     * (same value, two predicates); the output is the stored count (mem_hi, read before the
+     * update) */
     RegisterAction<clock_state_t, bit<1>, bit<32>>(slot_clock_reg) clock_tick = {
         void apply(inout clock_state_t s, out bit<32> wraps) {
-            wraps = s.wraps;
-            if (meta.ts_clock < s.last_ts) {
-                s.wraps = s.wraps + TNA_CLOCK_WRAP_STEP;
-            }
-            s.last_ts = meta.ts_clock;
+            SLOT_CLOCK_TICK(s.last_ts, s.wraps, meta.ts_clock, TNA_CLOCK_WRAP_STEP, wraps)
         }
     };
 
     apply {
         port_role.apply();
         pipeline_config.apply();
-        /* slot age clock: wraps (register) + MAC timestamp[47:24], one step each */
+        /* slot age clock: wraps (register) + MAC timestamp[47:30], one step each */
         meta.ts_clock = (bit<32>)ig_intr_md.ingress_mac_tstamp[47:TNA_EPOCH_SHIFT];
         meta.clock_wraps = clock_tick.execute(0);
         meta.epoch = meta.clock_wraps + meta.ts_clock;
