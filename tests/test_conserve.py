@@ -259,6 +259,27 @@ def test_overheld_bound():
     assert overheld(rec, {(0, 1): 1e12}, hp, 0.25, -1, 0) is None
 
 
+def test_an_application_limited_flow_holds_a_grant_that_follows_its_use():
+    """An honest sender writing 300 KB at a tenth of its 1 MB/s rate (3 s), alone on its link
+    (the core gives it the spare above its cap): capped near what it uses, the grant it holds
+    grows with its cap, and its claim does not run out (counted at its full rate, 3 MB, it
+    would have: the time check would distrust an honest coflow)."""
+    led = ledger()
+    led.uncap_Bps = 10e6
+    hp = {"a": 0, "b": 1}
+    rec = _R([_F("a", "b", 300_000)])
+    t, sent = 0.0, 0
+    led.set_rates({K: 1e6}, t)
+    for _ in range(30):
+        t += 0.1
+        sent += 10_000
+        led.observe(K, t, sent)
+    assert led.cap(K) == pytest.approx(200_000.0)
+    held = led.held_pairs((1, 0), t)
+    assert held[(0, 1)] < 1e6
+    assert overheld(rec, held, hp, 0.25, 64 * 1024, 0.5 * 1e6, 2.0) is None
+
+
 @pytest.mark.parametrize("key,value,msg", [
     ("conserve", "2", "setting conserve: must be 0 or 1, got 2"),
     ("demand_headroom", "0", "setting demand_headroom: must be > 0, got 0.0"),
