@@ -505,7 +505,7 @@ class Controller(Primary, CounterReads, ClosedLoop, Reporting):
             desired = self._desired()
         t2 = time.perf_counter()
         written, errors = self._write(desired)
-        self._publish_raises()     # the paces raised this round, now that their meters are
+        self._publish_raises()     # the paces raised this round: their meters are written
         t3 = time.perf_counter()
         if self._ha_pending is not None and errors == 0 and self.is_primary():
             # the first round written as the new primary: the takeover is complete

@@ -136,14 +136,6 @@ class ClosedLoop:
                        zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), prates.tolist())
                        if cids[k] not in unm}, now)
 
-    def _by_cid(self) -> dict:
-        recs = self._records
-        memo = self.__dict__.get("_by_cid_memo")
-        if memo is None or memo[0] is not recs:
-            memo = self.__dict__["_by_cid_memo"] = (recs, {(r.cid.external, r.cid.internal): r
-                                                           for r in recs})
-        return memo[1]
-
     def _observe_demand(self, now: float | None = None) -> None:
         """After a reading: each metered flow's bytes against its rate; a changed cap makes the
         next round re-rate (``conserve``)."""
