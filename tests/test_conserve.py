@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from coflow.ctl.demand import CAP_LOWER, DEMAND_PROBE, GrantLedger, overheld
+from coflow.ctl.demand import CAP_LOWER, DEMAND_PROBE, DEMAND_WINDOW, GrantLedger, overheld
 from coflow.sched import REGISTRY, make_scheduler
 from coflow.sched.conserve import conserve
 
@@ -78,19 +78,49 @@ def test_capacity_caps_and_work_conservation(name, inst):
     # capacity never exceeded
     assert (np.bincount(v.src, out, P) <= v.cap_up * (1 + TOL) + TOL).all()
     assert (np.bincount(v.dst, out, P) <= v.cap_down * (1 + TOL) + TOL).all()
-    # no flow above its cap; no flow below min(its rate, its cap)
-    assert (out <= cap + TOL).all()
+    # no flow below min(its rate, its cap): the head of an order keeps what it had
     assert (out >= np.minimum(alloc.rates, cap) - TOL).all()
     if not np.isfinite(cap).any():
         assert out is alloc.rates          # nothing capped: the scheduler's own allocation
+        assert conserve(v, alloc, cap, spare=False) is alloc.rates
         return
-    # work conserving once something is capped: an uncapped flow the scheduler serves (in
-    # its order, or any without one) has a saturated link
     rem_up = v.cap_up - np.bincount(v.src, out, P)
     rem_down = v.cap_down - np.bincount(v.dst, out, P)
     served = np.ones(v.nflows, bool) if alloc.order is None else np.isin(v.cf, alloc.order)
-    for f in np.flatnonzero(~np.isfinite(cap) & served):
+    # work conserving: every flow the scheduler serves (in its order, or any without one) has a
+    # saturated link; the coflows the order leaves out get nothing more
+    for f in np.flatnonzero(served):
         assert min(rem_up[v.src[f]], rem_down[v.dst[f]]) <= 1e-6 * 2, (name, f, out, cap)
+    assert (out[~served] == alloc.rates[~served]).all()
+    # the caps alone (no spare): no flow above its cap, every served flow below its cap has a
+    # saturated link, and the spare goes only to flows at their caps
+    hard = conserve(v, alloc, cap, spare=False)
+    assert (hard <= cap + TOL).all()
+    assert (hard >= np.minimum(alloc.rates, cap) - TOL).all()
+    h_up = v.cap_up - np.bincount(v.src, hard, P)
+    h_down = v.cap_down - np.bincount(v.dst, hard, P)
+    for f in np.flatnonzero(served & (hard < cap - TOL)):
+        assert min(h_up[v.src[f]], h_down[v.dst[f]]) <= 1e-6 * 2, (name, f, hard, cap)
+    below = hard < cap - TOL
+    assert out[below] == pytest.approx(hard[below], abs=TOL)
+    assert (out >= hard - TOL).all()
+
+
+def test_every_flow_capped_the_spare_goes_back_in_order():
+    """SEBF: both coflows capped below the link (the first at a tenth, the second at a fifth):
+    the second takes its cap, the rest goes back to the first in the order, none idles."""
+    v = view(3, [[(0, 2, 1_000)], [(1, 2, 400_000)]], [1.0] * 3, [1.0] * 3)
+    alloc = make_scheduler("sebf").allocate(v)
+    assert conserve(v, alloc, np.array([0.1, 0.2]), spare=False).tolist() == pytest.approx([0.1, 0.2])
+    assert conserve(v, alloc, np.array([0.1, 0.2])).tolist() == pytest.approx([0.8, 0.2])
+
+
+def test_a_capped_flow_behind_gets_up_to_its_cap():
+    """SEBF: the first coflow capped at a tenth, the second capped at half the link: the
+    second gets its half (a capped flow behind is backfilled up to its cap, not left at 0)."""
+    v = view(3, [[(0, 2, 1_000)], [(1, 2, 400_000)]], [1.0] * 3, [1.0] * 3)
+    alloc = make_scheduler("sebf").allocate(v)
+    assert conserve(v, alloc, np.array([0.1, 0.5]), spare=False).tolist() == pytest.approx([0.1, 0.5])
 
 
 # the ledger ---------------------------------------------------------------------------------
@@ -101,7 +131,7 @@ def ledger():
     return GrantLedger(headroom=1.0, min_Bps=1_000.0, uncap_Bps=1_000_000.0)
 
 
-def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0, size=None):
+def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0):
     """``reads`` readings ``dt`` apart, the flow sending ``per_read`` bytes each; returns the
     caps after each."""
     t, sent, caps = t0, sent0, []
@@ -109,7 +139,7 @@ def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0, size=None):
     for _ in range(reads):
         t += dt
         sent += per_read
-        led.observe(K, t, sent, size)
+        led.observe(K, t, sent)
         caps.append(led.cap(K))
     return caps, t, sent
 
@@ -153,8 +183,20 @@ def test_a_policed_sender_does_not_talk_its_cap_down():
     for frac in (0.6, 0.4, 0.3):
         (c,), t, sent = feed(led, 100_000.0, int(frac * 100_000.0 * 0.1), 1, t0=t, sent0=sent)
         assert c == pytest.approx(100_000.0), frac
-    caps, t, sent = feed(led, 100_000.0, int(0.5 * CAP_LOWER * 100_000.0 * 0.1), 2, t0=t, sent0=sent)
-    assert caps == [pytest.approx(100_000.0), pytest.approx(25_000.0)]
+    # far below it: lowered once the readings it ran faster at have left the window
+    caps, t, sent = feed(led, 100_000.0, int(0.5 * CAP_LOWER * 100_000.0 * 0.1), DEMAND_WINDOW + 1,
+                         t0=t, sent0=sent)
+    assert caps[0] == pytest.approx(100_000.0)
+    assert caps[-1] == pytest.approx(25_000.0)
+
+
+def test_a_flow_stalled_after_running_keeps_the_cap_of_its_pace():
+    """A flow that ran at 90 % of its rate, then stalls for two readings (TCP recovering from a
+    loss), is capped at the rate it ran at (x 1 + headroom), not at its stall's trickle."""
+    led = ledger()
+    _, t, sent = feed(led, 500_000.0, 45_000, 3)
+    caps, t, sent = feed(led, 500_000.0, 1_000, 2, t0=t, sent0=sent)
+    assert caps[-1] == pytest.approx(900_000.0)
 
 
 def test_one_short_reading_between_full_ones_is_not_capped():
@@ -165,13 +207,17 @@ def test_one_short_reading_between_full_ones_is_not_capped():
         assert c == np.inf
 
 
-def test_last_segments_and_tiny_rates_are_not_judged():
+def test_a_flow_finishing_keeps_a_cap_of_its_pace_and_tiny_rates_are_not_judged():
+    """A flow's end (its last bytes, then nothing) is judged as any shortfall: capped at twice
+    what it ran at, no lower; a flow that declared a segment and trickles is capped near its
+    trickle; a rate too small to show a shortfall (a few segments per reading) is not judged."""
     led = ledger()
-    caps, _, _ = feed(led, 500_000.0, 1_000, 3, size=3_500)   # within 2 segments of its size
-    assert all(c == np.inf for c in caps)
-    led = ledger()      # a flow far past its declared size is no flow in its tail: judged
-    caps, _, _ = feed(led, 500_000.0, 5_000, 3, size=1_000)
-    assert caps[-1] == pytest.approx(100_000.0)
+    _, t, sent = feed(led, 500_000.0, 45_000, 3)
+    caps, _, _ = feed(led, 500_000.0, 0, 2, t0=t, sent0=sent)
+    assert caps[-1] == pytest.approx(900_000.0)
+    led = ledger()      # 1,500 B a read, whatever it declared
+    caps, _, _ = feed(led, 500_000.0, 1_500, 3)
+    assert caps[1] == np.inf and caps[2] == pytest.approx(30_000.0)
     led = ledger()
     caps, _, _ = feed(led, 10_000.0, 10, 5)   # a rate of 1 KB per read: too little to judge
     assert all(c == np.inf for c in caps)
@@ -180,9 +226,9 @@ def test_last_segments_and_tiny_rates_are_not_judged():
 def test_grant_held_counts_from_the_first_byte():
     led = ledger()
     led.set_rates({K: 100_000.0}, 0.0)
-    led.observe(K, 1.0, 0, None)             # a second granted, nothing sent: not held yet
+    led.observe(K, 1.0, 0)             # a second granted, nothing sent: not held yet
     assert led.held(K, 1.0) == 0.0
-    led.observe(K, 1.5, 100, None)
+    led.observe(K, 1.5, 100)
     assert led.held(K, 2.5) == pytest.approx(100_000.0)
     assert led.held_pairs((1, 0), 2.5) == {(0, 1): pytest.approx(100_000.0)}
     led.forget_except(set())
@@ -213,6 +259,27 @@ def test_overheld_bound():
     assert overheld(rec, {(0, 1): 1e12}, hp, 0.25, -1, 0) is None
 
 
+def test_an_application_limited_flow_holds_a_grant_that_follows_its_use():
+    """An honest sender writing 300 KB at a tenth of its 1 MB/s rate (3 s), alone on its link
+    (the core gives it the spare above its cap): capped near what it uses, the grant it holds
+    grows with its cap, and its claim does not run out (counted at its full rate, 3 MB, it
+    would have: the time check would distrust an honest coflow)."""
+    led = ledger()
+    led.uncap_Bps = 10e6
+    hp = {"a": 0, "b": 1}
+    rec = _R([_F("a", "b", 300_000)])
+    t, sent = 0.0, 0
+    led.set_rates({K: 1e6}, t)
+    for _ in range(30):
+        t += 0.1
+        sent += 10_000
+        led.observe(K, t, sent)
+    assert led.cap(K) == pytest.approx(200_000.0)
+    held = led.held_pairs((1, 0), t)
+    assert held[(0, 1)] < 1e6
+    assert overheld(rec, held, hp, 0.25, 64 * 1024, 0.5 * 1e6, 2.0) is None
+
+
 @pytest.mark.parametrize("key,value,msg", [
     ("conserve", "2", "setting conserve: must be 0 or 1, got 2"),
     ("demand_headroom", "0", "setting demand_headroom: must be > 0, got 0.0"),
@@ -228,7 +295,11 @@ def test_settings_refuse_bad_values(key, value, msg):
     assert str(e.value) == msg
 
 
-def test_defaults_leave_both_rules_off():
+def test_defaults_turn_both_rules_on():
+    """Work conservation and the time claim check are on by default (the rate modes' closed
+    loop runs them); 0 turns either off."""
     from coflow.ctl.settings import split_settings
     s, _ = split_settings({})
+    assert s.conserve == 1 and s.claim_time_factor >= 1 and s.claim_slack_s > 0
+    s, _ = split_settings({"conserve": "0", "claim_time_factor": "0"})
     assert s.conserve == 0 and s.claim_time_factor == 0

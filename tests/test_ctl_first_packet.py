@@ -171,6 +171,7 @@ def test_a_pace_is_lowered_only_after_the_pace_hold_and_its_meter_after_that(pac
                 c._refresh_coflows()
                 c._compute_rates(now)
                 d = c._desired()
+            c._publish_raises()          # as a round does once its writes are done
             cir = {k[2]: v.cir for sw in c.edges for k, v in d[sw].entities.items() if k[0] == "meter"}
             (flow,) = c.rate_board.snapshot()[2][key].flows
             return flow.rate_Bps, cir
@@ -198,6 +199,43 @@ def test_a_pace_is_lowered_only_after_the_pace_hold_and_its_meter_after_that(pac
         assert at(1001.1)[0] == pace0
         reg.unregister(brief.cid)
         assert at(1001.2)[0] == pace0
+    finally:
+        c.stop()
+        reg.close()
+
+
+@needs_build
+def test_a_raised_pace_is_streamed_only_after_its_meter_is_written():
+    """Make before break, upwards: a flow whose rate rises (the small coflow ahead of it gone)
+    hears of it only once the round's writes, its raised meter among them, are done (a sender
+    told first would speed up into its old meter and lose segments to it); a lowered pace is
+    streamed at once (the sender slows before its meter)."""
+    c, reg = _controller("sebf")
+    try:
+        big = reg.register([("h0", "h1", 5_000_000)])
+        key = str(big.cid)
+
+        def pace():
+            (flow,) = c.rate_board.snapshot()[2][key].flows
+            return flow.rate_Bps
+
+        def compute(now):
+            with c._mu:
+                c._refresh_coflows()
+                c._compute_rates(now)
+                c._desired()
+
+        compute(1000.0)
+        full = pace()
+        small = reg.register([("h0", "h2", 10_000)])
+        compute(1000.1)
+        low = pace()
+        assert low < full                        # lowered: streamed before the writes
+        reg.unregister(small.cid)
+        compute(1000.2)
+        assert pace() == low                     # raised: not before the writes...
+        c._publish_raises()
+        assert pace() == full                    # ...but right after them
     finally:
         c.stop()
         reg.close()

@@ -511,6 +511,21 @@ def test_pacer_token_bucket_by_hand():
     assert p.take(1000, 103.0) == float("inf")                       # then held until a new rate
 
 
+def test_pacer_charges_a_flow_start_against_its_first_burst():
+    """The handshake and header pass the flow's meter before its payload: charged to the
+    pacer, the first burst is that much short (its meter's bucket of two frames holds both)."""
+    p = A.Pacer(1000.0, 3000, now=0.0)
+    p.charge(300, 0.0)
+    assert p.take(1500, 0.0) == 0.0
+    assert p.take(1500, 0.0) == pytest.approx(0.3)                   # 300 B short of the burst
+    p.charge(2000, 0.0)
+    assert p.tokens == pytest.approx(-800.0)
+    assert p.take(1500, 0.0) == pytest.approx(2.3)
+    u = A.Pacer(None, 3000, now=0.0)                                 # unlimited: nothing charged
+    u.charge(300, 0.0)
+    assert u.take(10**9, 0.0) == 0.0
+
+
 def test_pacer_rate_change_wakes_the_sender():
     async def main():
         p = A.Pacer(1.0, 10, asyncio.get_running_loop().time())

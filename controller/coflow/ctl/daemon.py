@@ -505,6 +505,7 @@ class Controller(Primary, CounterReads, ClosedLoop, Reporting):
             desired = self._desired()
         t2 = time.perf_counter()
         written, errors = self._write(desired)
+        self._publish_raises()     # the paces raised this round: their meters are written
         t3 = time.perf_counter()
         if self._ha_pending is not None and errors == 0 and self.is_primary():
             # the first round written as the new primary: the takeover is complete
@@ -645,10 +646,9 @@ class Controller(Primary, CounterReads, ClosedLoop, Reporting):
             unm = frozenset(ctx.unmetered) if metering else None
             floor = self.ctl.min_rate_frac * self.ctl.link_payload_Bps   # the meters' floor
             recs, prio = self._records, self._prio
-            self.rate_board.publish(
-                lambda: rate_snapshot(p, recs, (lambda c: c not in unm) if metering else (lambda c: False),
-                                      floor, prio, 1.0 + self.ctl.pace_headroom, prates),
-                time.time() if now is None else now)
+            self._publish_paces(p, lambda r: rate_snapshot(
+                p, recs, (lambda c: c not in unm) if metering else (lambda c: False), floor, prio,
+                1.0 + self.ctl.pace_headroom, r), prates, time.time() if now is None else now)
         if self.audit is not None:
             floor = self.ctl.min_rate_frac * self.ctl.link_payload_Bps
             size = {}

@@ -6,14 +6,15 @@ was told to pace at and the payload bytes its edge counted at each reading of th
 
 - the flow's **demand cap** (``conserve``): a flow that used less than ``1 / (1 +
   demand_headroom)`` of what its rate allowed over ``SHORT_READINGS`` reading intervals in a
-  row is capped at what it used (the faster of them) times ``1 + demand_headroom`` (at least ``min_Bps``), and the scheduler core backfills the
+  row is capped at the fastest it used over its last ``DEMAND_WINDOW`` readings times ``1 +
+  demand_headroom`` (at least ``min_Bps``), and the scheduler core backfills the
   rest to the others (:func:`coflow.sched.conserve.conserve`); a capped flow that uses
   ``DEMAND_PROBE`` of its cap has the cap doubled at each reading, and loses it once it reaches
   the link's rate; a cap is lowered again only when its flow uses less than ``CAP_LOWER`` of it
   (a policed sender's shortfall is not a lack of demand). A flow's first interval (its start)
-  and its last segments are not judged.
-- the **grant it has held**: the integral of its rate since its first counted byte, which
-  the time claim check (:func:`overheld`) compares with what its declared bytes need.
+  is not judged.
+- the **grant it has held**: the integral of its rate (a capped flow's up to its cap) since
+  its first counted byte, which the time claim check (:func:`overheld`) compares with what its declared bytes need.
 """
 from __future__ import annotations
 
@@ -31,14 +32,16 @@ CAP_LOWER = 0.25
 #: a flow is capped (or its cap lowered) after this many short readings in a row: a burst
 #: sent at half its rate between two readings is not a flow that does not want its rate
 SHORT_READINGS = 2
-#: a flow within this many segments of its size is in its last segments (not judged)
-TAIL_SEGMENTS = 2
+#: a cap is what the flow used at the fastest of its last this many readings (times 1 +
+#: headroom): a flow whose TCP stalls for a few readings in a loss's recovery keeps the cap of
+#: the rate it ran at before, so its shortfall is not taken for a lack of demand
+DEMAND_WINDOW = 6
 
 
 class GrantLedger:
     """Per metered flow: [rate in force, since, grant held (bytes), last reading (t, bytes),
     bytes the rate allowed since that reading, cap or None, started, short readings in a row,
-    the fastest of them (bytes/s)]."""
+    the rates it used at its last ``DEMAND_WINDOW`` readings (bytes/s)]."""
 
     def __init__(self, headroom: float, min_Bps: float, uncap_Bps: float):
         self.headroom = float(headroom)
@@ -57,7 +60,7 @@ class GrantLedger:
             st[0] = float(rates.get(k, 0.0))
         for k, r in rates.items():
             if k not in self._st:
-                self._st[k] = [float(r), now, 0.0, None, 0.0, None, False, 0, 0.0]
+                self._st[k] = [float(r), now, 0.0, None, 0.0, None, False, 0, []]
                 self._of.setdefault(k[0], []).append(k)
 
     @staticmethod
@@ -66,11 +69,13 @@ class GrantLedger:
         allowed = st[0] * dt
         st[4] += allowed
         if st[6]:
-            st[2] += allowed
+            # the grant held: its rate up to its cap (what the core gives a capped flow above its
+            # cap is capacity no flow below its cap could use: no other coflow waits for it)
+            st[2] += allowed if st[5] is None else min(st[0], st[5]) * dt
         st[1] = now
 
     # the readings ----------------------------------------------------------------------
-    def observe(self, key, now: float, sent: int, size: int | None) -> bool:
+    def observe(self, key, now: float, sent: int) -> bool:
         """The pair's payload bytes counted at ``now``; returns whether its cap changed."""
         st = self._st.get(key)
         if st is None:
@@ -83,28 +88,31 @@ class GrantLedger:
             st[6] = True
         if last is None or last[1] <= 0 or sent <= last[1] and allowed <= 0:
             return False                       # its start: nothing to judge yet
-        tail = TAIL_SEGMENTS * TCP_MSS_BYTES
-        if size is not None and size - tail <= sent <= 1.25 * size + tail:
-            return self._set_cap(st, None)     # its last segments (or done): no cap
-        # (a flow far past its size is not in its tail: it is judged as any other)
+        # (a flow in its last segments is judged as any other: its cap is at least twice what
+        # it ran at over the window, and a flow that declared a few segments and trickles
+        # past them is no flow finishing)
         dt = now - last[0]
         if dt <= 0 or allowed < 4 * TCP_MSS_BYTES:
             return False                       # too little rate to judge a shortfall
         used = max(0, sent - last[1])
+        win = st[8]
+        win.append(used / dt)
+        if len(win) > DEMAND_WINDOW:
+            del win[0]
         cap = st[5]
         if cap is not None and used >= DEMAND_PROBE * cap * dt:
+            st[7] = 0
             return self._set_cap(st, cap * 2)  # it uses its cap: probe up
         if used * (1.0 + self.headroom) < allowed and (cap is None or used < CAP_LOWER * cap * dt):
             st[7] += 1
-            st[8] = max(st[8], used / dt)
             if st[7] < SHORT_READINGS:
                 return False
-            want = max(st[8] * (1.0 + self.headroom), self.min_Bps)
-            st[7], st[8] = 0, 0.0
+            want = max(max(win) * (1.0 + self.headroom), self.min_Bps)
+            st[7] = 0
             if cap is None or want < cap:
                 return self._set_cap(st, want)
             return False
-        st[7], st[8] = 0, 0.0
+        st[7] = 0
         return False
 
     def _set_cap(self, st: list, cap) -> bool:

@@ -85,7 +85,7 @@ class Metrics:
                                        "sizes need plus margin and slack: ordered as unknown "
                                        "sizes from then on", registry=r)
         self.demand_capped_flows = Gauge("coflow_ctl_demand_capped_flows", "Flows whose senders "
-                                         "used less than their rates allowed, capped at what they "
+                                         "used less than their rates allowed, capped near what they "
                                          "used (the rest backfilled to the others)", registry=r)
         self.digest_corrections = Counter("coflow_ctl_digest_resync_corrections", "Polled "
                                           "coflow counts a report step per pipe or more past the "

@@ -10,11 +10,12 @@ import logging
 import os
 import time
 
+import numpy as np
 
 from . import model as M
 
 from .demand import GrantLedger, overheld
-from .rates import (declared_pairs, overrun, without_sizes)
+from .rates import (overrun, without_sizes)
 from .switch import SwitchAgent
 
 
@@ -77,6 +78,36 @@ class ClosedLoop:
         self._observe_demand()
         return time.perf_counter() - t0
 
+    # the paces streamed to the senders: make before break ----------------------------------
+    def _publish_paces(self, p, build, prates, at: float) -> None:
+        """Publish this round's paces (``build(rates)`` -> the rate stream's snapshot) so that
+        no sender is told a rate its meter does not pass yet: a pace lowered is published at
+        once (the sender slows before its meter tightens, in this round's writes or
+        ``meter_hold_s`` later), a pace raised only once this round's writes are done
+        (:meth:`_publish_raises`: the meter first, then the sender). Without the order a
+        backfilled flow's sender sped up into its old meter and lost segments to it."""
+        board = self.rate_board
+        prev = self.__dict__.get("_paced")
+        cids = p.cids
+        keys = [(cids[k], a, b) for k, a, b in zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist())]
+        self._paced = dict(zip(keys, prates.tolist()))
+        self._raise_pending = None
+        if prev and prates.size:
+            old = np.fromiter((prev.get(k, np.inf) for k in keys), float, len(keys))
+            if (prates > old).any():
+                lo = np.minimum(prates, old)
+                board.publish(lambda: build(lo), at)
+                self._raise_pending = (build, prates, at)
+                return
+        board.publish(lambda: build(prates), at)
+
+    def _publish_raises(self) -> None:
+        """The paces :meth:`_publish_paces` held back until the round's meters were written."""
+        got = self.__dict__.pop("_raise_pending", None)
+        if got is not None:
+            build, rates, at = got
+            self.rate_board.publish(lambda: build(rates), at)
+
     # grants against use (coflow.ctl.demand) ------------------------------------------------
     def _grant_ledger(self):
         """The rate modes' :class:`GrantLedger` (None: no rate mode, no closed loop, or
@@ -105,26 +136,6 @@ class ClosedLoop:
                        zip(p.cf.tolist(), p.src.tolist(), p.dst.tolist(), prates.tolist())
                        if cids[k] not in unm}, now)
 
-    def _pair_sizes(self, c) -> dict:
-        """(src pos, dst pos) -> the bytes coflow ``c``'s flows there declare (None: one of
-        them did not say), cached per registry record."""
-        rec = self._by_cid().get(c)
-        if rec is None:
-            return {}
-        memo = self.__dict__.setdefault("_sizes_memo", {})
-        got = memo.get(c)
-        if got is None or got[0] is not rec:
-            got = memo[c] = (rec, declared_pairs(rec, self.host_port))
-        return got[1]
-
-    def _by_cid(self) -> dict:
-        recs = self._records
-        memo = self.__dict__.get("_by_cid_memo")
-        if memo is None or memo[0] is not recs:
-            memo = self.__dict__["_by_cid_memo"] = (recs, {(r.cid.external, r.cid.internal): r
-                                                           for r in recs})
-        return memo[1]
-
     def _observe_demand(self, now: float | None = None) -> None:
         """After a reading: each metered flow's bytes against its rate; a changed cap makes the
         next round re-rate (``conserve``)."""
@@ -136,8 +147,7 @@ class ClosedLoop:
         with self._mu:
             for key in led.keys():
                 c, a, b = key
-                size = self._pair_sizes(c).get((a, b))
-                if led.observe(key, now, self.progress.pair_sent(c, a, b), size):
+                if led.observe(key, now, self.progress.pair_sent(c, a, b)):
                     changed += 1
             if changed:
                 self.metrics.demand_cap_changes.inc(changed)

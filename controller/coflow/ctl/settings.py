@@ -131,28 +131,28 @@ class CtlSettings:
       active flows is never moved to a higher class (:func:`keep_classes`: no reordering of
       its own segments); 1 = classes by rank every round (:func:`order_priorities`), a coflow
       rising as the ones ahead of it finish.
-    - ``conserve``: rate modes with the closed loop: 1 = what a flow leaves of its rate goes
-      to the others within a reading or two (:mod:`coflow.ctl.demand`,
+    - ``conserve``: rate modes with the closed loop: 1 (the default) = what a flow leaves of
+      its rate goes to the others within a reading or two (:mod:`coflow.ctl.demand`,
       :func:`coflow.sched.conserve.conserve`): a flow whose sender used less than
-      ``1 / (1 + demand_headroom)`` of its rate over a reading of ``flow_bytes`` is capped at
-      what it used times ``1 + demand_headroom``, the capacity freed is backfilled to the
-      uncapped flows in the scheduler's order, and a capped flow that uses its cap has it
-      doubled at every reading. 0 (the default) = every flow keeps its rate whether it uses it
-      or not. Off by default: on a live BMv2 switch an honest flow's last segment was seen
-      stalled in TCP's retransmission backoff while a capped liar shared its receiver.
+      ``1 / (1 + demand_headroom)`` of its rate over two readings of ``flow_bytes`` is capped
+      at the fastest it used over its last few readings times ``1 + demand_headroom``; the
+      capacity freed goes to the flows below their caps in the scheduler's order (max-min
+      without one), what none of them can take back to the capped ones, and a capped flow
+      that uses its cap has it doubled at every reading. 0 = every flow keeps its rate whether
+      it uses it or not (a sender that does not use its grant holds the coflows behind it at
+      the meters' floor).
     - ``demand_headroom``: with ``conserve``, how far below its rate a flow may run before it
       is capped, and how much above what it used its cap is.
     - ``claim_slack_s`` / ``claim_time_factor``: the time claim check (rate modes): a coflow
-      whose rates, from its first counted byte, allowed more than ``claim_time_factor`` x
-      (its declared bytes x (1 + ``claim_margin_frac``) + ``claim_margin_bytes``) + this many
-      seconds at the link's payload rate, on a host pair, is no longer trusted, as if its bytes
-      had passed its claims (:func:`coflow.ctl.demand.overheld`). The factor covers what an
-      honest TCP sender leaves of its rate (a paced one reaches about three quarters of it),
-      the slack a few round trips and readings of a sender starting or recovering. Off with
-      the byte check (``claim_margin_bytes < 0``) and with ``claim_time_factor`` 0 (the
-      default: an honest coflow whose TCP stalls in a retransmission timeout runs past its
-      grant as a liar does, and loses its rank for good; 2 catches a 1 KB liar in about a
-      quarter of a second at 10 Mb/s).
+      whose rates (a capped flow's up to its cap), from its first counted byte, allowed more
+      than ``claim_time_factor`` x (its declared bytes x (1 + ``claim_margin_frac``) +
+      ``claim_margin_bytes``) + this many seconds at the link's payload rate, on a host pair,
+      is no longer trusted, as if its bytes had passed its claims
+      (:func:`coflow.ctl.demand.overheld`). The factor covers what an honest TCP sender
+      leaves of its rate (a paced one reaches about three quarters of it), the slack the
+      round trips, readings and retransmission timeouts of a sender starting or recovering
+      from a loss. Off with the byte check (``claim_margin_bytes < 0``) and with
+      ``claim_time_factor`` 0.
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -185,10 +185,10 @@ class CtlSettings:
     meter_hold_s: float = 0.0
     pace_hold_s: float = 0.0
     class_span: int = 7
-    conserve: int = 0
+    conserve: int = 1
     demand_headroom: float = 1.0
-    claim_slack_s: float = 0.2
-    claim_time_factor: float = 0.0
+    claim_slack_s: float = 0.5
+    claim_time_factor: float = 2.0
 
     @property
     def link_Bps(self) -> float:

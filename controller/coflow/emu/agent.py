@@ -73,6 +73,7 @@ import time
 
 # imported before the agent reports ready: the module pulls in scapy (about a second), which
 # would otherwise delay each host's first flow
+from ..dataplane.constants import FRAME_OVERHEAD_BYTES
 from ..dataplane.packet import CoflowId, set_socket_coflow
 
 HEADER = struct.Struct("!4sIIIQ")
@@ -113,6 +114,10 @@ def tcp_state(sock: socket.socket) -> dict | None:
 #: a paced flow writes one segment at a time and may run PACE_BURST_SEGMENTS segments ahead of
 #: its rate (Linux's own pacing sends 2-segment bursts at such rates, tcp_min_tso_segs)
 PACE_BURST_SEGMENTS = 2
+#: frames of a paced flow's start that its meter counts besides the payload: the handshake's
+#: two (SYN, ACK) and the header's; charged to its pacer (:meth:`Pacer.charge`) so that its
+#: first burst and they fit the meter's bucket of two full frames
+START_FRAMES = 3
 #: the longest a paced flow sleeps before it looks at its rate again (a rate of 0, a missed wake)
 PACE_MAX_SLEEP_S = 1.0
 
@@ -147,6 +152,13 @@ class Pacer:
         self.rate = rate
         if self.wake is not None and not self.wake.done():
             self.wake.set_result(None)
+
+    def charge(self, n: int, now: float) -> None:
+        """``n`` bytes that passed its meter outside the pacer (a flow's handshake and header):
+        taken from the tokens, which may go below zero (the next payload waits for them)."""
+        self._fill(now)
+        if self.rate is not None:
+            self.tokens -= n
 
     def take(self, want: int, now: float) -> float:
         """Take ``want`` bytes (at most ``burst``): 0.0 if they are taken, else the seconds
@@ -438,6 +450,10 @@ class Agent:
                 pace = await self._pace(sock, (cmd["cid"], cmd["flow"]))
             tcp0 = tcp_state(sock)
             writer.write(HEADER.pack(MAGIC, cmd["run"], cmd["coflow"], cmd["flow"], cmd["bytes"]))
+            pacer = self.pacing.get((cmd["cid"], cmd["flow"]))
+            if pacer is not None:
+                pacer.charge(HEADER.size + START_FRAMES * FRAME_OVERHEAD_BYTES,
+                             asyncio.get_running_loop().time())
             await self._payload(writer, sock, cmd["bytes"], self.pacing.get((cmd["cid"], cmd["flow"])))
             if reuse:
                 if await reader.readexactly(len(ACK)) != ACK:
