@@ -23,6 +23,9 @@ when bf-p4c is missing (the mechanism of tests/test_tofino_compile.py, whose bui
    P4Info, each refused for the other server; the controller names them per server.
 5. ECN depth in cells (no shift that wraps at 4.2 MB), the FCS in the controller's payload
    conversion per target, and the byte registers' count capped at the MTU.
+6. The report shadow follows every counted packet of a reporting slot (not only once its step
+   is written), the option's class and stamp are written only into a valid option, and egress
+   queue bytes leave out the bridged header.
 """
 from __future__ import annotations
 
@@ -641,3 +644,84 @@ def test_counted_length_is_capped_at_the_mtu():
     assert C.TNA_MAX_COUNTED_IP_LEN == C.IP_MTU
     units = (min(65535, C.TNA_MAX_COUNTED_IP_LEN) + C.ETH_HEADER_BYTES + 32) >> C.TNA_BYTES_UNIT_SHIFT
     assert units * 64 / 64 <= 25                  # <= 24x a minimum frame, not 1,024x
+
+
+# --- 6. the report shadow, the option's stamp, egress byte counts --------------------------
+
+def _enclosing_ifs(body: str, pos: int) -> list[str]:
+    """The conditions of the ``if (...) {`` blocks of ``body`` that enclose ``pos``."""
+    conds, depth = [], 0
+    i = pos
+    while i > 0:
+        i -= 1
+        if body[i] == "}":
+            depth += 1
+        elif body[i] == "{":
+            if depth == 0:
+                head = body[:i][body[:i].rfind(";") + 1:]       # the statement the brace opens
+                m = re.search(r"if\s*\((.*)\)\s*$", head, re.S)
+                if m:
+                    conds.append(" ".join(m.group(1).split()))
+            else:
+                depth -= 1
+    return conds
+
+
+def test_report_shadow_follows_every_counted_packet_of_a_reporting_slot():
+    """The shadow of coflow_bytes_reg (report_units_reg) is updated (and restarted) for every
+    counted packet of a slot that report_step can name, whether the slot has a report_step
+    entry yet or not: the slot's first digest is right whatever order the controller's
+    writes land in (the controller also orders them: tests/test_ctl_sync.py). On the program
+    before the fix the update sat under ``meta.report_on == 1``: a coflow whose slot entry
+    landed before its step entry kept the previous owner's count in the shadow for its life."""
+    rep = _control(_src("include/control/report.p4"), "Report")
+    apply = rep[rep.index("apply {"):]
+    calls = [m.start() for m in re.finditer(r"units_(add|restart)\.execute\(meta\.slot\)", apply)]
+    assert len(calls) == 2
+    for pos in calls:
+        conds = _enclosing_ifs(apply, pos)
+        assert not any("report_on" in c for c in conds), conds
+        outer = " ".join(conds)
+        for need in ("meta.decide == 1", "meta.route_miss == 0", "meta.slot_assigned == 1",
+                     "meta.slot[TNA_SLOT_BITS - 1:TNA_REPORT_SLOT_BITS] == 0"):
+            assert need in outer, (need, conds)
+    # the crossing test (xor, mask, mark) still needs the step's entry
+    for t in ("t_xor.apply()", "t_mask.apply()", "t_mark.apply()"):
+        assert any("meta.report_on == 1" in c for c in _enclosing_ifs(apply, apply.index(t))), t
+    # the shadow has one word per slot report_step can name, and the slot test matches its size
+    assert C.TNA_REPORT_TABLE_SIZE == 1 << C.TNA_REPORT_SLOT_BITS == C.TNA_METERED_SLOTS
+    size = _src("include/size.p4")
+    assert re.search(r"#define TNA_REPORT_SLOT_BITS %d\b" % C.TNA_REPORT_SLOT_BITS, size)
+    assert re.search(r"Register<tna_units_t, tna_slot_t>\(TNA_REPORT_TABLE_SIZE, 0\) report_units_reg", rep)
+
+
+def test_stamp_writes_the_option_only_into_a_valid_option():
+    """An untagged packet's coflow_opt is invalid, and bf-p4c may overlay an invalid header's
+    PHV containers with fields the packet carries (mutually exclusive headers share
+    containers): every action writing hdr.coflow_opt is applied only under
+    ``hdr.coflow_opt.isValid()``. The program before the fix wrote prio and stamped in the
+    actions every packet runs."""
+    st = _control(_src("include/control/stamp.p4"), "Stamp")
+    actions = dict(re.findall(r"action (\w+)\(\)\s*\{(.*?)\n    \}", st, re.S))
+    writers = {a for a, b in actions.items() if re.search(r"hdr\.coflow_opt\.\w+\s*=", b)}
+    assert writers, "the option's class and stamp are written somewhere"
+    tables = dict(re.findall(r"table (\w+)\s*\{\s*actions = \{\s*(\w+);", st))
+    apply = st[st.index("apply {"):]
+    for t, a in tables.items():
+        if a in writers:
+            pos = apply.index(f"{t}.apply()")
+            assert "hdr.coflow_opt.isValid()" in _enclosing_ifs(apply, pos), t
+    # no other statement of the control writes the option
+    outside = re.sub(r"action (\w+)\(\)\s*\{.*?\n    \}", "", st, flags=re.S)
+    assert not re.search(r"hdr\.coflow_opt\.\w+\s*=", outside)
+
+
+def test_egress_queue_bytes_leave_out_the_bridged_header():
+    """Egress receives the bridged header in front of the frame and counts it: queue_deq takes
+    it out (Counter.count's adjust_byte_count, a constant; bf-p4c's v1model translation does
+    the same, arch/v1model.cpp AddAdjustByteCount), so enqueued and dequeued bytes of a queue
+    compare. Ingress counters see no bridged header and take nothing out."""
+    qs = _control(_src("include/control/queue_stats.p4"), "EgressQueueStats")
+    assert re.search(r"queue_deq\.count\(meta\.queue_idx,\s*meta\.bridged\.minSizeInBytes\(\)\)", qs)
+    stamp = _src("include/control/stamp.p4")
+    assert re.search(r"queue_enq\.count\(meta\.queue_idx\);", stamp)

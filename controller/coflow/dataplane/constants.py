@@ -75,7 +75,8 @@ TNA_CRC_INIT = 0xFFFFFFFF
 TNA_CRC_XOR = 0xFFFFFFFF
 TNA_METERED_SLOTS = ASSIGNED_SLOTS                # slots whose coflows have meters (as v1model)
 TNA_FLOW_METERS = TNA_METERED_SLOTS * FLOW_SLOTS_PER_COFLOW
-TNA_REPORT_TABLE_SIZE = TNA_METERED_SLOTS         # report_step entries (slots 0..511 report)
+TNA_REPORT_SLOT_BITS = 9                          # slots 0..511 report (report.p4's slot test)
+TNA_REPORT_TABLE_SIZE = 1 << TNA_REPORT_SLOT_BITS # report_step entries, = TNA_METERED_SLOTS
 TNA_REPORT_DIGEST_TYPE = 1                        # ig_dprsr_md.digest_type of a report
 TNA_BYTES_UNIT_SHIFT = 6                          # byte registers count 64-byte units (32 bits)
 TNA_DCLAS_KEY_SHIFT = 12                          # D-CLAS range key = units[31:12]

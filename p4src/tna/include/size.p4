@@ -25,8 +25,10 @@
 #define TNA_METERED_SLOTS 512
 #define TNA_FLOW_METERS (TNA_METERED_SLOTS * FLOW_SLOTS_PER_COFLOW)
 /* report_step (report.p4): as many slots report threshold crossings as v1model has assigned
- * slots (the metered ones); ig_dprsr_md.digest_type of a report (3 bits, 0 = none) */
-#define TNA_REPORT_TABLE_SIZE TNA_METERED_SLOTS
+ * slots (the metered ones, 0..2^TNA_REPORT_SLOT_BITS - 1: report.p4 tests the slot's high bits);
+ * ig_dprsr_md.digest_type of a report (3 bits, 0 = none) */
+#define TNA_REPORT_SLOT_BITS 9
+#define TNA_REPORT_TABLE_SIZE (1 << TNA_REPORT_SLOT_BITS)
 #define TNA_REPORT_DIGEST_TYPE 1
 
 #define TNA_BYTES_UNIT_SHIFT 6                              /* register unit: 64 bytes */

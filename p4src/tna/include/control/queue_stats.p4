@@ -6,6 +6,12 @@
  *  - queue_deq  (egress): packets that left, by the class bridged from ingress
  *    (egress_qid is the physical queue, which the TM maps per port).
  * drop_reasons counts every pipeline drop by DropReason_t; drop_ctl drops.
+ * Byte counts are the frame as the MAC counts it (with its FCS, as every TNA counter here; the
+ * controller takes the FCS out: Target.fcs_bytes). Egress receives the bridged header in front
+ * of the frame and would count it too: queue_deq takes it out with Counter.count's
+ * adjust_byte_count (a constant, subtracted), as bf-p4c's own v1model translation does for every
+ * egress counter and meter (p4c backends/tofino/bf-p4c/arch/v1model.cpp, AddAdjustByteCount;
+ * the constant rule: mau/adjust_byte_count.cpp, AdjustByteCountSetup::Scan).
  */
 #ifndef __QUEUE_STATS_TNA__
 #define __QUEUE_STATS_TNA__
@@ -35,7 +41,7 @@ control EgressQueueStats(inout egress_metadata_t meta,
 
     apply {
         meta.queue_idx = (queue_idx_t)(eg_intr_md.egress_port ++ meta.bridged.prio);
-        queue_deq.count(meta.queue_idx);
+        queue_deq.count(meta.queue_idx, meta.bridged.minSizeInBytes());
     }
 }
 

@@ -8,11 +8,18 @@
  * Counts are the byte register's 64-byte units (coflow_counter.p4), so the controller's
  * step is a power-of-two number of units and report_step's mask ~(step - 1) is in units.
  * The crossing test is the v1model one, ((before ^ after) & mask) != 0. `after` comes from a
- * stateful ALU of its own: a shadow of coflow_bytes_reg for the reporting slots (one 32-bit
- * word per report_step entry), added to and restarted exactly as the byte register is, which
- * returns the count after the packet. Computing `after` as bytes_before + len_units in the
- * MAU instead (a 16-bit length widened into a 32-bit sum) makes bf-p4c's PHV allocation fail
- * ("Unable to slice ... meta.len_units, meta.report_after, meta.bytes_before ...").
+ * stateful ALU of its own: a shadow of coflow_bytes_reg for slots 0..TNA_REPORT_TABLE_SIZE - 1
+ * (the only ones report_step can name), added to and restarted exactly as the byte register
+ * is, which returns the count after the packet. The shadow is updated for every counted packet
+ * of those slots, whether report_step has an entry for the slot or not, so it always equals
+ * the byte register after the packet: the controller may write coflow_slot and report_step in
+ * any order, or give a slot in use a step later (a mode switched to digests), and a slot's
+ * first report is right. (Updated only on a report_step hit, as before, the shadow missed the
+ * restart of a slot whose coflow_slot entry came before its report_step entry, and every packet
+ * of that coflow then sent a digest with a count off by the old one.) Computing `after` as
+ * bytes_before + len_units in the MAU instead (a 16-bit length widened into a 32-bit sum) makes
+ * bf-p4c's PHV allocation fail ("Unable to slice ... meta.len_units, meta.report_after,
+ * meta.bytes_before ..."), and would put the sum a stage after the byte register.
  * Then xor and and, one ALU operation per action (an action cannot span stages), and a
  * gateway. No register the controller writes: the step is a table entry.
  */
@@ -37,8 +44,8 @@ control Report(inout headers_t hdr,
         size = TNA_REPORT_TABLE_SIZE;
     }
 
-    /* the reporting slots' counts after each packet (slots < TNA_REPORT_TABLE_SIZE: only
-     * they have report_step entries) */
+    /* the counts after each packet of slots 0..TNA_REPORT_TABLE_SIZE - 1 (only they can have
+     * report_step entries), whether they report now or not: the byte register's shadow */
     Register<tna_units_t, tna_slot_t>(TNA_REPORT_TABLE_SIZE, 0) report_units_reg;
 
     RegisterAction<tna_units_t, tna_slot_t, tna_units_t>(report_units_reg) units_add = {
@@ -75,17 +82,22 @@ control Report(inout headers_t hdr,
         if (hdr.coflow_opt.isValid()) {
             report_step.apply();
         }
-        if (meta.decide == 1 && meta.route_miss == 0
-            && meta.slot_assigned == 1 && meta.report_on == 1) {
+        /* the shadow follows coflow_bytes_reg for every counted packet of a slot below
+         * TNA_REPORT_TABLE_SIZE (its index; a higher slot would alias one of them), report
+         * entry or not; the crossing test needs the entry */
+        if (meta.decide == 1 && meta.route_miss == 0 && meta.slot_assigned == 1
+            && meta.slot[TNA_SLOT_BITS - 1:TNA_REPORT_SLOT_BITS] == 0) {
             if (meta.slot_restart == 1) {
                 meta.report_after = units_restart.execute(meta.slot);
             } else {
                 meta.report_after = units_add.execute(meta.slot);
             }
-            t_xor.apply();
-            t_mask.apply();
-            if (meta.report_cross != 0) {
-                t_mark.apply();
+            if (meta.report_on == 1) {
+                t_xor.apply();
+                t_mask.apply();
+                if (meta.report_cross != 0) {
+                    t_mark.apply();
+                }
             }
         }
     }

@@ -18,11 +18,15 @@ control Stamp(inout headers_t hdr,
 
     /* Two actions, because an action that writes part of a container may draw on one PHV
      * source besides the container itself, or on a constant and one PHV field, not on
-     * more: the class goes into DSCP[5:3] and the option's prio (the container keeps its
-     * other bits), the constants (DSCP[2:0] = 0, stamped = 1) in the other action. */
+     * more: the class goes into DSCP[5:3] (the container keeps its other bits), the constants
+     * (DSCP[2:0] = 0) in the other action; and the option's the same way, in actions of their
+     * own applied only to a tagged packet. An untagged packet's coflow_opt is not valid, and
+     * bf-p4c may overlay an invalid header's containers with fields the packet does carry
+     * (mutually exclusive headers share PHV containers; the ones the parser extracts are
+     * valid): a write into it could change bytes that are emitted, or that the deparser's
+     * checksum sums. */
     action stamp_class() {
         hdr.ipv4.dscp[5:3] = meta.prio;
-        hdr.coflow_opt.prio = meta.prio;   /* untagged: the header stays invalid, not emitted */
         ig_tm_md.qid = (QueueId_t)meta.prio;
         ig_tm_md.ingress_cos = meta.prio;
         meta.bridged.prio = meta.prio;
@@ -30,8 +34,15 @@ control Stamp(inout headers_t hdr,
 
     action stamp_marks() {
         hdr.ipv4.dscp[2:0] = 0;
-        hdr.coflow_opt.stamped = 1;
         hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+    }
+
+    action stamp_opt_class() {
+        hdr.coflow_opt.prio = meta.prio;
+    }
+
+    action stamp_opt_marks() {
+        hdr.coflow_opt.stamped = 1;
     }
 
     @hidden table t_stamp_class {
@@ -46,9 +57,25 @@ control Stamp(inout headers_t hdr,
         size = 1;
     }
 
+    @hidden table t_stamp_opt_class {
+        actions = { stamp_opt_class; }
+        const default_action = stamp_opt_class();
+        size = 1;
+    }
+
+    @hidden table t_stamp_opt_marks {
+        actions = { stamp_opt_marks; }
+        const default_action = stamp_opt_marks();
+        size = 1;
+    }
+
     apply {
         t_stamp_class.apply();
         t_stamp_marks.apply();
+        if (hdr.coflow_opt.isValid()) {
+            t_stamp_opt_class.apply();
+            t_stamp_opt_marks.apply();
+        }
         /* applied to every packet (a dropped one is not emitted): only the count waits */
         if (meta.drop_reason == DropReason_t.NONE) {
             queue_enq.count(meta.queue_idx);
