@@ -3,7 +3,7 @@
 
 One BMv2 switch (a big switch of 4 hosts), each host a namespace of its own with real Linux TCP
 and the emulation's agent; the controller runs SEBF at 10 Mb/s with the coflow API, its
-default settings and the room ``coflow run`` gives paced senders (meter and pace headroom and
+default settings with both rules on (``conserve=1``, ``claim_time_factor=2``) and the room ``coflow run`` gives paced senders (meter and pace headroom and
 holds). The hosts' IP MTU is 1,500 B, the frames the meters are sized for. Three cases, each
 one that held an honest coflow at the meters' floor before the demand caps and the time claim
 check:
@@ -95,6 +95,7 @@ def _settings() -> dict:
     from coflow.emu import plan as P
     rtt_s = CtlSettings().rtt_us / 1e6
     s = {"link_mbps": str(LINK_MBPS), "telemetry_s": "0", "audit_s": "0",
+         "conserve": "1", "claim_time_factor": "2",        # the two rules under test (opt-in)
          "meter_headroom": repr(P.METER_HEADROOM), "pace_headroom": repr(P.PACE_HEADROOM),
          "meter_hold_s": repr(P.METER_HOLD_RTTS * rtt_s), "pace_hold_s": repr(P.PACE_HOLD_RTTS * rtt_s)}
     # COFLOW_TEST_SETTINGS="k=v,k=v": the experiment log's comparisons (e.g. conserve=0)
