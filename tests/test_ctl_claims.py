@@ -136,5 +136,10 @@ def test_controller_distrusts_for_good_counts_and_reports():
         with c._mu:
             c._refresh_coflows()
         assert lk not in c.distrusted
+        # the status keeps the count after the coflow left (a run's report reads it at its end)
+        assert c.status()["claims"]["totals"]["distrusted_sent"] == 1
+        from coflow.emu.runner import _brief
+        assert _brief(c.status())["claims"] == {"distrusted_sent": 1, "distrusted_held": 0,
+                                                 "cap_changes": 0}
     finally:
         c.stop()

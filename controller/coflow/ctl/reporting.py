@@ -101,7 +101,9 @@ class Reporting:
                     "rate_audit": self.audit.summary() if self.audit is not None else None,
                     "claims": {"margin_frac": self.ctl.claim_margin_frac,
                                "margin_bytes": self.ctl.claim_margin_bytes,
-                               "distrusted": {f"{c[0]}.{c[1]}": v for c, v in self.distrusted.items()}}
+                               "distrusted": {f"{c[0]}.{c[1]}": v for c, v in self.distrusted.items()},
+                               "totals": dict(self._claim_tally),
+                               "capped_flows": self.ledger.capped() if self.ledger is not None else 0}
                     if self.policy.rate else None}
 
     def _meter_status(self) -> dict:

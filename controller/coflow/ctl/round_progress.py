@@ -109,6 +109,13 @@ class ClosedLoop:
             self.rate_board.publish(lambda: build(rates), at)
 
     # grants against use (coflow.ctl.demand) ------------------------------------------------
+    @property
+    def _claim_tally(self) -> dict:
+        """Since start: coflows distrusted by bytes sent / by grant held, demand cap changes
+        (the status's ``claims``: a run's report keeps them after its coflows leave)."""
+        return self.__dict__.setdefault("_claim_counts", {"distrusted_sent": 0, "distrusted_held": 0,
+                                                          "cap_changes": 0})
+
     def _grant_ledger(self):
         """The rate modes' :class:`GrantLedger` (None: no rate mode, no closed loop, or
         neither ``conserve`` nor the time claim check on)."""
@@ -151,6 +158,7 @@ class ClosedLoop:
                     changed += 1
             if changed:
                 self.metrics.demand_cap_changes.inc(changed)
+                self._claim_tally["cap_changes"] += changed
                 if self.ctl.conserve:
                     self._rates_stale = True
             self.metrics.demand_capped_flows.set(led.capped())
@@ -232,6 +240,7 @@ class ClosedLoop:
                                   "held_bytes": int(got) if why == "held" else None,
                                   "declared_bytes": int(declared)}
             self.metrics.sizes_distrusted.inc()
+            self._claim_tally["distrusted_" + why] += 1
             if why == "held":
                 self.metrics.grants_overheld.inc()
             log.warning("coflow %d.%d: %d bytes %s on %s->%s, %d declared: its sizes are "

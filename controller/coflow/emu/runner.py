@@ -683,6 +683,10 @@ def _brief(status) -> dict | None:
         out["meters"] = status["meters"]
     if isinstance(status.get("rate_audit"), dict):
         out["rate_audit"] = status["rate_audit"]     # achieved vs set rate (metered modes)
+    cl = status.get("claims")
+    if isinstance(cl, dict) and isinstance(cl.get("totals"), dict):
+        # the claim checks and demand caps over the mode (rate modes; counts since start)
+        out["claims"] = dict(cl["totals"])
     dp = status.get("dataplane")
     if isinstance(dp, dict) and dp:
         # the pipeline's own drop counters, summed over the switches (ctl.observe.Telemetry)
