@@ -272,9 +272,9 @@ def _p4info(members):
 
 @pytest.mark.parametrize("members", [
     (("slot", 32), ("external_id", 32), ("bytes", 64)),            # too few
-    _HEAD + (("units", 32), ("port", 9)),                           # a fifth member, not the pipe
-    _HEAD + (("pipe", 8), ("units", 32)),                           # the pipe before the count
-    _HEAD + (("units", 32), ("pipe", 8), ("pipe", 8)),              # six
+    _HEAD + (("units", 32), ("pipe", 8)),                           # a fifth member, not the port
+    _HEAD + (("port", 16), ("units", 32)),                          # the port before the count
+    _HEAD + (("units", 32), ("port", 16), ("port", 16)),            # six
 ])
 def test_p4info_digest_of_another_shape_is_one_error(members):
     from coflow.dataplane.pb import p4info_pb2
@@ -284,6 +284,6 @@ def test_p4info_digest_of_another_shape_is_one_error(members):
     assert "\n" not in str(e.value)
 
 
-def test_p4info_digest_with_the_pipe_member():
-    f = DigestFormat.from_p4info(_p4info(_HEAD + (("units", 32), ("pipe", 8))), unit_shift=6)
-    assert f.widths == (16, 32, 8, 32, 8) and f.unit_shift == 6
+def test_p4info_digest_with_the_port_member():
+    f = DigestFormat.from_p4info(_p4info(_HEAD + (("units", 32), ("port", 16))), unit_shift=6)
+    assert f.widths == (16, 32, 8, 32, 16) and f.unit_shift == 6

@@ -90,7 +90,7 @@ def test_report_digest_is_packed_on_its_digest_type(tofino_build):
     fields = re.findall(r"#\s*(?:bit\[[^]]*\]: )?(ingress::\S+)", entry)
     assert fields[1:6] == ["ingress::meta.slot", "ingress::hdr.coflow_opt.external_id",
                            "ingress::hdr.coflow_opt.internal_id", "ingress::meta.report_after",
-                           "ingress::meta.report_pipe"], fields
+                           "ingress::meta.report_port"], fields
     fmt = DigestFormat.from_p4info(P4InfoHelper.from_file(
         os.path.join(tofino_build, "coflow_tna.p4info.txt")).p4info, C.TNA_BYTES_UNIT_SHIFT)
-    assert fmt.widths == (C.TNA_SLOT_BITS, 32, 8, 32, 8) and fmt.unit_shift == C.TNA_BYTES_UNIT_SHIFT
+    assert fmt.widths == (C.TNA_SLOT_BITS, 32, 8, 32, 16) and fmt.unit_shift == C.TNA_BYTES_UNIT_SHIFT

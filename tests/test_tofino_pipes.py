@@ -13,7 +13,8 @@ whose packets enter an edge through ports of two pipes is counted in each, a sha
   ``BfSdeWrapper::ReadRegisters`` keeps the first (``register_data[0]``: pipe 0's); bf_switchd's
   P4Runtime server has no registers (src/pi implements none);
 - a report digest comes from the pipe that counted the packet and, on TNA, says which
-  (p4src/tna report_digest_t ``pipe``: the P4Runtime DigestList carries no pipe).
+  (p4src/tna report_digest_t ``port``, the SDK ingress port, whose bits 8:7 are the pipe: the
+  P4Runtime DigestList carries no pipe).
 """
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ from coflow.params import DclasParams, hw_priority
 from coflow.tofino import ports
 from coflow.tofino.tm import pipe_of
 
-#: the TNA digest's shape: slot, external_id, internal_id, units, pipe
-WIDTHS = (16, 32, 8, 32, 8)
+#: the TNA digest's shape: slot, external_id, internal_id, units, port
+WIDTHS = (16, 32, 8, 32, 16)
 FMT = DigestFormat(digest_id=9, widths=WIDTHS, unit_shift=6)
 
 
@@ -62,11 +63,11 @@ class PipedEdge:
         if (before & mask) != (after & mask):
             key = (pipe, slot, after)
             if key not in self.learned:    # the learn filter drops what it holds: no list gap
-                self.out.append(self._data(slot, cid, after, pipe))
+                self.out.append(self._data(slot, cid, after, port))
 
-    def _data(self, slot, cid, units, pipe):
+    def _data(self, slot, cid, units, port):
         d = p4data_pb2.P4Data()
-        for v, w in zip((slot, cid[0], cid[1], units, pipe), WIDTHS):
+        for v, w in zip((slot, cid[0], cid[1], units, port), WIDTHS):
             d.struct.members.add().bitstring = v.to_bytes((w + 7) // 8, "big")
         return d
 

@@ -27,8 +27,8 @@ each edge is polled every ``digest_resync_s`` (a slow clock, one edge per round)
 
 Pipes (Tofino): every Register and Counter has one copy per pipe, so a coflow whose packets
 enter an edge through ports of two pipes is counted twice, a share in each, and each pipe's
-report digests carry that pipe's count (the TNA digest's ``pipe`` member; BMv2 has one pipe and
-no such member). An inbox keeps the highest count per (slot, pipe) and reports a slot's sum over
+report digests carry that pipe's count (the TNA digest's ``port`` member, the SDK ingress
+port, whose bits 8:7 are its pipe; BMv2 has one pipe and no such member). An inbox keeps the highest count per (slot, pipe) and reports a slot's sum over
 its pipes (max within a pipe, sum across pipes: every (edge, pipe) is a counting domain, as
 several edges are); a poll of the edge's ``coflow_bytes`` counter reads the sum over the pipes
 (the servers add the pipes' copies of a counter), so a polled count is a floor under the
@@ -53,6 +53,7 @@ import threading
 from dataclasses import dataclass
 
 from ..params import DclasParams
+from ..tofino.tm import pipe_of
 from . import model as M
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 DIGEST_NAME = "report_digest_t"
 MEMBERS = ("slot", "external_id", "internal_id")   # then "bytes" (v1model) or "units" (TNA)
 COUNT_MEMBERS = {"bytes": 0, "units": None}        # name -> unit shift (None: the target's)
-PIPE_MEMBER = "pipe"                               # TNA: the ingress pipe, last (v1model: none)
+PORT_MEMBER = "port"                               # TNA: the SDK ingress port, last (v1model: none)
 
 
 class DigestError(ValueError):
@@ -86,18 +87,21 @@ class DigestFormat:
                 raise DigestError(f"P4Info: digest {DIGEST_NAME}'s struct is not in type_info")
             names = [m.name for m in st.members]
             if tuple(names[:3]) != MEMBERS or len(names) not in (4, 5) \
-                    or names[3] not in COUNT_MEMBERS or names[4:] not in ([], [PIPE_MEMBER]):
+                    or names[3] not in COUNT_MEMBERS or names[4:] not in ([], [PORT_MEMBER]):
                 raise DigestError(f"P4Info: digest {DIGEST_NAME} has members {names}, "
-                                  f"expected {list(MEMBERS)} + bytes|units [+ pipe]")
+                                  f"expected {list(MEMBERS)} + bytes|units [+ port]")
             widths = tuple(m.type_spec.bitstring.bit.bitwidth for m in st.members)
             shift = COUNT_MEMBERS[names[3]]
             return cls(d.preamble.id, widths, unit_shift if shift is None else shift)
         return None
 
     def decode(self, data) -> tuple:
-        """One P4Data of a DigestList -> (slot, (external, internal), bytes, pipe); pipe 0
-        without a pipe member; DigestError when it is not a struct of the declared members and
-        widths."""
+        """One P4Data of a DigestList -> (slot, (external, internal), bytes, pipe): the pipe of
+        the ``port`` member (Tofino 1: the SDK port's bits 8:7, :func:`coflow.tofino.tm.pipe_of`),
+        0 without one; DigestError when it is not a struct of the declared members and
+        widths. (The data plane sends the port, not the pipe: bf-p4c cannot pack into a digest
+        a field the parser wrote at another in-byte alignment, and the port's bits 8:7 sit at
+        bit 7.)"""
         if data.WhichOneof("data") != "struct":
             raise DigestError(f"digest data is a {data.WhichOneof('data')}, not a struct")
         mem = data.struct.members
@@ -113,7 +117,7 @@ class DigestFormat:
                 raise DigestError(f"digest member {i} ({b.hex() or 'empty'}) is not a {w}-bit value")
             vals.append(v)
         return vals[0], (vals[1], vals[2]), vals[3] << self.unit_shift, \
-            (vals[4] if len(vals) > 4 else 0)
+            (pipe_of(vals[4]) if len(vals) > 4 else 0)
 
 
 def quantise(nbytes: int, step: int) -> int:

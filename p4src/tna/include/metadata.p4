@@ -57,9 +57,9 @@ struct report_digest_t {
     coflow_ext_t external_id;  /* the packet's CoflowId (a re-assigned slot's old coflow) */
     coflow_int_t internal_id;
     tna_units_t  units;        /* the slot's 64-byte units after the crossing packet */
-    bit<8>       pipe;         /* the ingress pipe (ingress port[8:7]): each pipe has its own
-                                * copy of the slot's registers, so the controller merges the
-                                * counts per pipe (docs/explanation/queue-mapping.md) */
+    bit<16>      port;         /* the ingress port (the SDK's, 9 bits): its pipe (port[8:7]),
+                                * which has its own copy of the slot's registers, is the
+                                * controller's to derive (docs/explanation/queue-mapping.md) */
 }
 
 typedef bit<TNA_DCLAS_KEY_BITS> tna_dclas_key_t;
@@ -115,7 +115,7 @@ struct ingress_metadata_t {
     tna_units_t     report_mask;      /* report_step's ~(step - 1), in units (report.p4) */
     tna_units_t     report_after;     /* units after this packet (report.p4's shadow count) */
     tna_units_t     report_cross;     /* (before ^ after) & mask: != 0 sends the digest */
-    bit<8>          report_pipe;      /* the ingress pipe, for the digest */
+    bit<16>         report_port;      /* the ingress port, for the digest */
     bit<32>         fifo_rank;        /* ext |-| fifo_base */
     tna_units_t     heavy_over;       /* bytes_before |-| heavy_bytes: != 0 is heavy */
     prio_t          prio;

@@ -41,7 +41,11 @@ parser CoflowIngressParser(packet_in pkt,
     state start {
         pkt.extract(ig_intr_md);
         meta.ig_port = (tna_port_t)ig_intr_md.ingress_port;
-        meta.report_pipe = (bit<8>)ig_intr_md.ingress_port[8:7];   /* the report digest's pipe */
+        /* the report digest's port (its pipe: bits 8:7, the controller's to take). Not the
+         * pipe itself: the port's bits 8:7 sit at bit 7 of their byte, and bf-p4c refuses a
+         * field the parser writes at one in-byte alignment and the digest packs at another
+         * ("Inferred incompatible container alignments"); the whole port starts at bit 0 */
+        meta.report_port = (bit<16>)ig_intr_md.ingress_port;
         meta.bridged.setValid();
         meta.bridged.prio = PRIO_LOWEST;
         meta.drop_reason = DropReason_t.NONE;
@@ -243,7 +247,7 @@ control CoflowIngressDeparser(packet_out pkt,
         if (ig_dprsr_md.digest_type == TNA_REPORT_DIGEST_TYPE) {
             report_digest.pack({meta.slot, hdr.coflow_opt.external_id,
                                 hdr.coflow_opt.internal_id, meta.report_after,
-                                meta.report_pipe});
+                                meta.report_port});
         }
         pkt.emit(meta.bridged);
         pkt.emit(hdr);
