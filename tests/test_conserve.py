@@ -297,7 +297,7 @@ def test_settings_refuse_bad_values(key, value, msg):
 
 def test_both_rules_are_opt_in():
     """Work conservation and the time claim check are off by default (on the emulated fabric
-    they cost HUG 15-30%: docs/explanation/design.md); 1 and a factor >= 1 turn them on."""
+    HUG's average CCT was worse with them on: docs/explanation/design.md); 1 and a factor >= 1 turn them on."""
     from coflow.ctl.settings import split_settings
     s, _ = split_settings({})
     assert s.conserve == 0 and s.claim_time_factor == 0 and s.claim_slack_s > 0
