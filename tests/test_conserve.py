@@ -131,7 +131,7 @@ def ledger():
     return GrantLedger(headroom=1.0, min_Bps=1_000.0, uncap_Bps=1_000_000.0)
 
 
-def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0):
+def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0, ready=False):
     """``reads`` readings ``dt`` apart, the flow sending ``per_read`` bytes each; returns the
     caps after each."""
     t, sent, caps = t0, sent0, []
@@ -139,7 +139,7 @@ def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0):
     for _ in range(reads):
         t += dt
         sent += per_read
-        led.observe(K, t, sent)
+        led.observe(K, t, sent, ready)
         caps.append(led.cap(K))
     return caps, t, sent
 
@@ -172,6 +172,31 @@ def test_a_flow_at_a_tenth_is_capped_after_its_first_interval_then_probes_back()
         (c,), t, sent = feed(led, cap, int(0.9 * cap * 0.1), 1, t0=t, sent0=sent)
         seen.append(c)
     assert seen == [pytest.approx(400_000.0), pytest.approx(800_000.0), np.inf]
+
+
+def test_a_ready_flow_is_never_capped_and_loses_its_cap_once_ready():
+    """A flow whose every byte is ready to send (``Flow.ready``) and that uses a tenth of its
+    rate is held back by the network, not by its application: no cap, however long. A capped
+    flow that its application then marks ready loses its cap at the next reading."""
+    led = ledger()
+    caps, t, sent = feed(led, 500_000.0, 5_000, 10, ready=True)
+    assert all(c == np.inf for c in caps) and led.capped() == 0 and led.caps_version == 0
+    led = ledger()
+    _, t, sent = feed(led, 500_000.0, 5_000, 3)
+    assert led.cap(K) == pytest.approx(100_000.0)
+    (c,), t, sent = feed(led, 100_000.0, 5_000, 1, t0=t, sent0=sent, ready=True)
+    assert c == np.inf and led.capped() == 0 and led.caps_version == 2
+    # its grant is still held (the time claim check judges a ready flow like any other)
+    assert led.held(K, t) > 0
+
+
+def test_ready_pairs_need_every_flow_of_the_pair_ready():
+    from coflow.api.records import CoflowId, CoflowRecord, FlowSpec
+    from coflow.ctl.demand import ready_pairs
+    hp = {"h0": 0, "h1": 1, "h2": 2}
+    rec = CoflowRecord(CoflowId(1, 0), [FlowSpec("h0", "h1", 10, True), FlowSpec("h0", "h2", 10),
+                                        FlowSpec("h2", "h1", None, True)], 0.0)
+    assert ready_pairs(rec, hp) == {(0, 1), (2, 1)}
 
 
 def test_a_policed_sender_does_not_talk_its_cap_down():
