@@ -229,14 +229,14 @@ class ClosedLoop:
         if s.claim_margin_bytes < 0:
             return
         by = None
-        led = self.ledger
+        # (with the time check a coflow whose rates are followed is looked at every time: its
+        # grant grows whether it sends or not; without it, only when its readings changed)
+        led = self.ledger if s.claim_time_factor > 0 else None
         cids = self.progress.cids() if led is None else set(self.progress.cids()) | set(led.cids())
         for c in cids:
             if c in self.distrusted:
                 continue
             v = self.progress.changes(c)
-            # (a coflow whose rates are followed is looked at every time: its grant grows
-            # whether it sends or not)
             if led is None and self._claim_seen.get(c) == v:
                 continue
             self._claim_seen[c] = v
