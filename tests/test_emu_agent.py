@@ -10,7 +10,6 @@ import time
 
 import pytest
 
-from coflow.dataplane.constants import FRAME_OVERHEAD_BYTES
 from coflow.emu import agent as A
 from coflow.emu.driver import EventError, parse_event
 
@@ -696,27 +695,3 @@ def test_a_paced_flow_builds_no_backlog_while_tcp_cannot_send(tmp_path):
     _e, sent, took = _run_watching(h, main, close_all)
     assert sent[0]["pace"] == 1e6
     assert 3.9 < took[0] < 6.0, took
-
-
-def test_a_flow_start_is_charged_its_handshake_only_on_a_connection_of_its_own(tmp_path, monkeypatch):
-    """A paced flow on a new connection is charged its handshake's and header's frames; one on
-    a pooled connection (no handshake, its header in its first segment) only the header's
-    bytes. (Charged for a handshake it never made, every pooled flow of the emulation started
-    a few hundred bytes behind its rate.)"""
-    charged = []
-    real = A.Pacer.charge
-    monkeypatch.setattr(A.Pacer, "charge", lambda self, n, now: (charged.append(n), real(self, n, now)))
-    sock, _board, cids, _rates, close = _watching_agent(tmp_path, {"a": (1e6, True), "b": (1e6, True)})
-    h = _Agent()
-
-    async def main():
-        await _start_watching(h, sock)
-        h.send(good(dst="127.0.0.1", port=h.port, coflow=0, flow=0, cid=cids["a"], bytes=20_000, reuse=True))
-        await h.until(lambda e: sum(x["ev"] == "sent" for x in e) > 0, "pooled", tries=600)
-        h.send(good(dst="127.0.0.1", port=h.port, coflow=1, flow=0, cid=cids["b"], bytes=20_000))
-        await h.until(lambda e: sum(x["ev"] == "sent" for x in e) > 1, "fresh", tries=600)
-        h.send('{"op":"watch","api":""}')
-        await h.quit()
-
-    _run_watching(h, main, close)
-    assert charged == [A.HEADER.size, A.HEADER.size + A.START_FRAMES * FRAME_OVERHEAD_BYTES]

@@ -114,11 +114,12 @@ def tcp_state(sock: socket.socket) -> dict | None:
 #: a paced flow writes one segment at a time and may run PACE_BURST_SEGMENTS segments ahead of
 #: its rate (Linux's own pacing sends 2-segment bursts at such rates, tcp_min_tso_segs)
 PACE_BURST_SEGMENTS = 2
-#: frames of a paced flow's start on a connection of its own that its meter counts besides the
-#: payload: the handshake's two (SYN, ACK) and the header's; charged to its pacer
-#: (:meth:`Pacer.charge`) so that its first burst and they fit the meter's bucket of two full
-#: frames (a flow on a pooled connection makes no handshake: only its header's bytes are
-#: charged)
+#: frames of a paced flow's start that its meter counts besides the payload: the handshake's
+#: two (SYN, ACK) and the header's; charged to its pacer (:meth:`Pacer.charge`) so that its
+#: first burst and they fit the meter's bucket of two full frames. A flow on a pooled
+#: connection makes no handshake but is charged the same: charged its header alone, the
+#: emulation's flows (all pooled) lost more segments to timeouts and SEBF's and HUG's gains
+#: fell (docs/experiments/2026-11-28-work-conservation.md, "Ready flows")
 START_FRAMES = 3
 #: the longest a paced flow sleeps before it looks at its rate again (a rate of 0, a missed wake)
 PACE_MAX_SLEEP_S = 1.0
@@ -433,7 +434,6 @@ class Agent:
                 got = await fut
                 if got is not None:
                     idle = [got]
-            fresh = not idle                 # a connection of its own (a handshake to pay for)
             if idle:
                 reader, writer = idle.pop()
                 conn = (reader, writer)
@@ -455,9 +455,7 @@ class Agent:
             writer.write(HEADER.pack(MAGIC, cmd["run"], cmd["coflow"], cmd["flow"], cmd["bytes"]))
             pacer = self.pacing.get((cmd["cid"], cmd["flow"]))
             if pacer is not None:
-                # a new connection's handshake and header frames passed the flow's meter; a
-                # pooled connection's header rides in the payload's first segment
-                pacer.charge(HEADER.size + (START_FRAMES * FRAME_OVERHEAD_BYTES if fresh else 0),
+                pacer.charge(HEADER.size + START_FRAMES * FRAME_OVERHEAD_BYTES,
                              asyncio.get_running_loop().time())
             await self._payload(writer, sock, cmd["bytes"], self.pacing.get((cmd["cid"], cmd["flow"])))
             if reuse:
