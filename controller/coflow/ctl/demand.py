@@ -174,7 +174,8 @@ class GrantLedger:
 def ready_pairs(rec, host_port: dict) -> set:
     """The host pairs (src pos, dst pos) of coflow ``rec`` whose every flow is ready to send
     (``FlowSpec.ready``)."""
-    out, not_ready = set(), set()
+    out: set = set()
+    not_ready: set = set()
     for f in rec.flows:
         k = (host_port[f.src], host_port[f.dst])
         (out if f.ready else not_ready).add(k)
