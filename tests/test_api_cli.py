@@ -49,10 +49,16 @@ def test_client_commands(server, capsys):
     rc, out, _ = run(capsys, "api", "update", "1.0", "--address", addr, "--size", "1=20", "--sent", "0=999")
     d = json.loads(out)
     assert rc == 0 and d["total_bytes"] == 1027 and d["sent_bytes"] == 999
+    rc, out, err = run(capsys, "api", "add-flows", "1.0", "--address", addr, "--flow", "h2:h0::ready")
+    assert err == ""
+    assert rc == 0 and [f["ready"] for f in json.loads(out)["flows"]] == [False, False, False, True]
+    rc, out, _ = run(capsys, "api", "update", "1.0", "--address", addr, "--ready", "0=1", "--ready", "3=0")
+    assert rc == 0 and [f["ready"] for f in json.loads(out)["flows"]] == [True, False, False, False]
     rc, out, _ = run(capsys, "api", "status", "1.0", "--address", unix)
     assert rc == 0 and json.loads(out) == reg.get("1.0").to_dict()
     rc, out, _ = run(capsys, "api", "list", "--address", addr)
     assert rc == 0 and [x["coflow_id"] for x in json.loads(out)] == ["1.0", "1.1", "1.2"]
+    assert reg.get("1.0").flows[0].ready is True
     assert run(capsys, "api", "unregister", "1.2", "--address", addr)[0] == 0
     rc, out, _ = run(capsys, "api", "unregister", "1.1", "--address", addr)
     assert rc == 0 and json.loads(out)["coflow_id"] == "1.1"
@@ -69,10 +75,13 @@ def test_client_commands(server, capsys):
     (["status", "4.0"], "error: NOT_FOUND: coflow_id: coflow 4.0 is not registered"),
     (["unregister", "4.0"], "error: NOT_FOUND: coflow_id: "),
     (["update", "4.0", "--size", "0=1"], "error: NOT_FOUND: coflow_id: "),
-    (["update", "1.0"], "error: INVALID_ARGUMENT: sizes: nothing to update"),
+    (["update", "1.0"], "error: INVALID_ARGUMENT: sizes: nothing to update: give sizes, sent_bytes and/or ready"),
     (["add-flows", "1.0", "--flow", "h0:h1"], "error: INVALID_ARGUMENT: flows[0]: duplicate flow h0->h1"),
     # caught by the CLI before any call
-    (["register", "--flow", "h0"], "error: --flow 'h0': expected SRC:DST[:SIZE_BYTES]"),
+    (["register", "--flow", "h0"], "error: --flow 'h0': expected SRC:DST[:SIZE_BYTES][:ready]"),
+    (["register", "--flow", "h0:h1:5:yes"], "error: --flow 'h0:h1:5:yes': the fourth part is 'ready' or nothing, not 'yes'"),
+    (["update", "1.0", "--ready", "0=true"], "error: --ready '0=true': expected FLOW_ID=1 or FLOW_ID=0"),
+    (["update", "1.0", "--ready", "5=1"], "error: INVALID_ARGUMENT: ready[5]: unknown flow id 5"),
     (["register", "--flow", "h0:h1:1k"], "error: --flow 'h0:h1:1k': SIZE_BYTES '1k' is not an integer"),
     (["update", "1.0", "--sent", "x=1"], "error: --sent 'x=1': expected FLOW_ID=BYTES (integers)"),
 ])

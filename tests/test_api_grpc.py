@@ -56,7 +56,7 @@ def test_round_trip(api):
     assert cid == "1.0" and c.version == 1
     st = c.status(cid)
     assert st == reg.get(cid).to_dict()
-    assert st["flows"][1] == {"flow_id": 1, "src": "h2", "dst": "h1", "size_bytes": None, "sent_bytes": 0}
+    assert st["flows"][1] == {"flow_id": 1, "src": "h2", "dst": "h1", "size_bytes": None, "sent_bytes": 0, "ready": False}
     assert st["clairvoyant"] is False and st["total_bytes"] is None and st["parent"] is None
     child = c.register([("h1", "h3", 5)], parent=cid)
     assert child == "1.1" and c.status(child)["parent"] == "1.0"

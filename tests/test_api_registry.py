@@ -147,6 +147,12 @@ def test_ids_are_never_reused(reg):
     (lambda r: r.update("1.0", sent={0: -1}), "INVALID_ARGUMENT", "sent_bytes[0]"),
     (lambda r: r.update("1.0", sizes={0: 5}, sent={1: "x"}), "INVALID_ARGUMENT", "sent_bytes[1]"),
     (lambda r: r.update("1.0"), "INVALID_ARGUMENT", "sizes"),
+    (lambda r: r.update("1.0", ready={0: 1}), "INVALID_ARGUMENT", "ready[0]"),
+    (lambda r: r.update("1.0", ready={2: True}), "INVALID_ARGUMENT", "ready[2]"),
+    (lambda r: r.update("1.0", sizes={0: 5}, ready=[0]), "INVALID_ARGUMENT", "ready"),
+    (lambda r: r.register([("h0", "h1", 1, "yes")]), "INVALID_ARGUMENT", "flows[0].ready"),
+    (lambda r: r.register([("h0", "h1", 1, True, 0)]), "INVALID_ARGUMENT", "flows[0]"),
+    (lambda r: r.add_flows("1.0", [("h4", "h5", None, 1)]), "INVALID_ARGUMENT", "flows[0].ready"),
     (lambda r: r.update("2.0", sizes={0: 1}), "NOT_FOUND", "coflow_id"),
     (lambda r: r.unregister("2.0"), "NOT_FOUND", "coflow_id"),
     (lambda r: r.unregister("01.0"), "INVALID_ARGUMENT", "coflow_id"),
@@ -180,6 +186,17 @@ def test_multi_wave_add_flows_and_update(reg):
     assert r.flows[0] == FlowSpec("h0", "h4", 150) and r.sent_bytes[0] == 0
     assert reg.get(c).to_dict() == r.to_dict()
     assert reg.version == 4
+
+
+def test_ready_flows_at_registration_and_by_update(reg):
+    c = reg.register([("h0", "h4", 10, True), ("h1", "h4")]).cid
+    r = reg.add_flows(c, [FlowSpec("h2", "h4", None, True)])
+    assert [f.ready for f in r.flows] == [True, False, True]
+    r = reg.update(c, ready={1: True, 2: False}, sizes={2: 7})
+    assert [f.ready for f in r.flows] == [True, True, False] and r.flows[2].size_bytes == 7
+    r = reg.update(c, sizes={0: 20})                  # a size change keeps the flow ready
+    assert r.flows[0] == FlowSpec("h0", "h4", 20, True)
+    assert [f["ready"] for f in reg.get(c).to_dict()["flows"]] == [True, True, False]
 
 
 def test_returned_records_are_snapshots(reg):
@@ -250,18 +267,46 @@ def test_reopen_rebuilds_coflows_and_next_ids(tmp_path):
     assert r.register([("h4", "h5")]).cid == CoflowId(2, 0)
     r.unregister("2.0")
     r.add_flows(a, [("h5", "h1")])
-    r.update(a, sizes={1: 20}, sent={0: 7})
+    r.update(a, sizes={1: 20}, sent={0: 7}, ready={1: True})
+    r.add_flows(b, [("h6", "h1", 3, True)])
     before = state(r)
     r.close()
     r2 = CoflowRegistry(HOSTS, db_path=db)
     assert state(r2) == before
+    assert [f.ready for f in r2.get(a).flows] == [False, True, False]
+    assert [f.ready for f in r2.get(b).flows] == [False, True]
     assert r2.get(b).parent == a and r2.get(b).deadline_s == 2.5
     # same next ids: a new job continues after 2 (even though 2.0 was unregistered), a new stage of 1 after 1.1
     assert r2.register([("h0", "h1")]).cid == CoflowId(3, 0)
     assert r2.register([("h0", "h1")], external=1).cid == CoflowId(1, 2)
     assert r2.register([("h0", "h1")], parent="2.0").cid == CoflowId(2, 1)   # finished job still known
     assert r2.version == before[0] + 3
+    r2.update(a, ready={1: False})
     r2.close()
+    r3 = CoflowRegistry(HOSTS, db_path=db)
+    assert [f.ready for f in r3.get(a).flows] == [False, False, False]
+    r3.close()
+
+
+def test_a_database_from_before_ready_flows_opens(tmp_path):
+    """A registry database written before the flows' readiness was kept (no flow_ready table)
+    opens with every flow not ready, and takes ready flows from then on."""
+    import sqlite3
+    db = str(tmp_path / "reg.sqlite")
+    r = CoflowRegistry(HOSTS, db_path=db)
+    a = r.register([("h0", "h1", 10, True)]).cid
+    r.close()
+    con = sqlite3.connect(db)
+    con.execute("DROP TABLE flow_ready")
+    con.commit()
+    con.close()
+    r2 = CoflowRegistry(HOSTS, db_path=db)
+    assert r2.get(a).flows[0].ready is False
+    r2.update(a, ready={0: True})
+    r2.close()
+    r3 = CoflowRegistry(HOSTS, db_path=db)
+    assert r3.get(a).flows[0].ready is True
+    r3.close()
 
 
 def test_crash_without_close_keeps_committed_changes(tmp_path):

@@ -131,7 +131,7 @@ def ledger():
     return GrantLedger(headroom=1.0, min_Bps=1_000.0, uncap_Bps=1_000_000.0)
 
 
-def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0):
+def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0, ready=False):
     """``reads`` readings ``dt`` apart, the flow sending ``per_read`` bytes each; returns the
     caps after each."""
     t, sent, caps = t0, sent0, []
@@ -139,7 +139,7 @@ def feed(led, rate, per_read, reads, t0=0.0, dt=0.1, sent0=0):
     for _ in range(reads):
         t += dt
         sent += per_read
-        led.observe(K, t, sent)
+        led.observe(K, t, sent, ready)
         caps.append(led.cap(K))
     return caps, t, sent
 
@@ -172,6 +172,31 @@ def test_a_flow_at_a_tenth_is_capped_after_its_first_interval_then_probes_back()
         (c,), t, sent = feed(led, cap, int(0.9 * cap * 0.1), 1, t0=t, sent0=sent)
         seen.append(c)
     assert seen == [pytest.approx(400_000.0), pytest.approx(800_000.0), np.inf]
+
+
+def test_a_ready_flow_is_never_capped_and_loses_its_cap_once_ready():
+    """A flow whose every byte is ready to send (``Flow.ready``) and that uses a tenth of its
+    rate is held back by the network, not by its application: no cap, however long. A capped
+    flow that its application then marks ready loses its cap at the next reading."""
+    led = ledger()
+    caps, t, sent = feed(led, 500_000.0, 5_000, 10, ready=True)
+    assert all(c == np.inf for c in caps) and led.capped() == 0 and led.caps_version == 0
+    led = ledger()
+    _, t, sent = feed(led, 500_000.0, 5_000, 3)
+    assert led.cap(K) == pytest.approx(100_000.0)
+    (c,), t, sent = feed(led, 100_000.0, 5_000, 1, t0=t, sent0=sent, ready=True)
+    assert c == np.inf and led.capped() == 0 and led.caps_version == 2
+    # its grant is still held (the time claim check judges a ready flow like any other)
+    assert led.held(K, t) > 0
+
+
+def test_ready_pairs_need_every_flow_of_the_pair_ready():
+    from coflow.api.records import CoflowId, CoflowRecord, FlowSpec
+    from coflow.ctl.demand import ready_pairs
+    hp = {"h0": 0, "h1": 1, "h2": 2}
+    rec = CoflowRecord(CoflowId(1, 0), [FlowSpec("h0", "h1", 10, True), FlowSpec("h0", "h2", 10),
+                                        FlowSpec("h2", "h1", None, True)], 0.0)
+    assert ready_pairs(rec, hp) == {(0, 1), (2, 1)}
 
 
 def test_a_policed_sender_does_not_talk_its_cap_down():
@@ -295,11 +320,15 @@ def test_settings_refuse_bad_values(key, value, msg):
     assert str(e.value) == msg
 
 
-def test_both_rules_are_opt_in():
-    """Work conservation and the time claim check are off by default (on the emulated fabric
-    HUG's average CCT was worse with them on: docs/explanation/design.md); 1 and a factor >= 1 turn them on."""
+def test_work_conservation_is_on_and_the_time_check_opt_in():
+    """Work conservation is on by default (a flow registered ready is not capped, so a fabric
+    that holds flows back costs nothing: docs/explanation/design.md); the time claim check is
+    off (on the fat-tree it distrusted an honest coflow the network held back); a factor >= 1
+    turns it on."""
     from coflow.ctl.settings import split_settings
     s, _ = split_settings({})
-    assert s.conserve == 0 and s.claim_time_factor == 0 and s.claim_slack_s > 0
+    assert s.conserve == 1 and s.claim_time_factor == 0 and s.claim_slack_s > 0
+    s, _ = split_settings({"conserve": "0"})
+    assert s.conserve == 0
     s, _ = split_settings({"conserve": "1", "claim_time_factor": "2"})
     assert s.conserve == 1 and s.claim_time_factor == 2

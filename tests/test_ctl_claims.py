@@ -143,3 +143,44 @@ def test_controller_distrusts_for_good_counts_and_reports():
                                                  "cap_changes": 0}
     finally:
         c.stop()
+
+
+def test_a_ready_flow_keeps_its_rate_a_flow_without_demand_is_capped():
+    """With ``conserve`` on: two coflows on separate host pairs, each sending a tenth of its
+    rate over several readings. The one whose application said every byte is ready (the
+    network holds it back) keeps its rate and gets no cap; the other is capped, and its
+    application marking it ready later lifts the cap."""
+    reg = CoflowRegistry(HOSTS)
+    c = _controller(reg, {"link_mbps": "10", "conserve": "1"})
+    try:
+        c._unsubscribe = reg.subscribe(c._on_registry)
+        R = reg.register([("h0", "h2", 10_000_000, True)])
+        A = reg.register([("h1", "h3", 10_000_000)])
+        rk, ak = (R.cid.external, R.cid.internal), (A.cid.external, A.cid.internal)
+        t = 1000.0
+        with c._mu:
+            c._refresh_coflows()
+            c._compute_rates(t)
+        sent = 0
+        for _ in range(5):
+            t += 0.1
+            sent += 12_000            # ~a tenth of 10 Mb/s over 0.1 s
+            c.progress.observe(rk, 0, 2, ("l0", 1), sent + OVH * (sent // 1000), sent // 1000)
+            c.progress.observe(ak, 1, 3, ("l0", 2), sent + OVH * (sent // 1000), sent // 1000)
+            c._observe_demand(t)
+            with c._mu:
+                c._compute_rates(t)
+        led = c.ledger
+        assert led.cap((rk, 0, 2)) == float("inf")
+        assert led.cap((ak, 1, 3)) < 0.5 * c.ctl.link_payload_Bps
+        assert c.status()["claims"]["totals"]["cap_changes"] == 1
+        reg.update(A.cid, ready={0: True})
+        with c._mu:
+            c._refresh_coflows()
+        t += 0.1
+        sent += 12_000
+        c.progress.observe(ak, 1, 3, ("l0", 2), sent + OVH * (sent // 1000), sent // 1000)
+        c._observe_demand(t)
+        assert led.cap((ak, 1, 3)) == float("inf")
+    finally:
+        c.stop()

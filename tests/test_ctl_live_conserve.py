@@ -13,7 +13,9 @@ check:
   paced by its agent) declares and sends 400,000 B. H's completion time must be within 2x its
   time beside an honest coflow of the liar's real size;
 - a liar that trickles under the byte margin (1,000 B declared, 60 KB at 2 or 8 KB/s): H's
-  delay must be within the bound of docs/explanation/lying.md, whichever the rate;
+  delay must be within the bound of docs/explanation/lying.md, whichever the rate: with the
+  controller's defaults (the demand caps, no time check) for a liar that does not mark its flow
+  ready, and with the time check for one that does (a ready flow is not capped);
 - an honest application-limited coflow A (h0 -> h2: 300 KB declared, written at a tenth of
   the link) ahead of a bulk coflow B (h1 -> h2, 4 MB, paced): while A runs, B must get at least
   80 % of what A leaves of the link.
@@ -87,7 +89,7 @@ def fabric(tmp_path_factory):
             hosts.stop()
 
 
-def _settings() -> dict:
+def _settings(time_check: bool = True) -> dict:
     """The controller's settings: its defaults at 10 Mb/s, with the room a paced sender is
     given in ``coflow run`` (meters above the pace, lowered only after it: a sender paced at
     exactly its meter's rate loses segments to it whenever it bursts)."""
@@ -95,7 +97,7 @@ def _settings() -> dict:
     from coflow.emu import plan as P
     rtt_s = CtlSettings().rtt_us / 1e6
     s = {"link_mbps": str(LINK_MBPS), "telemetry_s": "0", "audit_s": "0",
-         "conserve": "1", "claim_time_factor": "2",        # the two rules under test (opt-in)
+         "conserve": "1", "claim_time_factor": "2" if time_check else "0",   # the rules under test
          "meter_headroom": repr(P.METER_HEADROOM), "pace_headroom": repr(P.PACE_HEADROOM),
          "meter_hold_s": repr(P.METER_HOLD_RTTS * rtt_s), "pace_hold_s": repr(P.PACE_HOLD_RTTS * rtt_s)}
     # COFLOW_TEST_SETTINGS="k=v,k=v": the experiment log's comparisons (e.g. conserve=0)
@@ -105,22 +107,24 @@ def _settings() -> dict:
     return s
 
 
-def _ctl_settings():
+def _ctl_settings(time_check: bool = True):
     from coflow.ctl.settings import split_settings
-    return split_settings(_settings())[0]
+    return split_settings(_settings(time_check))[0]
 
 
 class Run:
     """A controller with the API on the fabric, and an agent per host (h1's paced)."""
 
-    def __init__(self, fabric):
+    def __init__(self, fabric, time_check: bool = True):
         self.t, self.f, self.hosts, self.tmp = fabric
         self.h = {x.name: x for x in self.t.hosts}
+        self.time_check = time_check
 
     def __enter__(self):
         from coflow.api.server import serve
         from coflow.ctl.daemon import Controller
-        self.ctl = Controller(self.t, "sebf", P4INFO, BMV2_JSON, self.f.addrs(), settings=_settings())
+        self.ctl = Controller(self.t, "sebf", P4INFO, BMV2_JSON, self.f.addrs(),
+                              settings=_settings(self.time_check))
         self.sock = f"unix:{self.tmp / f'api{time.monotonic_ns()}.sock'}"
         self.agents, self.server, self.procs = {}, None, []
         self.ctl.start()
@@ -164,12 +168,14 @@ class Run:
             return int(sum(self.ctl.progress.sent((int(ext), int(internal))).values()))
 
 
-def honest_cct(fabric, l_declares: int, trickle: float = 0.0) -> tuple[float, dict]:
-    """H's completion time (s) beside L declaring ``l_declares`` and sending over plain TCP
-    (``trickle`` > 0: 60 KB at this many bytes/s instead), and the controller's claims."""
+def honest_cct(fabric, l_declares: int, trickle: float = 0.0, ready: bool = False,
+               time_check: bool = True) -> tuple[float, dict]:
+    """H's completion time (s) beside L declaring ``l_declares`` (its flow registered ready:
+    ``ready``) and sending over plain TCP (``trickle`` > 0: 60 KB at this many bytes/s
+    instead), and the controller's claims."""
     from coflow.api.client import CoflowClient
-    with Run(fabric) as r, CoflowClient(r.sock) as c:
-        lc = c.register([("h0", "h2", l_declares)])
+    with Run(fabric, time_check) as r, CoflowClient(r.sock) as c:
+        lc = c.register([("h0", "h2", l_declares, ready)])
         if trickle:
             r.app("h0", lc, 1, 60_000, trickle)    # under the byte margin for 7-30 s
         else:
@@ -193,24 +199,41 @@ def test_a_liar_over_plain_tcp_does_not_hold_the_honest_coflow_at_the_floor(fabr
     assert lied <= 2 * base, f"H took {lied:.2f} s beside the liar, {base:.2f} s beside an honest coflow"
 
 
-def bound_s() -> float:
+def bound_s(time_check: bool = True) -> float:
     """docs/explanation/lying.md: the longest an honest coflow waits behind a 1,000 B claim,
     whatever rate its liar sends at: the grant the time check lets it hold, at the link's
     rate, plus the slack and the reaction (two readings of the counters and a round, and the
     pace and meter holds)."""
-    s = _ctl_settings()
-    held = s.claim_time_factor * (1_000 * (1 + s.claim_margin_frac) + s.claim_margin_bytes)
-    return held / s.link_payload_Bps + s.claim_slack_s + 2 * s.progress_s + s.pace_hold_s + s.meter_hold_s
+    s = _ctl_settings(time_check)
+    margin = 1_000 * (1 + s.claim_margin_frac) + s.claim_margin_bytes
+    holds = s.pace_hold_s + s.meter_hold_s
+    if not time_check:
+        # the demand caps alone (a liar whose flow is not ready): 2 x 6 readings' worth of the
+        # margin, the meters' floor's share of H's own time, three readings
+        from coflow.ctl.demand import DEMAND_WINDOW
+        floor = 4 * s.min_rate_frac
+        h_alone = H_BYTES / s.link_payload_Bps
+        return ((1 + s.demand_headroom) * DEMAND_WINDOW * margin / s.link_payload_Bps
+                + floor / (1 - floor) * h_alone + 3 * s.progress_s + holds)
+    held = s.claim_time_factor * margin
+    return held / s.link_payload_Bps + s.claim_slack_s + 2 * s.progress_s + holds
 
 
-@pytest.mark.parametrize("trickle", [2_000.0, 8_000.0])
-def test_a_liar_trickling_under_the_margin_delays_the_honest_coflow_within_the_bound(fabric, trickle):
-    alone, _ = honest_cct(fabric, L_BYTES)
-    lied, claims = honest_cct(fabric, 1_000, trickle=trickle)
-    bound = bound_s()
-    print(f"H beside an honest coflow: {alone:.2f} s; beside a liar trickling {trickle / 1e3:.0f} KB/s: "
-          f"{lied:.2f} s (delay {lied - alone:.2f} s, bound {bound:.2f} s); "
-          f"distrusted: {claims['distrusted']}")
+@pytest.mark.parametrize("trickle,ready,time_check", [
+    (2_000.0, False, False), (8_000.0, False, False),    # the defaults: the caps
+    (2_000.0, True, True), (8_000.0, True, True),        # a liar claiming readiness: the time check
+], ids=["2KBps-caps", "8KBps-caps", "2KBps-ready-time-check", "8KBps-ready-time-check"])
+def test_a_liar_trickling_under_the_margin_delays_the_honest_coflow_within_the_bound(
+        fabric, trickle, ready, time_check):
+    alone, _ = honest_cct(fabric, L_BYTES, time_check=time_check)
+    lied, claims = honest_cct(fabric, 1_000, trickle=trickle, ready=ready, time_check=time_check)
+    bound = bound_s(time_check)
+    print(f"H beside an honest coflow: {alone:.2f} s; beside a liar trickling {trickle / 1e3:.0f} KB/s"
+          f"{' (ready)' if ready else ''}: {lied:.2f} s (delay {lied - alone:.2f} s, bound "
+          f"{bound:.2f} s); distrusted: {claims['distrusted']}; caps changed "
+          f"{claims['totals']['cap_changes']}")
+    if ready:    # a ready flow is never capped: the time check caught it
+        assert claims["totals"]["distrusted_held"] == 1, claims
     # (+ 0.3 s: a noisy 2-core host)
     assert lied - alone <= bound + 0.3, f"H delayed {lied - alone:.2f} s, bound {bound:.2f} s"
 

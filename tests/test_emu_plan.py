@@ -136,8 +136,10 @@ def test_schedule_commands_and_registration():
     cmds = send_commands(p, 1, "7.0", 3, ips, 5001)
     assert cmds == {"h0": [{"op": "send", "run": 3, "coflow": 1, "flow": 0, "cid": "7.0",
                             "dst": "10.0.0.3", "port": 5001, "bytes": 2000}]}
-    assert registration(p, 2, clairvoyant=True) == [("h1", "h3", 1500)]
-    assert registration(p, 2, clairvoyant=False) == [("h1", "h3", None)]
+    # every flow is ready to send (the agents send from memory): what a flow leaves of its rate
+    # is the network's doing, and the controller's demand caps leave it alone
+    assert registration(p, 2, clairvoyant=True) == [("h1", "h3", 1500, True)]
+    assert registration(p, 2, clairvoyant=False) == [("h1", "h3", None, True)]
     per = p.per_host()
     assert [(c.trace_id, f.dst) for c, f in per["h0"]] == [(1, "h1"), (2, "h2")]
     assert per["h2"] == [] and per["h3"] == []

@@ -65,10 +65,11 @@ def test_backup_follows_and_takes_over(cluster, prefix):
     events = []
     b.subscribe(lambda ev, r: events.append((ev, str(r.cid))))
     acked = [str(a.register([("h0", "h1", 1000 + i)], request_id=f"r{i}", lease_s=30).cid) for i in range(5)]
-    a.update(acked[0], sent={0: 7})
+    a.update(acked[0], sent={0: 7}, ready={0: True})
     a.unregister(acked[4])
     assert wait_for(lambda: b.follow() or len(b) == 4)
     assert [str(r.cid) for r in b.list()] == acked[:4] and b.get(acked[0]).sent_bytes == {0: 7}
+    assert b.get(acked[0]).flows[0].ready and not b.get(acked[1]).flows[0].ready
     assert ("register", acked[0]) in events       # (5.0 came and went, maybe between two looks)
     with pytest.raises(ApiError) as ei:
         b.register([("h2", "h3", 1)])

@@ -5,11 +5,11 @@
                      [--apps apps.json] [--tls-cert api.crt --tls-key api.key]
     coflow api new-token NAME
     coflow api certs DIR [--san 10.0.0.5] [--client controller]
-    coflow api register --flow h0:h1:1000 --flow h2:h1 [--parent 7.0 [--parent 7.1] | --external 7] [--deadline 2.5]
+    coflow api register --flow h0:h1:1000[:ready] --flow h2:h1 [--parent 7.0 [--parent 7.1] | --external 7] [--deadline 2.5]
                         [--lease-s 600] [--request-id KEY]
     coflow api keepalive 7.0 [7.1 ...]
     coflow api add-flows 7.0 --flow h3:h1:500
-    coflow api update 7.0 --size 1=2000 --sent 0=1000
+    coflow api update 7.0 --size 1=2000 --sent 0=1000 --ready 1=1
     coflow api unregister 7.0
     coflow api status 7.0
     coflow api list
@@ -37,15 +37,33 @@ class _ArgError(ValueError):
 
 def _parse_flow(s: str):
     parts = s.split(":")
-    if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
-        raise _ArgError(f"--flow {s!r}: expected SRC:DST[:SIZE_BYTES]")
+    if len(parts) not in (2, 3, 4) or not parts[0] or not parts[1]:
+        raise _ArgError(f"--flow {s!r}: expected SRC:DST[:SIZE_BYTES][:ready]")
+    ready = False
+    if len(parts) == 4:
+        if parts[3] != "ready":
+            raise _ArgError(f"--flow {s!r}: the fourth part is 'ready' or nothing, not {parts[3]!r}")
+        ready = True
     if len(parts) == 2 or parts[2] == "":
-        return parts[0], parts[1], None
+        return parts[0], parts[1], None, ready
     try:
         size = int(parts[2])
     except ValueError:
         raise _ArgError(f"--flow {s!r}: SIZE_BYTES {parts[2]!r} is not an integer") from None
-    return parts[0], parts[1], size
+    return parts[0], parts[1], size, ready
+
+
+def _parse_flags(items, opt: str) -> dict[int, bool]:
+    out = {}
+    for s in items or []:
+        k, sep, v = s.partition("=")
+        try:
+            if not sep or v not in ("0", "1"):
+                raise ValueError
+            out[int(k)] = v == "1"
+        except ValueError:
+            raise _ArgError(f"{opt} {s!r}: expected FLOW_ID=1 or FLOW_ID=0") from None
+    return out
 
 
 def _parse_counts(items, opt: str) -> dict[int, int]:
@@ -106,7 +124,8 @@ def cmd_add_flows(args) -> int:
 
 def cmd_update(args) -> int:
     sizes, sent = _parse_counts(args.size, "--size"), _parse_counts(args.sent, "--sent")
-    return _run(args, lambda c: c.update(args.coflow_id, sizes=sizes, sent=sent))
+    ready = _parse_flags(args.ready, "--ready")
+    return _run(args, lambda c: c.update(args.coflow_id, sizes=sizes, sent=sent, ready=ready))
 
 
 def cmd_unregister(args) -> int:
@@ -302,7 +321,9 @@ def add_commands(sub) -> None:
     p.set_defaults(fn=cmd_certs)
 
     p = client_parser("register", "register a coflow; prints it as JSON")
-    p.add_argument("--flow", action="append", required=True, metavar="SRC:DST[:SIZE]")
+    p.add_argument("--flow", action="append", required=True, metavar="SRC:DST[:SIZE][:ready]",
+                   help="a flow; ':ready': every byte is ready to send (its sender never waits on "
+                        "its application)")
     p.add_argument("--parent", action="append", help="a parent CoflowId (the new coflow is the job's next "
                                                      "stage); repeat it for a child of several coflows")
     p.add_argument("--external", type=int, help="a new stage of this known job id")
@@ -318,13 +339,15 @@ def add_commands(sub) -> None:
 
     p = client_parser("add-flows", "add flows to a coflow")
     p.add_argument("coflow_id")
-    p.add_argument("--flow", action="append", required=True, metavar="SRC:DST[:SIZE]")
+    p.add_argument("--flow", action="append", required=True, metavar="SRC:DST[:SIZE][:ready]")
     p.set_defaults(fn=cmd_add_flows)
 
-    p = client_parser("update", "set flow sizes / report sent bytes")
+    p = client_parser("update", "set flow sizes / report sent bytes / mark flows ready")
     p.add_argument("coflow_id")
     p.add_argument("--size", action="append", metavar="FLOW=BYTES")
     p.add_argument("--sent", action="append", metavar="FLOW=BYTES")
+    p.add_argument("--ready", action="append", metavar="FLOW=1|0",
+                   help="1: every byte of the flow is ready to send; 0: no longer")
     p.set_defaults(fn=cmd_update)
 
     for name, fn, help in (("unregister", cmd_unregister, "unregister a coflow"),

@@ -52,7 +52,7 @@ def coflow_to_dict(c) -> dict:
         "coflow_id": c.coflow_id,
         "flows": [{"flow_id": f.flow_id, "src": f.src, "dst": f.dst,
                    "size_bytes": f.size_bytes if f.HasField("size_bytes") else None,
-                   "sent_bytes": f.sent_bytes} for f in c.flows],
+                   "sent_bytes": f.sent_bytes, "ready": f.ready} for f in c.flows],
         "registered_at": c.registered_at,
         "deadline_s": c.deadline_s if c.HasField("deadline_s") else None,
         "parent": c.parent or None,
@@ -100,13 +100,15 @@ def _flow_msgs(flows) -> list:
     for i, f in enumerate(flows):
         try:
             if isinstance(f, Mapping):
-                src, dst, size = f.get("src"), f.get("dst"), f.get("size_bytes")
+                src, dst, size, ready = f.get("src"), f.get("dst"), f.get("size_bytes"), f.get("ready", False)
             else:
                 f = tuple(f)
-                if len(f) not in (2, 3):
-                    raise ValueError("expected (src, dst[, size_bytes])")
-                src, dst, size = f if len(f) == 3 else (*f, None)
-            m = pb2.Flow(src=src, dst=dst)
+                if len(f) not in (2, 3, 4):
+                    raise ValueError("expected (src, dst[, size_bytes[, ready]])")
+                src, dst, size, ready = (*f, None, False)[:4] if len(f) == 2 else (*f, False)[:4]
+            if not isinstance(ready, bool):
+                raise ValueError(f"ready: {ready!r} is not a boolean")
+            m = pb2.Flow(src=src, dst=dst, ready=ready)
             if size is not None:
                 m.size_bytes = size
         except (TypeError, ValueError) as e:
@@ -273,9 +275,12 @@ class CoflowClient:
     def add_flows(self, cid: str, flows: Iterable) -> dict:
         return coflow_to_dict(self._rpc("AddFlows", pb2.AddFlowsRequest(coflow_id=str(cid), flows=_flow_msgs(flows))).coflow)
 
-    def update(self, cid: str, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None) -> dict:
+    def update(self, cid: str, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None,
+               ready: Mapping[int, bool] | None = None) -> dict:
+        """Set sizes, report bytes sent, mark flows ready to send (``ready``: flow id -> bool)."""
         try:
-            req = pb2.UpdateRequest(coflow_id=str(cid), sizes=_counts(sizes, "sizes"), sent_bytes=_counts(sent, "sent_bytes"))
+            req = pb2.UpdateRequest(coflow_id=str(cid), sizes=_counts(sizes, "sizes"), sent_bytes=_counts(sent, "sent_bytes"),
+                                    ready=_counts(ready, "ready"))
         except (TypeError, ValueError) as e:
             raise CoflowApiError("INVALID_ARGUMENT", f"sizes: {e}") from None
         return coflow_to_dict(self._rpc("Update", req).coflow)

@@ -104,7 +104,8 @@ class EtcdCoflowRegistry(CoflowRegistry):
             for raw in recs:
                 d = json.loads(raw)
                 cid = CoflowId(int(d["e"]), int(d["i"]))
-                flows = [FlowSpec(src, dst, size) for src, dst, size, _ in d["flows"]]
+                # (a fifth element, ready, since the flows' readiness was added: absent = false)
+                flows = [FlowSpec(x[0], x[1], x[2], bool(x[4]) if len(x) > 4 else False) for x in d["flows"]]
                 for f in flows:
                     if f.src not in self.hosts or f.dst not in self.hosts:
                         raise RegistryDbError(f"{where}: coflow {cid}: a host outside the topology")
@@ -139,7 +140,8 @@ class EtcdCoflowRegistry(CoflowRegistry):
             "e": rec.cid.external, "i": rec.cid.internal, "seq": seq, "at": rec.registered_at,
             "dl": rec.deadline_s, "parent": str(rec.parent) if rec.parent else None,
             "parents": [str(p) for p in rec.parents] if len(rec.parents) > 1 else None, "adm": rec.admitted,
-            "flows": [[f.src, f.dst, f.size_bytes, rec.sent_bytes.get(i, 0)] for i, f in enumerate(rec.flows)],
+            "flows": [[f.src, f.dst, f.size_bytes, rec.sent_bytes.get(i, 0)] + ([True] if f.ready else [])
+                      for i, f in enumerate(rec.flows)],
             "lease_s": rec.lease_s, "owner": rec.owner, "rid": rec.request_id, "fp": fp or None},
             separators=(",", ":")).encode()
 

@@ -89,6 +89,7 @@ class FlowSpec:
     src: str
     dst: str
     size_bytes: int | None = None
+    ready: bool = False     # every byte ready to send: a shortfall is the network's, not demand's
 
 
 @dataclass
@@ -135,7 +136,8 @@ class CoflowRecord:
         return {
             "coflow_id": str(self.cid),
             "flows": [{"flow_id": i, "src": f.src, "dst": f.dst, "size_bytes": f.size_bytes,
-                       "sent_bytes": self.sent_bytes.get(i, 0)} for i, f in enumerate(self.flows)],
+                       "sent_bytes": self.sent_bytes.get(i, 0), "ready": f.ready}
+                      for i, f in enumerate(self.flows)],
             "registered_at": self.registered_at,
             "deadline_s": self.deadline_s,
             "parent": str(self.parent) if self.parent is not None else None,

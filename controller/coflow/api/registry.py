@@ -44,6 +44,7 @@ with a snapshot of the record; they may read the registry but must not mutate it
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 
@@ -235,7 +236,8 @@ class CoflowRegistry(SqliteStore):
             lease = self._check_lease(lease_s, "lease_s") if lease_s is not None else self.default_lease_s
             if request_id is not None:
                 request_id = self._check_request_id(request_id)
-                fp = repr(([(f.src, f.dst, f.size_bytes) for f in specs], ",".join(map(str, pars)),
+                fp = repr(([(f.src, f.dst, f.size_bytes) + ((True,) if f.ready else ()) for f in specs],
+                           ",".join(map(str, pars)),
                            deadline, external, lease_s))
                 seen = self._requests.get((owner or "", request_id))
                 if seen is not None:
@@ -341,27 +343,30 @@ class CoflowRegistry(SqliteStore):
         return _copy(rec)
 
     def update(self, cid, sizes: Mapping[int, int] | None = None, sent: Mapping[int, int] | None = None,
-               owner: str | None = None) -> CoflowRecord:
+               owner: str | None = None, ready: Mapping[int, bool] | None = None) -> CoflowRecord:
         cid = parse_cid(cid)
         with self._lock:
             self._writable()
             old = self._owned(cid, owner)
             sizes = self._check_counts(sizes, "sizes", old)
             sent = self._check_counts(sent, "sent_bytes", old)
-            if not sizes and not sent:
-                raise _invalid("sizes", "nothing to update: give sizes and/or sent_bytes")
+            ready = self._check_flags(ready, "ready", old)
+            if not sizes and not sent and not ready:
+                raise _invalid("sizes", "nothing to update: give sizes, sent_bytes and/or ready")
             rec = _copy(old)
             grew = False
             for i, b in sizes.items():
                 f = rec.flows[i]
                 if f.size_bytes is None or b > f.size_bytes:
                     grew = True
-                rec.flows[i] = FlowSpec(f.src, f.dst, b)
+                rec.flows[i] = dataclasses.replace(f, size_bytes=b)
+            for i, r in ready.items():
+                rec.flows[i] = dataclasses.replace(rec.flows[i], ready=r)
             for i, b in sent.items():
                 rec.sent_bytes[i] = b
             if rec.deadline_s is not None and grew:
                 self._admission(rec)
-            self._db_write(lambda db: self._db_update(db, rec, set(sizes) | set(sent)))
+            self._db_write(lambda db: self._db_update(db, rec, set(sizes) | set(sent) | set(ready)))
             self._recs[cid] = rec
             self._renew(cid)
             self._changed("update", rec)
@@ -582,11 +587,13 @@ class CoflowRegistry(SqliteStore):
         for i, f in enumerate(flows):
             fi = f"{fieldname}[{i}]"
             if isinstance(f, FlowSpec):
-                src, dst, size = f.src, f.dst, f.size_bytes
-            elif isinstance(f, (tuple, list)) and len(f) in (2, 3):
-                src, dst, size = (*f, None) if len(f) == 2 else f
+                src, dst, size, ready = f.src, f.dst, f.size_bytes, f.ready
+            elif isinstance(f, (tuple, list)) and len(f) in (2, 3, 4):
+                src, dst, size, ready = (*f, None, False)[:4] if len(f) == 2 else (*f, False)[:4]
             else:
-                raise _invalid(fi, "expected (src, dst[, size_bytes])")
+                raise _invalid(fi, "expected (src, dst[, size_bytes[, ready]])")
+            if not isinstance(ready, bool):
+                raise _invalid(f"{fi}.ready", f"{ready!r} is not a boolean")
             src = self._host(src, f"{fi}.src")
             dst = self._host(dst, f"{fi}.dst")
             if src == dst:
@@ -605,7 +612,7 @@ class CoflowRegistry(SqliteStore):
                 raise _invalid(fi, f"duplicate flow {src}->{dst} (same src and dst as {other}); "
                                    "update that flow's size instead")
             seen[key] = len(existing) + i
-            out.append(FlowSpec(src, dst, size))
+            out.append(FlowSpec(src, dst, size, ready))
         return out
 
     def _check_deadline(self, d, specs: list[FlowSpec]) -> float | None:
@@ -634,6 +641,21 @@ class CoflowRegistry(SqliteStore):
                 raise _invalid(fk, "must be >= 0")
             if b >= SIZE_LIMIT:
                 raise _invalid(fk, "must be < 2^63")
+            out[k] = b
+        return out
+
+    def _check_flags(self, m, fieldname: str, rec: CoflowRecord) -> dict[int, bool]:
+        if m is None:
+            return {}
+        if not isinstance(m, Mapping):
+            raise _invalid(fieldname, "expected a mapping flow id -> true/false")
+        out = {}
+        for k, b in m.items():
+            fk = f"{fieldname}[{k}]"
+            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(rec.flows):
+                raise _invalid(fk, f"unknown flow id {k!r}: coflow {rec.cid} has flows 0..{len(rec.flows) - 1}")
+            if not isinstance(b, bool):
+                raise _invalid(fk, f"{b!r} is not a boolean")
             out[k] = b
         return out
 
@@ -669,4 +691,9 @@ class CoflowRegistry(SqliteStore):
     CREATE TABLE IF NOT EXISTS coflow_ext (external INTEGER NOT NULL, internal INTEGER NOT NULL,
                           lease_s REAL, owner TEXT, request_id TEXT, fingerprint TEXT,
                           PRIMARY KEY (external, internal))
+    """
+    # the flows that are ready to send (FlowSpec.ready; added after the first tables as well)
+    _READY_SCHEMA = """
+    CREATE TABLE IF NOT EXISTS flow_ready (external INTEGER NOT NULL, internal INTEGER NOT NULL,
+                          flow_id INTEGER NOT NULL, PRIMARY KEY (external, internal, flow_id))
     """

@@ -40,6 +40,7 @@ class SqliteStore:
                 else:
                     self._load(db, path, tables)
                 db.execute(self._EXT_SCHEMA)
+                db.execute(self._READY_SCHEMA)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -121,6 +122,7 @@ class SqliteStore:
         for e, i, fid, src, dst, size, sent in db.execute(
                 "SELECT external, internal, flow_id, src, dst, size_bytes, sent_bytes FROM flows ORDER BY external, internal, flow_id"):
             flows.setdefault((e, i), []).append((fid, src, dst, size, sent))
+        ready = set(db.execute("SELECT external, internal, flow_id FROM flow_ready")) if "flow_ready" in tables else set()
         for e, i, seq, at, dl, parent, adm in db.execute(
                 "SELECT external, internal, seq, registered_at, deadline_s, parent, admitted FROM coflows ORDER BY seq"):
             try:
@@ -136,7 +138,7 @@ class SqliteStore:
                 for h in (src, dst):
                     if h not in self.hosts:
                         raise bad(f"coflow {cid} flow {fid}: host {h!r} is not in the topology")
-                specs.append(FlowSpec(src, dst, size))
+                specs.append(FlowSpec(src, dst, size, (e, i, fid) in ready))
                 if s:
                     sent[fid] = s
             if not self._issued(cid):
@@ -187,6 +189,7 @@ class SqliteStore:
                     ",".join(map(str, rec.parents)) or None, int(rec.admitted)))
         db.executemany("INSERT INTO flows VALUES (?, ?, ?, ?, ?, ?, 0)",
                        [(c.external, c.internal, i, f.src, f.dst, f.size_bytes) for i, f in enumerate(rec.flows)])
+        self._db_ready(db, rec, range(len(rec.flows)))
         db.execute("INSERT INTO jobs VALUES (?, ?) ON CONFLICT(external) DO UPDATE SET next_internal = excluded.next_internal",
                    (c.external, c.internal + 1))
         db.execute("UPDATE meta SET value = ? WHERE key = 'next_external'", (str(next_external),))
@@ -197,13 +200,26 @@ class SqliteStore:
         db.executemany("INSERT INTO flows VALUES (?, ?, ?, ?, ?, ?, 0)",
                        [(c.external, c.internal, i, f.src, f.dst, f.size_bytes)
                         for i, f in enumerate(rec.flows) if i >= first])
+        self._db_ready(db, rec, range(first, len(rec.flows)))
 
     def _db_update(self, db, rec: CoflowRecord, ids: set[int]):
         c = rec.cid
         db.executemany("UPDATE flows SET size_bytes = ?, sent_bytes = ? WHERE external = ? AND internal = ? AND flow_id = ?",
                        [(rec.flows[i].size_bytes, rec.sent_bytes.get(i, 0), c.external, c.internal, i) for i in sorted(ids)])
+        self._db_ready(db, rec, sorted(ids))
+
+    @staticmethod
+    def _db_ready(db, rec: CoflowRecord, ids) -> None:
+        """The flows ``ids``' readiness into ``flow_ready`` (a row per ready flow)."""
+        c = rec.cid
+        rows = [(c.external, c.internal, i) for i in ids]
+        db.executemany("DELETE FROM flow_ready WHERE external = ? AND internal = ? AND flow_id = ?",
+                       [r for r in rows if not rec.flows[r[2]].ready])
+        db.executemany("INSERT OR IGNORE INTO flow_ready VALUES (?, ?, ?)",
+                       [r for r in rows if rec.flows[r[2]].ready])
 
     def _db_unregister(self, db, cid: CoflowId):
         db.execute("DELETE FROM coflow_ext WHERE external = ? AND internal = ?", (cid.external, cid.internal))
+        db.execute("DELETE FROM flow_ready WHERE external = ? AND internal = ?", (cid.external, cid.internal))
         db.execute("DELETE FROM flows WHERE external = ? AND internal = ?", (cid.external, cid.internal))
         db.execute("DELETE FROM coflows WHERE external = ? AND internal = ?", (cid.external, cid.internal))

@@ -31,7 +31,7 @@ def record_to_pb(rec: CoflowRecord):
                    parent=str(rec.parent) if rec.parent is not None else "", admitted=rec.admitted,
                    clairvoyant=rec.clairvoyant, sent_bytes=rec.total_sent, parents=[str(p) for p in rec.parents])
     for i, f in enumerate(rec.flows):
-        fs = c.flows.add(flow_id=i, src=f.src, dst=f.dst, sent_bytes=rec.sent_bytes.get(i, 0))
+        fs = c.flows.add(flow_id=i, src=f.src, dst=f.dst, sent_bytes=rec.sent_bytes.get(i, 0), ready=f.ready)
         if f.size_bytes is not None:
             fs.size_bytes = f.size_bytes
     if rec.deadline_s is not None:
@@ -46,7 +46,7 @@ def record_to_pb(rec: CoflowRecord):
 
 
 def _flows(msgs) -> list[FlowSpec]:
-    return [FlowSpec(m.src, m.dst, m.size_bytes if m.HasField("size_bytes") else None) for m in msgs]
+    return [FlowSpec(m.src, m.dst, m.size_bytes if m.HasField("size_bytes") else None, m.ready) for m in msgs]
 
 
 #: seconds between a rate stream's checks that its client is still there and its coflows
@@ -129,7 +129,7 @@ class CoflowServicer(pb2_grpc.CoflowServiceServicer):
 
     def Update(self, request, context):
         return self._call(context, self.registry.update, request.coflow_id, sizes=dict(request.sizes),
-                          sent=dict(request.sent_bytes), owner=self._owner(context))
+                          sent=dict(request.sent_bytes), ready=dict(request.ready), owner=self._owner(context))
 
     def Unregister(self, request, context):
         return self._call(context, self.registry.unregister, request.coflow_id, owner=self._owner(context))

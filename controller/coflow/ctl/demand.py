@@ -12,7 +12,11 @@ was told to pace at and the payload bytes its edge counted at each reading of th
   ``DEMAND_PROBE`` of its cap has the cap doubled at each reading, and loses it once it reaches
   the link's rate; a cap is lowered again only when its flow uses less than ``CAP_LOWER`` of it
   (a policed sender's shortfall is not a lack of demand). A flow's first interval (its start)
-  is not judged.
+  is not judged, nor is a flow whose application said every byte of it is **ready** to send
+  (``Flow.ready`` in the coflow API: a shuffle's map output, written before the fetch): its
+  sender never waits on its application, so what it leaves of its rate is what the network
+  (a congested core link, a loss's recovery, its receiver) holds back, and handing that rate to
+  flows that go into the same links helps none of them. A ready flow has no cap.
 - the **grant it has held**: the integral of its rate (a capped flow's up to its cap) since
   its first counted byte, which the time claim check (:func:`overheld`) compares with what its declared bytes need.
 """
@@ -75,8 +79,10 @@ class GrantLedger:
         st[1] = now
 
     # the readings ----------------------------------------------------------------------
-    def observe(self, key, now: float, sent: int) -> bool:
-        """The pair's payload bytes counted at ``now``; returns whether its cap changed."""
+    def observe(self, key, now: float, sent: int, ready: bool = False) -> bool:
+        """The pair's payload bytes counted at ``now`` (``ready``: its application said every
+        byte is ready to send, so no shortfall is a lack of demand); returns whether its cap
+        changed."""
         st = self._st.get(key)
         if st is None:
             return False
@@ -86,6 +92,9 @@ class GrantLedger:
         st[3] = (now, sent)
         if sent > 0:
             st[6] = True
+        if ready:                              # what it leaves, the network holds back
+            st[7] = 0
+            return self._set_cap(st, None)
         if last is None or last[1] <= 0 or sent <= last[1] and allowed <= 0:
             return False                       # its start: nothing to judge yet
         # (a flow in its last segments is judged as any other: its cap is at least twice what
@@ -160,6 +169,17 @@ class GrantLedger:
     def cids(self) -> list:
         """The coflows with flows followed."""
         return list(self._of)
+
+
+def ready_pairs(rec, host_port: dict) -> set:
+    """The host pairs (src pos, dst pos) of coflow ``rec`` whose every flow is ready to send
+    (``FlowSpec.ready``)."""
+    out: set = set()
+    not_ready: set = set()
+    for f in rec.flows:
+        k = (host_port[f.src], host_port[f.dst])
+        (out if f.ready else not_ready).add(k)
+    return out - not_ready
 
 
 def overheld(rec, held: dict, host_port: dict, margin_frac: float, margin_bytes: int,

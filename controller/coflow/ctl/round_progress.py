@@ -14,7 +14,7 @@ import numpy as np
 
 from . import model as M
 
-from .demand import GrantLedger, overheld
+from .demand import GrantLedger, overheld, ready_pairs
 from .rates import (overrun, without_sizes)
 from .switch import SwitchAgent
 
@@ -152,9 +152,10 @@ class ClosedLoop:
         now = time.time() if now is None else now
         changed = 0
         with self._mu:
+            ready = self._ready_keys() if self.ctl.conserve else ()
             for key in led.keys():
                 c, a, b = key
-                if led.observe(key, now, self.progress.pair_sent(c, a, b)):
+                if led.observe(key, now, self.progress.pair_sent(c, a, b), key in ready):
                     changed += 1
             if changed:
                 self.metrics.demand_cap_changes.inc(changed)
@@ -162,6 +163,25 @@ class ClosedLoop:
                 if self.ctl.conserve:
                     self._rates_stale = True
             self.metrics.demand_capped_flows.set(led.capped())
+
+    def _ready_keys(self) -> set:
+        """(cid, src pos, dst pos) of the flows whose application said every byte is ready to
+        send (``Flow.ready``), a coflow no longer trusted excepted: readiness is a claim, as
+        sizes are. Kept per record between readings (records are replaced, never changed)."""
+        cache = self.__dict__.setdefault("_ready_cache", {})
+        out: set = set()
+        seen = {}
+        for r in self._records:
+            c = (r.cid.external, r.cid.internal)
+            if c in self.distrusted:
+                continue
+            got = cache.get(c)
+            if got is None or got[0] is not r.flows:
+                got = (r.flows, {(c, a, b) for a, b in ready_pairs(r, self.host_port)})
+            seen[c] = got
+            out |= got[1]
+        self.__dict__["_ready_cache"] = seen
+        return out
 
     def _progress_key(self, ag, idx, how: tuple, entries: dict | None = None) -> tuple:
         """What an edge's closed-loop reading is observed under: the same answer (or push)
@@ -209,14 +229,14 @@ class ClosedLoop:
         if s.claim_margin_bytes < 0:
             return
         by = None
-        led = self.ledger
+        # (with the time check a coflow whose rates are followed is looked at every time: its
+        # grant grows whether it sends or not; without it, only when its readings changed)
+        led = self.ledger if s.claim_time_factor > 0 else None
         cids = self.progress.cids() if led is None else set(self.progress.cids()) | set(led.cids())
         for c in cids:
             if c in self.distrusted:
                 continue
             v = self.progress.changes(c)
-            # (a coflow whose rates are followed is looked at every time: its grant grows
-            # whether it sends or not)
             if led is None and self._claim_seen.get(c) == v:
                 continue
             self._claim_seen[c] = v

@@ -131,19 +131,20 @@ class CtlSettings:
       active flows is never moved to a higher class (:func:`keep_classes`: no reordering of
       its own segments); 1 = classes by rank every round (:func:`order_priorities`), a coflow
       rising as the ones ahead of it finish.
-    - ``conserve``: rate modes with the closed loop: 1 = what a flow leaves of its rate goes
-      to the others within a reading or two (:mod:`coflow.ctl.demand`,
+    - ``conserve``: rate modes with the closed loop: 1 (the default) = what a flow leaves of
+      its rate goes to the others within a reading or two (:mod:`coflow.ctl.demand`,
       :func:`coflow.sched.conserve.conserve`): a flow whose sender used less than
-      ``1 / (1 + demand_headroom)`` of its rate over two readings of ``flow_bytes`` is capped
-      at the fastest it used over its last few readings times ``1 + demand_headroom``; the
-      capacity freed goes to the flows below their caps in the scheduler's order (max-min
-      without one), what none of them can take back to the capped ones, and a capped flow
-      that uses its cap has it doubled at every reading. 0 (the default) = every flow keeps its
-      rate whether it uses it or not (a sender that does not use its grant holds the coflows
-      behind it at the meters' floor). Off by default: on the emulated fat-tree, where a
-      flow's shortfall is often a congested core link rather than a lack of demand, HUG's
-      average CCT was 4.0 s with both rules on against 3.45 s off (SEBF's moved within the
-      noise).
+      ``1 / (1 + demand_headroom)`` of its rate over two readings of ``flow_bytes``, and whose
+      application did not register it *ready* (``Flow.ready``: every byte ready to send, so a
+      shortfall is the network's), is capped at the fastest it used over its last few readings
+      times ``1 + demand_headroom``; the capacity freed goes to the flows below their caps in
+      the scheduler's order (max-min without one), what none of them can take back to the
+      capped ones, and a capped flow that uses its cap has it doubled at every reading. 0 =
+      every flow keeps its rate whether it uses it or not (a sender that does not use its
+      grant holds the coflows behind it at the meters' floor). Why ready flows are not judged:
+      on the emulated fat-tree, where congested core links hold flows back, judging every
+      shortfall cost HUG about 15% of its average CCT (4.0 s against 3.45 s); the emulation
+      registers its flows ready, and its caps do not move.
     - ``demand_headroom``: with ``conserve``, how far below its rate a flow may run before it
       is capped, and how much above what it used its cap is.
     - ``claim_slack_s`` / ``claim_time_factor``: the time claim check (rate modes): a coflow
@@ -155,9 +156,11 @@ class CtlSettings:
       leaves of its rate (a paced one reaches about three quarters of it), the slack the
       round trips, readings and retransmission timeouts of a sender starting or recovering
       from a loss. Off with the byte check (``claim_margin_bytes < 0``) and with
-      ``claim_time_factor`` 0 (the default, with ``conserve``: on the emulated fat-tree it did
-      not fire on HUG's honest coflows and once on SEBF's, which then lost its rank). With both
-      rules on, a liar's gain is bounded whatever rate it sends at (docs/explanation/lying.md).
+      ``claim_time_factor`` 0 (the default: on the emulated fat-tree it did not fire on HUG's
+      honest coflows and once on SEBF's, which then lost its rank). It is the only rule that
+      holds a host to a readiness it claimed: turn it on (2) where hosts are not trusted. With
+      both rules on, a liar's gain is bounded whatever rate it sends at, ready or not
+      (docs/explanation/lying.md).
     """
     link_mbps: float = 10.0
     fair_prio: int = 4
@@ -190,7 +193,7 @@ class CtlSettings:
     meter_hold_s: float = 0.0
     pace_hold_s: float = 0.0
     class_span: int = 7
-    conserve: int = 0
+    conserve: int = 1
     demand_headroom: float = 1.0
     claim_slack_s: float = 0.5
     claim_time_factor: float = 0.0

@@ -116,7 +116,10 @@ def tcp_state(sock: socket.socket) -> dict | None:
 PACE_BURST_SEGMENTS = 2
 #: frames of a paced flow's start that its meter counts besides the payload: the handshake's
 #: two (SYN, ACK) and the header's; charged to its pacer (:meth:`Pacer.charge`) so that its
-#: first burst and they fit the meter's bucket of two full frames
+#: first burst and they fit the meter's bucket of two full frames. A flow on a pooled
+#: connection makes no handshake but is charged the same: charged its header alone, the
+#: emulation's flows (all pooled) lost more segments to timeouts and SEBF's and HUG's gains
+#: fell (docs/experiments/2026-11-28-work-conservation.md, "Ready flows")
 START_FRAMES = 3
 #: the longest a paced flow sleeps before it looks at its rate again (a rate of 0, a missed wake)
 PACE_MAX_SLEEP_S = 1.0

@@ -96,9 +96,11 @@ def warm_counts(plan: Plan, per_pair: int) -> dict[str, dict[str, int]]:
     return {s: {d: min(per_pair, k) for d, k in ds.items()} for s, ds in n.items()}
 
 
-def registration(plan: Plan, k: int, clairvoyant: bool) -> list[tuple[str, str, int | None]]:
-    """The flows of coflow ``k`` as the API takes them (index = flow id)."""
-    return [(f.src, f.dst, f.bytes if clairvoyant else None) for f in plan.coflows[k].flows]
+def registration(plan: Plan, k: int, clairvoyant: bool) -> list[tuple[str, str, int | None, bool]]:
+    """The flows of coflow ``k`` as the API takes them (index = flow id): every one ready to
+    send (the agents send from memory, as a shuffle's fetch reads a map output written before
+    it: no sender waits on its application)."""
+    return [(f.src, f.dst, f.bytes if clairvoyant else None, True) for f in plan.coflows[k].flows]
 
 
 class AgentPool:
@@ -377,20 +379,20 @@ class _Dynamic:
 
     def _register(self, c: int, flows, **kw) -> str:
         cid = self.register(flows, **kw)
-        self.pairs[c] = {(s, t): [i, b] for i, (s, t, b) in enumerate(flows)}
+        self.pairs[c] = {(s, t): [i, b] for i, (s, t, b, *_) in enumerate(flows)}
         return cid
 
     def _extend(self, c: int, flows) -> str:
         cid, pairs = self.cid[c], self.pairs[c]
         new, grow = [], {}
-        for s, t, b in flows:
+        for s, t, b, *more in flows:
             if (s, t) in pairs:
                 if b is not None:
                     pairs[(s, t)][1] = (pairs[(s, t)][1] or 0) + b
                     grow[pairs[(s, t)][0]] = pairs[(s, t)][1]
             else:
                 pairs[(s, t)] = [len(pairs), b]
-                new.append((s, t, b))
+                new.append((s, t, b, *more))
         if new:
             self.add_flows(cid, new)
         if grow:
