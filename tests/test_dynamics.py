@@ -464,7 +464,7 @@ def test_driver_releases_waves_and_children_through_the_api(tmp_path):
         return str(reg.register(flows, **kw).cid)
 
     def add_flows(cid, flows):
-        calls.append(("add_flows", cid, [(s, d) for s, d, _ in flows]))
+        calls.append(("add_flows", cid, [(s, d) for s, d, *_ in flows]))
         reg.add_flows(cid, flows)
 
     def update(cid, sizes):

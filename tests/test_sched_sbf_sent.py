@@ -73,7 +73,7 @@ def test_coflow_emu_plan_and_the_emulations_simulator_run_it(capsys, tmp_path):
     cfg = R.EmuConfig(topology="bigswitch:8", trace=TRACE, coflows=12, modes=("sbf-sent",))
     cfg.validate()
     plan = R.make_plan(cfg, R.load_topology(cfg.topology))
-    assert all(size is None for _, _, size in registration(plan, 0, D.clairvoyant("sbf-sent")))
+    assert all(size is None for _, _, size, _ready in registration(plan, 0, D.clairvoyant("sbf-sent")))
     rep = R.simulate_mode(plan, "sbf-sent")      # the emulation's simulated twin
     assert rep["scheduler"] == "sbf-sent" and len(rep["coflows"]) == len(plan.coflows)
     assert all(np.isfinite(c["cct_s"]) for c in rep["coflows"])

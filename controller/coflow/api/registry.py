@@ -625,39 +625,42 @@ class CoflowRegistry(SqliteStore):
                 raise _invalid(f"flows[{i}].size_bytes", "required when deadline_s is set (admission needs the size)")
         return float(d)
 
-    def _check_counts(self, m, fieldname: str, rec: CoflowRecord) -> dict[int, int]:
+    @staticmethod
+    def _check_per_flow(m, fieldname: str, rec: CoflowRecord, what: str, check) -> dict:
+        """A mapping flow id -> value (None: empty): every id one of ``rec``'s flows, every
+        value passed through ``check(value, field)`` (which raises the field's error)."""
         if m is None:
             return {}
         if not isinstance(m, Mapping):
-            raise _invalid(fieldname, "expected a mapping flow id -> bytes")
+            raise _invalid(fieldname, f"expected a mapping flow id -> {what}")
         out = {}
-        for k, b in m.items():
+        for k, v in m.items():
             fk = f"{fieldname}[{k}]"
             if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(rec.flows):
                 raise _invalid(fk, f"unknown flow id {k!r}: coflow {rec.cid} has flows 0..{len(rec.flows) - 1}")
-            if not isinstance(b, int) or isinstance(b, bool):
-                raise _invalid(fk, f"{b!r} is not an integer")
-            if b < 0:
-                raise _invalid(fk, "must be >= 0")
-            if b >= SIZE_LIMIT:
-                raise _invalid(fk, "must be < 2^63")
-            out[k] = b
+            check(v, fk)
+            out[k] = v
         return out
 
+    @staticmethod
+    def _byte_count(b, fk: str) -> None:
+        if not isinstance(b, int) or isinstance(b, bool):
+            raise _invalid(fk, f"{b!r} is not an integer")
+        if b < 0:
+            raise _invalid(fk, "must be >= 0")
+        if b >= SIZE_LIMIT:
+            raise _invalid(fk, "must be < 2^63")
+
+    @staticmethod
+    def _flag(b, fk: str) -> None:
+        if not isinstance(b, bool):
+            raise _invalid(fk, f"{b!r} is not a boolean")
+
+    def _check_counts(self, m, fieldname: str, rec: CoflowRecord) -> dict[int, int]:
+        return self._check_per_flow(m, fieldname, rec, "bytes", self._byte_count)
+
     def _check_flags(self, m, fieldname: str, rec: CoflowRecord) -> dict[int, bool]:
-        if m is None:
-            return {}
-        if not isinstance(m, Mapping):
-            raise _invalid(fieldname, "expected a mapping flow id -> true/false")
-        out = {}
-        for k, b in m.items():
-            fk = f"{fieldname}[{k}]"
-            if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(rec.flows):
-                raise _invalid(fk, f"unknown flow id {k!r}: coflow {rec.cid} has flows 0..{len(rec.flows) - 1}")
-            if not isinstance(b, bool):
-                raise _invalid(fk, f"{b!r} is not a boolean")
-            out[k] = b
-        return out
+        return self._check_per_flow(m, fieldname, rec, "true/false", self._flag)
 
     def _admission(self, rec: CoflowRecord):
         if self.admit is None:
